@@ -1,0 +1,34 @@
+// Module entry: exports the NativePool class and registerErrorClass(), through which the TypeScript
+// layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
+#include <napi.h>
+
+#include "args.h"
+#include "pool_wrap.h"
+
+namespace kvfabric::addon {
+namespace {
+
+Napi::Value registerErrorClass(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsFunction()) throwInvalid(env, "registerErrorClass expects a constructor");
+  env.GetInstanceData<AddonData>()->errorClass = Napi::Persistent(info[0].As<Napi::Function>());
+  return env.Undefined();
+}
+
+Napi::Object init(Napi::Env env, Napi::Object exports) {
+  auto* data = new AddonData();
+  env.SetInstanceData<AddonData>(data);  // deleted by Node when the environment is torn down
+  Napi::Function pool = PoolWrap::define(env);
+  data->poolClass = Napi::Persistent(pool);
+  exports.Set("NativePool", pool);
+  exports.Set("registerErrorClass", Napi::Function::New(env, registerErrorClass, "registerErrorClass"));
+  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  return exports;
+}
+
+}  // namespace
+}  // namespace kvfabric::addon
+
+static Napi::Object initModule(Napi::Env env, Napi::Object exports) { return kvfabric::addon::init(env, exports); }
+
+NODE_API_MODULE(kvfabric, initModule)

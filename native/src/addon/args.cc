@@ -1,0 +1,57 @@
+// Argument checking and error construction for the addon.
+#include "args.h"
+
+#include <cmath>
+#include <string>
+
+namespace kvfabric::addon {
+
+Napi::Error fabricError(Napi::Env env, const Status& status) {
+  auto* data = env.GetInstanceData<AddonData>();
+  if (data && !data->errorClass.IsEmpty()) {
+    Napi::Object err = data->errorClass.New({Napi::String::New(env, codeName(status.code())),
+                                             Napi::String::New(env, status.message())});
+    return Napi::Error(env, err);
+  }
+  Napi::Error err = Napi::Error::New(env, status.message());
+  err.Set("code", Napi::String::New(env, codeName(status.code())));
+  return err;
+}
+
+void throwStatus(Napi::Env env, const Status& status) { throw fabricError(env, status); }
+
+void throwInvalid(Napi::Env env, const std::string& message) {
+  throwStatus(env, Status(Code::kInvalidArgument, message));
+}
+
+uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64_t min, uint64_t max) {
+  if (!value.IsNumber()) throwInvalid(env, std::string(name) + " must be a number");
+  const double d = value.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || std::floor(d) != d) throwInvalid(env, std::string(name) + " must be an integer");
+  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    throwInvalid(env, std::string(name) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return static_cast<uint64_t>(d);
+}
+
+uint64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* name, uint64_t min, uint64_t max) {
+  return integerValue(info.Env(), info[index], name, min, max);
+}
+
+uint32_t u32Arg(const Napi::CallbackInfo& info, size_t index, const char* name, uint32_t min) {
+  return static_cast<uint32_t>(integerArg(info, index, name, min, 0xFFFFFFFFu));
+}
+
+uint64_t handleArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  return integerArg(info, index, name, 0, kMaxSafeInteger);
+}
+
+Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  Napi::Value v = info[index];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throwInvalid(info.Env(), std::string(name) + " must be a Uint8Array");
+  }
+  return v.As<Napi::Uint8Array>();
+}
+
+}  // namespace kvfabric::addon

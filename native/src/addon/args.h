@@ -1,0 +1,37 @@
+// Turning JS values into checked C++ values, and Status values into thrown FabricErrors. Every helper
+// throws (a C++ Napi::Error that node-addon-api hands to JS) instead of returning a bad value, so a
+// method body reads as a straight line and no input can reach the core unchecked.
+#pragma once
+
+#include <napi.h>
+
+#include <cstdint>
+
+#include "status.h"
+
+namespace kvfabric::addon {
+
+// Per-environment state: the FabricError constructor registered by the TS layer.
+struct AddonData {
+  Napi::FunctionReference errorClass;
+  Napi::FunctionReference poolClass;
+};
+
+// A FabricError (or, before registration, an Error with .code) for a failed Status.
+Napi::Error fabricError(Napi::Env env, const Status& status);
+[[noreturn]] void throwStatus(Napi::Env env, const Status& status);
+inline void check(Napi::Env env, const Status& status) {
+  if (!status.isOk()) throwStatus(env, status);
+}
+[[noreturn]] void throwInvalid(Napi::Env env, const std::string& message);
+
+// Integers in [min, max]; anything else (type, NaN, fraction, range) is INVALID_ARGUMENT.
+uint64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* name, uint64_t min, uint64_t max);
+uint32_t u32Arg(const Napi::CallbackInfo& info, size_t index, const char* name, uint32_t min = 0);
+uint64_t handleArg(const Napi::CallbackInfo& info, size_t index, const char* name);
+uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64_t min, uint64_t max);
+Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name);
+
+constexpr uint64_t kMaxSafeInteger = (uint64_t{1} << 53) - 1;
+
+}  // namespace kvfabric::addon

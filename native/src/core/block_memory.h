@@ -1,0 +1,54 @@
+// Where block bytes live. The allocator does all bookkeeping and calls this interface only to move
+// bytes, so a backend (host memory today, CUDA device memory later) is a plug-in, not a special case.
+// Implementations need no locking of their own: the allocator never lets two calls touch the same
+// bytes at once (see PagedAllocator's concurrency notes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "block_layout.h"
+#include "status.h"
+
+namespace kvfabric {
+
+class BlockMemory {
+ public:
+  virtual ~BlockMemory() = default;
+
+  // Scatters `count` tokens of token-major host bytes into slots [slot, slot + count) of a block.
+  virtual void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) = 0;
+  // Gathers slots [slot, slot + count) of a block into token-major host bytes.
+  virtual void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const = 0;
+  // Copies a whole block's bytes onto the host, in block layout.
+  virtual void readBlock(uint32_t block, uint8_t* dst) const = 0;
+  virtual void copyBlock(uint32_t dstBlock, uint32_t srcBlock) = 0;
+  virtual void scrubBlock(uint32_t block) = 0;
+};
+
+// Host memory from one anonymous mapping: zero-filled, page-aligned, committed lazily by the OS.
+class HostBlockMemory final : public BlockMemory {
+ public:
+  // Returns kOutOfMemory when the OS refuses the mapping.
+  static Status create(const BlockLayout& layout, uint32_t blockCount, std::unique_ptr<BlockMemory>* out);
+  ~HostBlockMemory() override;
+  HostBlockMemory(const HostBlockMemory&) = delete;
+  HostBlockMemory& operator=(const HostBlockMemory&) = delete;
+
+  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
+  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
+  void readBlock(uint32_t block, uint8_t* dst) const override;
+  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
+  void scrubBlock(uint32_t block) override;
+
+ private:
+  HostBlockMemory(const BlockLayout& layout, uint8_t* base, uint64_t bytes)
+      : layout_(layout), base_(base), bytes_(bytes) {}
+  uint8_t* blockBase(uint32_t block) const { return base_ + uint64_t{block} * layout_.blockBytes; }
+
+  BlockLayout layout_;
+  uint8_t* base_;
+  uint64_t bytes_;
+};
+
+}  // namespace kvfabric

@@ -1,0 +1,203 @@
+// The C++ core's own test: no Node-API involved. Exercises the allocator directly, including the
+// lease paths (abort, zombie blocks) that the TypeScript suite can only reach indirectly.
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "paged_allocator.h"
+
+using namespace kvfabric;
+
+static int passed = 0, failed = 0;
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++passed;                                                       \
+    } else {                                                          \
+      ++failed;                                                       \
+      std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                 \
+  } while (0)
+
+static std::unique_ptr<PagedAllocator> makePool(uint32_t blocks, ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
+  PoolConfig config;
+  config.shape = {2, 1, 2, 1};  // 8 bytes per token
+  config.tokensPerBlock = 4;
+  config.blockCount = blocks;
+  config.scrub = scrub;
+  std::unique_ptr<PagedAllocator> pool;
+  Status st = PagedAllocator::create(config, nullptr, &pool);
+  if (!st.isOk()) std::fprintf(stderr, "create: %s\n", st.message().c_str());
+  return pool;
+}
+
+static std::vector<uint8_t> tokens(uint64_t count, uint8_t seed) {
+  std::vector<uint8_t> bytes(count * 8);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(seed + i);
+  return bytes;
+}
+
+static void testLayoutValidation() {
+  BlockLayout layout;
+  CHECK(BlockLayout::make({32, 8, 128, 2}, 16, &layout).isOk());
+  CHECK(layout.bytesPerToken == 128 * 1024);
+  CHECK(layout.blockBytes == 2 * 1024 * 1024);
+  CHECK(BlockLayout::make({0, 8, 128, 2}, 16, &layout).code() == Code::kInvalidArgument);
+  CHECK(BlockLayout::make({0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, 16, &layout).code() == Code::kInvalidArgument);
+  PoolConfig config;
+  config.shape = {1, 1, 1, 1};
+  config.blockCount = 0;
+  std::unique_ptr<PagedAllocator> pool;
+  CHECK(PagedAllocator::create(config, nullptr, &pool).code() == Code::kInvalidArgument);
+}
+
+static void testAppendReadForkCow() {
+  auto pool = makePool(8);
+  Handle a;
+  CHECK(pool->createContext(7, &a).isOk());
+  auto six = tokens(6, 1);
+  CHECK(pool->append(a, six.data(), six.size()).isOk());
+  std::vector<uint8_t> out;
+  CHECK(pool->read(a, 0, 6, &out).isOk() && out == six);
+  Handle b;
+  CHECK(pool->fork(a, &b).isOk());
+  CHECK(pool->stats().sharedBlocks == 2);
+  auto more = tokens(1, 100);
+  CHECK(pool->append(b, more.data(), more.size()).isOk());  // copy-on-write of the partial page
+  CHECK(pool->stats().sharedBlocks == 1);
+  CHECK(pool->stats().usedBlocks == 3);
+  CHECK(pool->read(a, 0, 6, &out).isOk() && out == six);
+  std::vector<uint8_t> expected = six;
+  expected.insert(expected.end(), more.begin(), more.end());
+  CHECK(pool->read(b, 0, 7, &out).isOk() && out == expected);
+  CHECK(pool->read(a, 0, 7, &out).code() == Code::kOutOfRange);
+  CHECK(pool->release(a).isOk());
+  CHECK(pool->release(a).code() == Code::kStaleHandle);
+  CHECK(pool->release(b).isOk());
+  CHECK(pool->stats().freeBlocks == 8);
+  CHECK(pool->stats().sharedBlocks == 0);
+}
+
+static void testExhaustionChangesNothing() {
+  auto pool = makePool(2);
+  Handle a;
+  CHECK(pool->createContext(1, &a).isOk());
+  auto nine = tokens(9, 3);
+  CHECK(pool->append(a, nine.data(), nine.size()).code() == Code::kPoolExhausted);
+  ContextStats s;
+  CHECK(pool->contextStats(a, &s).isOk() && s.tokens == 0 && s.blocks == 0);
+  CHECK(pool->stats().freeBlocks == 2);
+  CHECK(pool->append(a, nine.data(), 7).code() == Code::kInvalidArgument);
+}
+
+static void testAbortedAppendRestoresEverything() {
+  auto pool = makePool(4);
+  Handle a;
+  CHECK(pool->createContext(1, &a).isOk());
+  {
+    AppendLease lease;
+    CHECK(pool->beginAppend(a, 8 * 5, &lease).isOk());
+    CHECK(pool->stats().freeBlocks == 2);
+    CHECK(pool->release(a).code() == Code::kBusy);
+    Handle child;
+    CHECK(pool->fork(a, &child).code() == Code::kBusy);
+  }  // dropped without commit
+  CHECK(pool->stats().freeBlocks == 4);
+  ContextStats s;
+  CHECK(pool->contextStats(a, &s).isOk() && s.tokens == 0);
+  AppendLease uncopied;
+  CHECK(pool->beginAppend(a, 8, &uncopied).isOk());
+  CHECK(uncopied.commit().code() == Code::kInvalidState);
+  CHECK(pool->stats().freeBlocks == 4);
+}
+
+static void testZombieBlockFreedByLastReader() {
+  auto pool = makePool(4, ScrubPolicy::kAlways);
+  Handle a;
+  CHECK(pool->createContext(1, &a).isOk());
+  auto four = tokens(4, 9);
+  CHECK(pool->append(a, four.data(), four.size()).isOk());
+  ReadLease lease;
+  CHECK(pool->beginRead(a, 0, 4, &lease).isOk());
+  CHECK(pool->release(a).isOk());  // reads do not block release
+  CHECK(pool->stats().freeBlocks == 3);
+  std::vector<uint8_t> out(lease.bytes());
+  lease.copyTo(out.data());
+  CHECK(out == four);  // the block was not reused while read
+  lease = ReadLease();
+  CHECK(pool->stats().freeBlocks == 4);
+}
+
+static void testScrubOnTenantChange() {
+  auto pool = makePool(1);
+  Handle a, b;
+  CHECK(pool->createContext(1, &a).isOk());
+  auto two = tokens(2, 50);
+  CHECK(pool->append(a, two.data(), two.size()).isOk());
+  CHECK(pool->release(a).isOk());
+  CHECK(pool->createContext(2, &b).isOk());
+  auto one = tokens(1, 200);
+  CHECK(pool->append(b, one.data(), one.size()).isOk());
+  ReadLease lease;
+  CHECK(pool->beginReadBlock(b, 0, &lease).isOk());
+  std::vector<uint8_t> raw(lease.bytes());
+  lease.copyTo(raw.data());
+  // Slot 1 of each plane held tenant 1's token; it must be zero now.
+  bool clean = true;
+  for (uint32_t plane = 0; plane < 4; ++plane) {
+    for (uint32_t i = 0; i < 2; ++i) clean = clean && raw[plane * 8 + 2 + i] == 0;
+  }
+  CHECK(clean);
+}
+
+static void testRawBlocks() {
+  auto pool = makePool(4);
+  Handle handles[4];
+  CHECK(pool->allocateBlocks(1, 5, handles).code() == Code::kPoolExhausted);
+  CHECK(pool->allocateBlocks(1, 3, handles).isOk());
+  Handle twice[2] = {handles[0], handles[0]};
+  CHECK(pool->freeBlocks(twice, 2).code() == Code::kStaleHandle);
+  CHECK(pool->stats().freeBlocks == 1);
+  CHECK(pool->freeBlocks(handles, 3).isOk());
+  CHECK(pool->freeBlocks(handles, 1).code() == Code::kStaleHandle);
+  CHECK(pool->stats().freeBlocks == 4);
+}
+
+static void testConcurrentContexts() {
+  auto pool = makePool(4096);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 1);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 200; ++round) {
+        Handle h;
+        if (!pool->createContext(1 + t, &h).isOk()) { ok[t] = 0; return; }
+        auto bytes = tokens(37, static_cast<uint8_t>(t * 31 + round));
+        if (!pool->append(h, bytes.data(), bytes.size()).isOk()) ok[t] = 0;
+        Handle child;
+        if (!pool->fork(h, &child).isOk()) ok[t] = 0;
+        std::vector<uint8_t> out;
+        if (!pool->read(child, 0, 37, &out).isOk() || out != bytes) ok[t] = 0;
+        if (!pool->release(h).isOk() || !pool->release(child).isOk()) ok[t] = 0;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(ok[0] && ok[1] && ok[2] && ok[3]);
+  CHECK(pool->stats().freeBlocks == 4096);
+  CHECK(pool->stats().contexts == 0);
+}
+
+int main() {
+  testLayoutValidation();
+  testAppendReadForkCow();
+  testExhaustionChangesNothing();
+  testAbortedAppendRestoresEverything();
+  testZombieBlockFreedByLastReader();
+  testScrubOnTenantChange();
+  testRawBlocks();
+  testConcurrentContexts();
+  std::printf("core: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

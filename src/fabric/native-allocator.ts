@@ -1,0 +1,84 @@
+// The native allocator behind the KvAllocator contract: options are checked here with the same rules
+// as TsAllocator, then every call goes straight to the addon, which checks arguments again (plain-JS
+// callers bypass TypeScript) and throws FabricError itself.
+import { validatePoolOptions } from './layout';
+import { loadNativeBinding, type NativePool } from './native-binding';
+import type {
+  BlockLayout,
+  ContextHandle,
+  ContextStats,
+  KvAllocator,
+  PoolOptions,
+  PoolStats,
+  ScrubPolicy,
+  TenantId,
+} from './types';
+
+export class NativeAllocator implements KvAllocator {
+  readonly layout: BlockLayout;
+  readonly scrubPolicy: ScrubPolicy;
+  private readonly pool: NativePool;
+
+  constructor(options: PoolOptions) {
+    const normalized = validatePoolOptions(options);
+    const { NativePool } = loadNativeBinding();
+    this.pool = new NativePool({
+      ...normalized.shape,
+      tokensPerBlock: normalized.tokensPerBlock,
+      blockCount: normalized.blockCount,
+      maxContexts: normalized.maxContexts,
+      scrub: normalized.scrub,
+    });
+    this.layout = Object.freeze(this.pool.layout());
+    this.scrubPolicy = normalized.scrub;
+  }
+
+  createContext(tenant: TenantId): ContextHandle {
+    return this.pool.createContext(tenant);
+  }
+  append(ctx: ContextHandle, kv: Uint8Array): void {
+    this.pool.append(ctx, kv);
+  }
+  appendAsync(ctx: ContextHandle, kv: Uint8Array): Promise<void> {
+    return this.pool.appendAsync(ctx, kv);
+  }
+  read(ctx: ContextHandle, startToken: number, tokenCount: number): Uint8Array {
+    return this.pool.read(ctx, startToken, tokenCount);
+  }
+  readAsync(ctx: ContextHandle, startToken: number, tokenCount: number): Promise<Uint8Array> {
+    return this.pool.readAsync(ctx, startToken, tokenCount);
+  }
+  readBlock(ctx: ContextHandle, pageIndex: number): Uint8Array {
+    return this.pool.readBlock(ctx, pageIndex);
+  }
+  fork(ctx: ContextHandle): ContextHandle {
+    return this.pool.fork(ctx);
+  }
+  pin(ctx: ContextHandle): void {
+    this.pool.pin(ctx);
+  }
+  unpin(ctx: ContextHandle): void {
+    this.pool.unpin(ctx);
+  }
+  release(ctx: ContextHandle): void {
+    this.pool.release(ctx);
+  }
+  blockTable(ctx: ContextHandle): Uint32Array {
+    return this.pool.blockTable(ctx);
+  }
+  stats(): PoolStats {
+    return this.pool.stats();
+  }
+  contextStats(ctx: ContextHandle): ContextStats {
+    return this.pool.contextStats(ctx);
+  }
+  allocateBlocks(tenant: TenantId, count: number): Float64Array {
+    return this.pool.allocateBlocks(tenant, count);
+  }
+  freeBlocks(handles: Float64Array): void {
+    this.pool.freeBlocks(handles);
+  }
+  close(): void {
+    this.pool.close();
+  }
+}

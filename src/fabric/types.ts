@@ -1,0 +1,105 @@
+// The allocator's public contract. Two implementations honour it: the native addon (NativeAllocator)
+// and a plain TypeScript one (TsAllocator) used as a baseline in benchmarks and as a second
+// implementation under the same tests.
+
+/** Shape of one model's KV cache; the bytes of one token are layers x 2 (K and V) x kvHeads x headDim x dtypeBytes. */
+export interface ModelShape {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  dtypeBytes: number;
+}
+
+/**
+ * `on-tenant-change`: a freed block is zeroed before a different tenant receives it (lazily, at allocation).
+ * `always`: every block is zeroed the moment it is freed.
+ */
+export type ScrubPolicy = 'on-tenant-change' | 'always';
+
+export interface PoolOptions {
+  shape: ModelShape;
+  /** Number of blocks carved from the single backing allocation. */
+  blockCount: number;
+  /** Tokens per block (default 16). */
+  tokensPerBlock?: number;
+  scrub?: ScrubPolicy;
+  /** Upper bound on live contexts (default 1,048,576). */
+  maxContexts?: number;
+}
+
+/**
+ * Block-major layout: block b is one contiguous extent at b * blockBytes. Inside a block the bytes are
+ * planes ordered [layer][K=0,V=1], each plane holding tokensPerBlock slots of tokenPlaneBytes
+ * (kvHeads x headDim x dtypeBytes) -- the per-layer shape paged-attention kernels read.
+ * Token bytes passed to append/read are token-major: [token][layer][K,V][head][dim].
+ */
+export interface BlockLayout {
+  tokensPerBlock: number;
+  bytesPerToken: number;
+  blockBytes: number;
+  planes: number;
+  planeBytes: number;
+  tokenPlaneBytes: number;
+}
+
+/** Generation-checked context handle: generation * 2^32 + slot. A released handle is never valid again. */
+export type ContextHandle = number;
+/** Generation-checked block handle: generation * 2^32 + block index. */
+export type BlockHandle = number;
+/** Tenant id: an integer in [1, 2^32 - 1]. */
+export type TenantId = number;
+
+export interface PoolStats {
+  totalBlocks: number;
+  freeBlocks: number;
+  usedBlocks: number;
+  /** Blocks referenced more than once (shared by forks). */
+  sharedBlocks: number;
+  blockBytes: number;
+  totalBytes: number;
+  usedBytes: number;
+  freeBytes: number;
+  contexts: number;
+  /** Bytes of allocated but unfilled token slots, counted once per block. */
+  wasteBytes: number;
+}
+
+export interface ContextStats {
+  tenant: TenantId;
+  tokens: number;
+  blocks: number;
+  sharedBlocks: number;
+  pinCount: number;
+  /** tokens x bytesPerToken */
+  bytes: number;
+  /** Unfilled slots in this context's blocks, in bytes. */
+  wasteBytes: number;
+}
+
+export interface KvAllocator {
+  readonly layout: BlockLayout;
+  readonly scrubPolicy: ScrubPolicy;
+  createContext(tenant: TenantId): ContextHandle;
+  /** Appends whole tokens (kv.length must be a multiple of bytesPerToken). All or nothing. */
+  append(ctx: ContextHandle, kv: Uint8Array): void;
+  appendAsync(ctx: ContextHandle, kv: Uint8Array): Promise<void>;
+  /** Token-major bytes of tokens [startToken, startToken + tokenCount). */
+  read(ctx: ContextHandle, startToken: number, tokenCount: number): Uint8Array;
+  readAsync(ctx: ContextHandle, startToken: number, tokenCount: number): Promise<Uint8Array>;
+  /** The raw bytes (block layout) of the context's pageIndex-th block, unfilled slots included. */
+  readBlock(ctx: ContextHandle, pageIndex: number): Uint8Array;
+  /** A new context of the same tenant sharing every block of ctx; either side copies on write. */
+  fork(ctx: ContextHandle): ContextHandle;
+  pin(ctx: ContextHandle): void;
+  unpin(ctx: ContextHandle): void;
+  release(ctx: ContextHandle): void;
+  /** Block indices of the context's page table, in token order. */
+  blockTable(ctx: ContextHandle): Uint32Array;
+  stats(): PoolStats;
+  contextStats(ctx: ContextHandle): ContextStats;
+  /** Engine-managed blocks outside any context: all or nothing. */
+  allocateBlocks(tenant: TenantId, count: number): Float64Array;
+  /** Frees blocks from allocateBlocks; the whole batch is validated before any is freed. */
+  freeBlocks(handles: Float64Array): void;
+  close(): void;
+}
