@@ -1,0 +1,39 @@
+// Timing helpers for benchmarks: run a body repeatedly for a fixed wall time after a warm-up, and
+// report operations per second. Implementations are measured back to back in one run, so ratios
+// between them hold even when absolute figures drift with machine noise.
+
+export interface Rate {
+  opsPerSecond: number;
+  ops: number;
+  seconds: number;
+}
+
+/** Calls body (which reports how many operations it did) until minSeconds have passed. */
+export function measureRate(body: () => number, minSeconds = 1): Rate {
+  const warmUntil = process.hrtime.bigint() + BigInt(Math.round(minSeconds * 2e8));
+  while (process.hrtime.bigint() < warmUntil) body();
+  let ops = 0;
+  const start = process.hrtime.bigint();
+  const end = start + BigInt(Math.round(minSeconds * 1e9));
+  let now = start;
+  while (now < end) {
+    ops += body();
+    now = process.hrtime.bigint();
+  }
+  const seconds = Number(now - start) / 1e9;
+  return { opsPerSecond: ops / seconds, ops, seconds };
+}
+
+export function formatRate(perSecond: number): string {
+  if (perSecond >= 1e6) return `${(perSecond / 1e6).toFixed(2)} M/s`;
+  if (perSecond >= 1e3) return `${(perSecond / 1e3).toFixed(1)} k/s`;
+  return `${perSecond.toFixed(1)} /s`;
+}
+
+export function printTable(headers: string[], rows: string[][]): void {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ');
+  console.log(line(headers));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of rows) console.log(line(row));
+}

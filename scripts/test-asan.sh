@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds the addon and the core test with AddressSanitizer + UndefinedBehaviorSanitizer and runs the
+# C++ core test and the allocator test suite on that build. Any sanitizer report fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+node scripts/build-native.js --sanitize --test
+libasan="$(g++ -print-file-name=libasan.so)"
+libubsan="$(g++ -print-file-name=libubsan.so)"
+# Node itself is not instrumented and keeps memory until exit, so leak checking would only report Node.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+LD_PRELOAD="$libasan $libubsan" KVFABRIC_ADDON="$PWD/build/native-asan/kvfabric.node" \
+  npx vitest run test/fabric "$@"
