@@ -12,6 +12,7 @@ export const ERROR_CODES = [
   'INTEGRITY',
   'OUT_OF_MEMORY',
   'UNAVAILABLE',
+  'STORAGE_FULL',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -20,6 +20,7 @@ enum class Code : uint8_t {
   kIntegrity,
   kOutOfMemory,
   kUnavailable,
+  kStorageFull,
 };
 
 inline const char* codeName(Code code) {
@@ -35,6 +36,7 @@ inline const char* codeName(Code code) {
     case Code::kIntegrity: return "INTEGRITY";
     case Code::kOutOfMemory: return "OUT_OF_MEMORY";
     case Code::kUnavailable: return "UNAVAILABLE";
+    case Code::kStorageFull: return "STORAGE_FULL";
   }
   return "UNKNOWN";
 }
