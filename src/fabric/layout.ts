@@ -17,6 +17,7 @@ export const DEFAULT_SCRUB_POLICY: ScrubPolicy = 'on-tenant-change';
 export interface NormalizedPoolOptions {
   shape: ModelShape;
   blockCount: number;
+  hostBlockCount: number;
   tokensPerBlock: number;
   scrub: ScrubPolicy;
   maxContexts: number;
@@ -87,6 +88,7 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
   const tokensPerBlock = options.tokensPerBlock ?? DEFAULT_TOKENS_PER_BLOCK;
   computeLayout(shape, tokensPerBlock);
   const blockCount = requireInt(options.blockCount, 'blockCount', 1, MAX_BLOCK_COUNT);
+  const hostBlockCount = requireInt(options.hostBlockCount ?? 0, 'hostBlockCount', 0, MAX_BLOCK_COUNT - blockCount);
   const maxContexts = requireInt(options.maxContexts ?? DEFAULT_MAX_CONTEXTS, 'maxContexts', 1, MAX_CONTEXTS_LIMIT);
   const scrub: unknown = options.scrub ?? DEFAULT_SCRUB_POLICY;
   if (scrub !== 'on-tenant-change' && scrub !== 'always') {
@@ -95,6 +97,7 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
   return {
     shape: { layers: shape.layers, kvHeads: shape.kvHeads, headDim: shape.headDim, dtypeBytes: shape.dtypeBytes },
     blockCount,
+    hostBlockCount,
     tokensPerBlock,
     scrub,
     maxContexts,

@@ -12,9 +12,10 @@ import type {
   PoolStats,
   ScrubPolicy,
   TenantId,
+  TierPrimitives,
 } from './types';
 
-export class NativeAllocator implements KvAllocator {
+export class NativeAllocator implements KvAllocator, TierPrimitives {
   readonly layout: BlockLayout;
   readonly scrubPolicy: ScrubPolicy;
   private readonly pool: NativePool;
@@ -26,6 +27,7 @@ export class NativeAllocator implements KvAllocator {
       ...normalized.shape,
       tokensPerBlock: normalized.tokensPerBlock,
       blockCount: normalized.blockCount,
+      hostBlockCount: normalized.hostBlockCount,
       maxContexts: normalized.maxContexts,
       scrub: normalized.scrub,
     });
@@ -80,5 +82,39 @@ export class NativeAllocator implements KvAllocator {
   }
   close(): void {
     this.pool.close();
+  }
+
+  demote(ctx: ContextHandle): Promise<void> {
+    return this.pool.demoteAsync(ctx);
+  }
+  promote(ctx: ContextHandle): Promise<void> {
+    return this.pool.promoteAsync(ctx);
+  }
+  beginSpill(ctx: ContextHandle): { lease: number; blocks: number } {
+    return this.pool.beginSpill(ctx);
+  }
+  spillRead(lease: number, index: number): Uint8Array {
+    return this.pool.spillRead(lease, index);
+  }
+  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void {
+    this.pool.commitSpill(lease, diskKeys, dropHostFrames);
+  }
+  beginFill(ctx: ContextHandle): { lease: number; diskKeys: Float64Array } {
+    return this.pool.beginFill(ctx);
+  }
+  fillWrite(lease: number, index: number, bytes: Uint8Array): void {
+    this.pool.fillWrite(lease, index, bytes);
+  }
+  commitFill(lease: number): void {
+    this.pool.commitFill(lease);
+  }
+  abortLease(lease: number): void {
+    this.pool.abortLease(lease);
+  }
+  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array): ContextHandle {
+    return this.pool.importContext(tenant, tokens, diskKeys);
+  }
+  takeFreedDiskKeys(): Float64Array {
+    return this.pool.takeFreedDiskKeys();
   }
 }

@@ -25,6 +25,17 @@ export interface NativePool {
   allocateBlocks(tenant: number, count: number): Float64Array;
   freeBlocks(handles: Float64Array): void;
   close(): void;
+  demoteAsync(ctx: number): Promise<void>;
+  promoteAsync(ctx: number): Promise<void>;
+  beginSpill(ctx: number): { lease: number; blocks: number };
+  spillRead(lease: number, index: number): Uint8Array;
+  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
+  beginFill(ctx: number): { lease: number; diskKeys: Float64Array };
+  fillWrite(lease: number, index: number, bytes: Uint8Array): void;
+  commitFill(lease: number): void;
+  abortLease(lease: number): void;
+  importContext(tenant: number, tokens: number, diskKeys: Float64Array): number;
+  takeFreedDiskKeys(): Float64Array;
 }
 
 interface NativeBinding {

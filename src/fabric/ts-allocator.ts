@@ -61,6 +61,7 @@ export class TsAllocator implements KvAllocator {
   readonly scrubPolicy: ScrubPolicy;
 
   private readonly blockCount: number;
+  private readonly hostBlockCount: number;
   private readonly maxContexts: number;
   private closed = false;
 
@@ -94,6 +95,7 @@ export class TsAllocator implements KvAllocator {
     this.layout = computeLayout(opts.shape, opts.tokensPerBlock);
     this.scrubPolicy = opts.scrub;
     this.blockCount = opts.blockCount;
+    this.hostBlockCount = opts.hostBlockCount;
     this.maxContexts = opts.maxContexts;
 
     const n = opts.blockCount;
@@ -283,6 +285,10 @@ export class TsAllocator implements KvAllocator {
       freeBytes: this.freeTop * blockBytes,
       contexts: this.liveContexts,
       wasteBytes: (used * tokensPerBlock - this.usedFill) * bytesPerToken,
+      // No tiers here: the host tier is reported empty and nothing is ever on disk.
+      host: { totalBlocks: this.hostBlockCount, freeBlocks: this.hostBlockCount, usedBlocks: 0 },
+      diskOnlyBlocks: 0,
+      diskCopies: 0,
     };
   }
 
@@ -302,6 +308,11 @@ export class TsAllocator implements KvAllocator {
       pinCount: c.pins,
       bytes: c.tokens * bytesPerToken,
       wasteBytes: (c.pageCount * tokensPerBlock - c.tokens) * bytesPerToken,
+      resident: true,
+      devicePages: c.pageCount,
+      hostPages: 0,
+      diskOnlyPages: 0,
+      diskCopies: 0,
     };
   }
 

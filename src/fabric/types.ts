@@ -18,8 +18,10 @@ export type ScrubPolicy = 'on-tenant-change' | 'always';
 
 export interface PoolOptions {
   shape: ModelShape;
-  /** Number of blocks carved from the single backing allocation. */
+  /** Number of device-tier blocks carved from the single backing allocation. */
   blockCount: number;
+  /** Host-tier blocks (pinned host memory on CUDA) that offloaded contexts move to (default 0: none). */
+  hostBlockCount?: number;
   /** Tokens per block (default 16). */
   tokensPerBlock?: number;
   scrub?: ScrubPolicy;
@@ -49,6 +51,13 @@ export type BlockHandle = number;
 /** Tenant id: an integer in [1, 2^32 - 1]. */
 export type TenantId = number;
 
+export interface TierStats {
+  totalBlocks: number;
+  freeBlocks: number;
+  usedBlocks: number;
+}
+
+/** Block counts and bytes are the device tier's; sharing, waste and contexts are pool-wide. */
 export interface PoolStats {
   totalBlocks: number;
   freeBlocks: number;
@@ -62,6 +71,11 @@ export interface PoolStats {
   contexts: number;
   /** Bytes of allocated but unfilled token slots, counted once per block. */
   wasteBytes: number;
+  host: TierStats;
+  /** Blocks whose only copy is on disk. */
+  diskOnlyBlocks: number;
+  /** Blocks with a clean copy on disk, wherever else they are. */
+  diskCopies: number;
 }
 
 export interface ContextStats {
@@ -74,6 +88,13 @@ export interface ContextStats {
   bytes: number;
   /** Unfilled slots in this context's blocks, in bytes. */
   wasteBytes: number;
+  /** Resident: every page on the device, ready to append and read. Otherwise offloaded. */
+  resident: boolean;
+  devicePages: number;
+  hostPages: number;
+  diskOnlyPages: number;
+  /** Pages whose block has a disk copy. */
+  diskCopies: number;
 }
 
 export interface KvAllocator {
@@ -93,7 +114,7 @@ export interface KvAllocator {
   pin(ctx: ContextHandle): void;
   unpin(ctx: ContextHandle): void;
   release(ctx: ContextHandle): void;
-  /** Block indices of the context's page table, in token order. */
+  /** Device block indices (frames) of the context's page table, in token order; the context must be resident. */
   blockTable(ctx: ContextHandle): Uint32Array;
   stats(): PoolStats;
   contextStats(ctx: ContextHandle): ContextStats;
@@ -102,4 +123,29 @@ export interface KvAllocator {
   /** Frees blocks from allocateBlocks; the whole batch is validated before any is freed. */
   freeBlocks(handles: Float64Array): void;
   close(): void;
+}
+
+/**
+ * Tier movement primitives of the native allocator, used by the tiered memory layer (src/tiers).
+ * Leases that span the disk tier's I/O are numbered; an open lease holds its context BUSY.
+ */
+export interface TierPrimitives {
+  /** Resident -> offloaded: blocks no other resident context uses move to the host tier. */
+  demote(ctx: ContextHandle): Promise<void>;
+  /** Offloaded -> resident: host blocks move to the device. Pages only on disk must be filled first. */
+  promote(ctx: ContextHandle): Promise<void>;
+  /** Blocks of ctx without a disk copy, to be written by the disk tier. */
+  beginSpill(ctx: ContextHandle): { lease: number; blocks: number };
+  spillRead(lease: number, index: number): Uint8Array;
+  /** One non-zero disk key per spilled block; dropHostFrames frees host frames of an offloaded context. */
+  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
+  /** Disk-only blocks of an offloaded context get host frames; fillWrite their bytes in diskKeys order. */
+  beginFill(ctx: ContextHandle): { lease: number; diskKeys: Float64Array };
+  fillWrite(lease: number, index: number, bytes: Uint8Array): void;
+  commitFill(lease: number): void;
+  abortLease(lease: number): void;
+  /** An offloaded context whose pages are only on disk: a restore in a new process. */
+  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array): ContextHandle;
+  /** Disk keys of blocks freed (or rewritten) since the last call: their disk copies can be deleted. */
+  takeFreedDiskKeys(): Float64Array;
 }

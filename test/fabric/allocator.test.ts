@@ -69,6 +69,9 @@ describe.each(implementations)('$name allocator', ({ create }) => {
         freeBytes: 512,
         contexts: 0,
         wasteBytes: 0,
+        host: { totalBlocks: 0, freeBlocks: 0, usedBlocks: 0 },
+        diskOnlyBlocks: 0,
+        diskCopies: 0,
       });
     });
   });
@@ -92,6 +95,11 @@ describe.each(implementations)('$name allocator', ({ create }) => {
         pinCount: 0,
         bytes: 80,
         wasteBytes: 2 * TINY_BYTES_PER_TOKEN,
+        resident: true,
+        devicePages: 3,
+        hostPages: 0,
+        diskOnlyPages: 0,
+        diskCopies: 0,
       });
       expect(pool.stats().wasteBytes).toBe(2 * TINY_BYTES_PER_TOKEN);
     });

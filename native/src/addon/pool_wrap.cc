@@ -88,6 +88,57 @@ class ReadWorker final : public Napi::AsyncWorker {
   uint8_t* data_;
 };
 
+// Copies a demote or promote between the tiers and commits it off the JS thread.
+class MoveWorker final : public Napi::AsyncWorker {
+ public:
+  MoveWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool, MoveLease lease)
+      : Napi::AsyncWorker(env, "kvfabric.move"), deferred_(deferred), pool_(std::move(pool)), lease_(std::move(lease)) {}
+
+  void Execute() override {
+    lease_.copy();
+    status_ = lease_.commit();
+  }
+  void OnOK() override {
+    if (status_.isOk()) {
+      deferred_.Resolve(Env().Undefined());
+    } else {
+      deferred_.Reject(fabricError(Env(), status_).Value());
+    }
+  }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<PagedAllocator> pool_;
+  MoveLease lease_;
+  Status status_;
+};
+
+Napi::Float64Array keysToArray(Napi::Env env, const std::vector<uint64_t>& keys) {
+  Napi::Float64Array out = Napi::Float64Array::New(env, keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = static_cast<double>(keys[i]);
+  return out;
+}
+
+// Disk keys: a Float64Array of integers in [1, 2^53).
+std::vector<uint64_t> diskKeysArg(const Napi::CallbackInfo& info, size_t index) {
+  Napi::Env env = info.Env();
+  Napi::Value v = info[index];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    throwInvalid(env, "disk keys must be a Float64Array");
+  }
+  Napi::Float64Array array = v.As<Napi::Float64Array>();
+  std::vector<uint64_t> keys(array.ElementLength());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const double d = array[i];
+    if (!(d >= 1 && d <= static_cast<double>(kMaxSafeInteger)) || std::floor(d) != d) {
+      throwInvalid(env, "disk key at position " + std::to_string(i) + " is not an integer in [1, 2^53)");
+    }
+    keys[i] = static_cast<uint64_t>(d);
+  }
+  return keys;
+}
+
 // Runs body; any error it throws rejects the promise instead of escaping synchronously.
 template <typename Body>
 Napi::Value asPromise(Napi::Env env, Body body) {
@@ -138,6 +189,17 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::allocateBlocks>("allocateBlocks"),
                          InstanceMethod<&PoolWrap::freeBlocks>("freeBlocks"),
                          InstanceMethod<&PoolWrap::close>("close"),
+                         InstanceMethod<&PoolWrap::demoteAsync>("demoteAsync"),
+                         InstanceMethod<&PoolWrap::promoteAsync>("promoteAsync"),
+                         InstanceMethod<&PoolWrap::beginSpill>("beginSpill"),
+                         InstanceMethod<&PoolWrap::spillRead>("spillRead"),
+                         InstanceMethod<&PoolWrap::commitSpill>("commitSpill"),
+                         InstanceMethod<&PoolWrap::beginFill>("beginFill"),
+                         InstanceMethod<&PoolWrap::fillWrite>("fillWrite"),
+                         InstanceMethod<&PoolWrap::commitFill>("commitFill"),
+                         InstanceMethod<&PoolWrap::abortLease>("abortLease"),
+                         InstanceMethod<&PoolWrap::importContext>("importContext"),
+                         InstanceMethod<&PoolWrap::takeFreedDiskKeys>("takeFreedDiskKeys"),
                      });
 }
 
@@ -152,6 +214,7 @@ PoolWrap::PoolWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolWrap>(
   config.shape.dtypeBytes = u32Option(env, options, "dtypeBytes", 0, 1);
   config.tokensPerBlock = u32Option(env, options, "tokensPerBlock", 16, 1);
   config.blockCount = u32Option(env, options, "blockCount", 0, 1);
+  config.hostBlockCount = u32Option(env, options, "hostBlockCount", 0, 0);
   config.maxContexts = u32Option(env, options, "maxContexts", config.maxContexts, 1);
   config.scrub = scrubOption(env, options.Get("scrub"));
   std::unique_ptr<PagedAllocator> pool;
@@ -299,6 +362,13 @@ Napi::Value PoolWrap::stats(const Napi::CallbackInfo& info) {
   put("freeBytes", s.freeBytes);
   put("contexts", s.contexts);
   put("wasteBytes", s.wasteBytes);
+  Napi::Object host = Napi::Object::New(env);
+  host.Set("totalBlocks", Napi::Number::New(env, static_cast<double>(s.host.totalBlocks)));
+  host.Set("freeBlocks", Napi::Number::New(env, static_cast<double>(s.host.freeBlocks)));
+  host.Set("usedBlocks", Napi::Number::New(env, static_cast<double>(s.host.usedBlocks)));
+  out.Set("host", host);
+  put("diskOnlyBlocks", s.diskOnlyBlocks);
+  put("diskCopies", s.diskCopies);
   return out;
 }
 
@@ -316,6 +386,11 @@ Napi::Value PoolWrap::contextStats(const Napi::CallbackInfo& info) {
   put("pinCount", s.pinCount);
   put("bytes", s.bytes);
   put("wasteBytes", s.wasteBytes);
+  out.Set("resident", Napi::Boolean::New(env, s.resident));
+  put("devicePages", s.devicePages);
+  put("hostPages", s.hostPages);
+  put("diskOnlyPages", s.diskOnlyPages);
+  put("diskCopies", s.diskCopies);
   return out;
 }
 
@@ -357,8 +432,136 @@ Napi::Value PoolWrap::freeBlocks(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolWrap::close(const Napi::CallbackInfo& info) {
+  spills_.clear();  // undoes open leases while the allocator is still alive
+  fills_.clear();
   pool_.reset();
   return info.Env().Undefined();
+}
+
+Napi::Value PoolWrap::demoteAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return asPromise(env, [&](Napi::Promise::Deferred deferred) {
+    auto pool = live(env);
+    MoveLease lease;
+    check(env, pool->beginDemote(handleArg(info, 0, "context"), &lease));
+    (new MoveWorker(env, deferred, std::move(pool), std::move(lease)))->Queue();
+  });
+}
+
+Napi::Value PoolWrap::promoteAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return asPromise(env, [&](Napi::Promise::Deferred deferred) {
+    auto pool = live(env);
+    MoveLease lease;
+    check(env, pool->beginPromote(handleArg(info, 0, "context"), &lease));
+    (new MoveWorker(env, deferred, std::move(pool), std::move(lease)))->Queue();
+  });
+}
+
+SpillLease& PoolWrap::spillLease(Napi::Env env, uint32_t id) {
+  auto it = spills_.find(id);
+  if (it == spills_.end()) throwStatus(env, Status(Code::kStaleHandle, "no open spill with that id"));
+  return *it->second;
+}
+
+MoveLease& PoolWrap::fillLease(Napi::Env env, uint32_t id) {
+  auto it = fills_.find(id);
+  if (it == fills_.end()) throwStatus(env, Status(Code::kStaleHandle, "no open fill with that id"));
+  return *it->second;
+}
+
+Napi::Value PoolWrap::beginSpill(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  auto lease = std::make_unique<SpillLease>();
+  check(env, pool->beginSpill(handleArg(info, 0, "context"), lease.get()));
+  const uint32_t id = nextLeaseId_++;
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("lease", Napi::Number::New(env, id));
+  out.Set("blocks", Napi::Number::New(env, static_cast<double>(lease->blocks())));
+  spills_.emplace(id, std::move(lease));
+  return out;
+}
+
+Napi::Value PoolWrap::spillRead(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  SpillLease& lease = spillLease(env, u32Arg(info, 0, "lease"));
+  const uint64_t index = integerArg(info, 1, "index", 0, kMaxSafeInteger);
+  if (index >= lease.blocks()) throwStatus(env, Status(Code::kOutOfRange, "spill block index out of range"));
+  Napi::ArrayBuffer buffer = newBuffer(env, pool->layout().blockBytes);
+  lease.copyBlock(static_cast<size_t>(index), static_cast<uint8_t*>(buffer.Data()));
+  return viewOf(env, buffer);
+}
+
+Napi::Value PoolWrap::commitSpill(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  live(env);
+  const uint32_t id = u32Arg(info, 0, "lease");
+  SpillLease& lease = spillLease(env, id);
+  const std::vector<uint64_t> keys = diskKeysArg(info, 1);
+  const bool dropHostFrames = info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+  check(env, lease.commit(keys.data(), keys.size(), dropHostFrames));
+  spills_.erase(id);
+  return env.Undefined();
+}
+
+Napi::Value PoolWrap::beginFill(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  auto lease = std::make_unique<MoveLease>();
+  check(env, pool->beginFill(handleArg(info, 0, "context"), lease.get()));
+  const uint32_t id = nextLeaseId_++;
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("lease", Napi::Number::New(env, id));
+  out.Set("diskKeys", keysToArray(env, lease->diskKeys()));
+  fills_.emplace(id, std::move(lease));
+  return out;
+}
+
+Napi::Value PoolWrap::fillWrite(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  live(env);
+  MoveLease& lease = fillLease(env, u32Arg(info, 0, "lease"));
+  const uint64_t index = integerArg(info, 1, "index", 0, kMaxSafeInteger);
+  Napi::Uint8Array bytes = bytesArg(info, 2, "bytes");
+  check(env, lease.write(static_cast<size_t>(index), bytes.Data(), bytes.ByteLength()));
+  return env.Undefined();
+}
+
+Napi::Value PoolWrap::commitFill(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  live(env);
+  const uint32_t id = u32Arg(info, 0, "lease");
+  MoveLease& lease = fillLease(env, id);
+  const Status st = lease.commit();  // a failed commit has already undone the fill
+  fills_.erase(id);
+  check(env, st);
+  return env.Undefined();
+}
+
+Napi::Value PoolWrap::abortLease(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint32_t id = u32Arg(info, 0, "lease");
+  spills_.erase(id);  // destroying a lease undoes it
+  fills_.erase(id);
+  return env.Undefined();
+}
+
+Napi::Value PoolWrap::importContext(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  const uint32_t tenant = u32Arg(info, 0, "tenant", 1);
+  const uint64_t tokens = integerArg(info, 1, "tokens", 0, kMaxSafeInteger);
+  const std::vector<uint64_t> keys = diskKeysArg(info, 2);
+  Handle ctx;
+  check(env, pool->importContext(tenant, tokens, keys.data(), keys.size(), &ctx));
+  return Napi::Number::New(env, static_cast<double>(ctx));
+}
+
+Napi::Value PoolWrap::takeFreedDiskKeys(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return keysToArray(env, live(env)->takeFreedDiskKeys());
 }
 
 }  // namespace kvfabric::addon

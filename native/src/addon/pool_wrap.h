@@ -4,7 +4,9 @@
 
 #include <napi.h>
 
+#include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 #include "paged_allocator.h"
 
@@ -37,8 +39,27 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value allocateBlocks(const Napi::CallbackInfo& info);
   Napi::Value freeBlocks(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
+  Napi::Value demoteAsync(const Napi::CallbackInfo& info);
+  Napi::Value promoteAsync(const Napi::CallbackInfo& info);
+  Napi::Value beginSpill(const Napi::CallbackInfo& info);
+  Napi::Value spillRead(const Napi::CallbackInfo& info);
+  Napi::Value commitSpill(const Napi::CallbackInfo& info);
+  Napi::Value beginFill(const Napi::CallbackInfo& info);
+  Napi::Value fillWrite(const Napi::CallbackInfo& info);
+  Napi::Value commitFill(const Napi::CallbackInfo& info);
+  Napi::Value abortLease(const Napi::CallbackInfo& info);
+  Napi::Value importContext(const Napi::CallbackInfo& info);
+  Napi::Value takeFreedDiskKeys(const Napi::CallbackInfo& info);
+
+  SpillLease& spillLease(Napi::Env env, uint32_t id);
+  MoveLease& fillLease(Napi::Env env, uint32_t id);
 
   std::shared_ptr<PagedAllocator> pool_;
+  // Spills and fills span several JS calls (the disk tier's I/O happens between them), so their leases
+  // live here under ids; close() drops them, which undoes whatever was not committed.
+  uint32_t nextLeaseId_ = 1;
+  std::unordered_map<uint32_t, std::unique_ptr<SpillLease>> spills_;
+  std::unordered_map<uint32_t, std::unique_ptr<MoveLease>> fills_;
 };
 
 }  // namespace kvfabric::addon

@@ -1,7 +1,7 @@
 // Where block bytes live. The allocator does all bookkeeping and calls this interface only to move
 // bytes, so a backend (host memory today, CUDA device memory later) is a plug-in, not a special case.
-// Implementations need no locking of their own: the allocator never lets two calls touch the same
-// bytes at once (see PagedAllocator's concurrency notes).
+// Block indices here are frames: physical slots of one tier's arena. Implementations need no locking
+// of their own: the allocator never lets two calls touch the same bytes at once.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,13 @@ class BlockMemory {
   virtual void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) = 0;
   // Gathers slots [slot, slot + count) of a block into token-major host bytes.
   virtual void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const = 0;
-  // Copies a whole block's bytes onto the host, in block layout.
+  // Copies a whole block's bytes to or from host memory, in block layout (tier moves, spills, fills).
   virtual void readBlock(uint32_t block, uint8_t* dst) const = 0;
+  virtual void writeBlock(uint32_t block, const uint8_t* src) = 0;
   virtual void copyBlock(uint32_t dstBlock, uint32_t srcBlock) = 0;
   virtual void scrubBlock(uint32_t block) = 0;
+  // The block's address when the memory is host-addressable (the host tier), else nullptr.
+  virtual uint8_t* hostAddress(uint32_t block) = 0;
 };
 
 // Host memory from one anonymous mapping: zero-filled, page-aligned, committed lazily by the OS.
@@ -38,6 +41,8 @@ class HostBlockMemory final : public BlockMemory {
   void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
   void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
   void readBlock(uint32_t block, uint8_t* dst) const override;
+  void writeBlock(uint32_t block, const uint8_t* src) override;
+  uint8_t* hostAddress(uint32_t block) override { return blockBase(block); }
   void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
   void scrubBlock(uint32_t block) override;
 

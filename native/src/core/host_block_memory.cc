@@ -46,6 +46,10 @@ void HostBlockMemory::readBlock(uint32_t block, uint8_t* dst) const {
   std::memcpy(dst, blockBase(block), layout_.blockBytes);
 }
 
+void HostBlockMemory::writeBlock(uint32_t block, const uint8_t* src) {
+  std::memcpy(blockBase(block), src, layout_.blockBytes);
+}
+
 void HostBlockMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {
   std::memcpy(blockBase(dstBlock), blockBase(srcBlock), layout_.blockBytes);
 }

@@ -16,8 +16,16 @@ uint32_t handleIndex(Handle h) { return static_cast<uint32_t>(h & 0xFFFFFFFFu); 
 uint32_t handleGeneration(Handle h) { return static_cast<uint32_t>(h >> 32); }
 
 Status staleContext() { return Status(Code::kStaleHandle, "context handle is unknown or released"); }
-Status busyContext() { return Status(Code::kBusy, "context has an append in flight"); }
+Status busyContext() { return Status(Code::kBusy, "context has an append or tier move in flight"); }
+Status busyBlocks() { return Status(Code::kBusy, "a block of the context is being read or moved"); }
 Status outOfMemory() { return Status(Code::kOutOfMemory, "host memory exhausted for allocator metadata"); }
+Status offloaded() {
+  return Status(Code::kInvalidState, "context is offloaded; restore it to the device first");
+}
+Status tierFull(const char* tier, size_t needed, uint32_t free) {
+  return Status(Code::kPoolExhausted, std::string(tier) + " tier needs " + std::to_string(needed) + " blocks, " +
+                                          std::to_string(free) + " free");
+}
 
 }  // namespace
 
@@ -31,6 +39,9 @@ Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMem
   if (config.blockCount == 0 || config.blockCount > PoolConfig::kMaxBlockCount) {
     return Status(Code::kInvalidArgument, "blockCount must be in [1, 2^32 - 2]");
   }
+  if (config.hostBlockCount > PoolConfig::kMaxBlockCount - config.blockCount) {
+    return Status(Code::kInvalidArgument, "blockCount + hostBlockCount must be at most 2^32 - 2");
+  }
   if (config.maxContexts == 0 || config.maxContexts > PoolConfig::kMaxContextsLimit) {
     return Status(Code::kInvalidArgument, "maxContexts must be in [1, 2^24]");
   }
@@ -38,85 +49,177 @@ Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMem
     st = HostBlockMemory::create(layout, config.blockCount, &memory);
     if (!st.isOk()) return st;
   }
+  std::unique_ptr<BlockMemory> host;
+  if (config.hostBlockCount > 0) {
+    st = HostBlockMemory::create(layout, config.hostBlockCount, &host);
+    if (!st.isOk()) return st;
+  }
   try {
-    out->reset(new PagedAllocator(config, layout, std::move(memory)));
+    out->reset(new PagedAllocator(config, layout, std::move(memory), std::move(host)));
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
   return Status::ok();
 }
 
-PagedAllocator::PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> memory)
+PagedAllocator::PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> device,
+                               std::unique_ptr<BlockMemory> host)
     : layout_(layout),
-      blockCount_(config.blockCount),
       scrub_(config.scrub),
       maxContexts_(config.maxContexts),
-      memory_(std::move(memory)),
-      refs_(config.blockCount, 0),
-      generation_(config.blockCount, 1),
-      tenant_(config.blockCount, 0),
-      fill_(config.blockCount, 0),
-      readers_(config.blockCount, 0),
-      kind_(config.blockCount, BlockKind::kFree),
-      batchMark_(config.blockCount, 0) {
-  // LIFO stack: pushing in reverse hands out block 0 first.
-  freeStack_.reserve(config.blockCount);
-  for (uint32_t b = config.blockCount; b-- > 0;) freeStack_.push_back(b);
+      device_(std::move(device), config.blockCount),
+      host_(std::move(host), config.hostBlockCount) {
+  // One id per frame up front; ids beyond that (blocks whose only copy is on disk) grow on demand.
+  const size_t ids = size_t{config.blockCount} + config.hostBlockCount;
+  blocks_.resize(ids);
+  freeIds_.reserve(ids);
+  for (size_t b = ids; b-- > 0;) freeIds_.push_back(static_cast<uint32_t>(b));
 }
 
-// ---- block bookkeeping (mu_ held) ----
+// ---- blocks and frames (mu_ held) ----
 
-uint32_t PagedAllocator::takeFreeLocked(uint32_t tenant, BlockKind kind,
-                                        std::vector<AppendLease::PendingScrub>* scrubs) {
-  const uint32_t b = freeStack_.back();
-  freeStack_.pop_back();
-  if (tenant_[b] != 0 && tenant_[b] != tenant) scrubs->push_back({b, tenant_[b]});
-  tenant_[b] = tenant;
-  kind_[b] = kind;
-  refs_[b] = 1;
-  fill_[b] = kind == BlockKind::kRaw ? layout_.tokensPerBlock : 0;
-  filledSlots_ += fill_[b];
+Status PagedAllocator::reserveBlockIdsLocked(size_t count) {
+  if (count <= freeIds_.size()) return Status::ok();
+  const size_t grow = count - freeIds_.size();
+  if (blocks_.size() + grow > PoolConfig::kMaxBlockCount) {
+    return Status(Code::kPoolExhausted, "block id space exhausted");
+  }
+  try {
+    blocks_.reserve(blocks_.size() + grow);
+    freeIds_.reserve(freeIds_.size() + grow);
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  for (size_t i = 0; i < grow; ++i) {
+    blocks_.emplace_back();
+    freeIds_.push_back(static_cast<uint32_t>(blocks_.size() - 1));
+  }
+  return Status::ok();
+}
+
+uint32_t PagedAllocator::newBlockLocked(uint32_t tenant, BlockKind kind, uint32_t fill) {
+  const uint32_t b = freeIds_.back();
+  freeIds_.pop_back();
+  BlockMeta& m = blocks_[b];
+  const uint32_t generation = m.generation;
+  m = BlockMeta();
+  m.generation = generation;
+  m.refs = 1;
+  m.tenant = tenant;
+  m.kind = kind;
+  m.fill = fill;
+  filledSlots_ += fill;
+  ++liveBlocks_;
   return b;
 }
 
-void PagedAllocator::addRefLocked(uint32_t block) {
-  if (++refs_[block] == 2) ++sharedBlocks_;
+FrameGrant PagedAllocator::takeFrameLocked(Tier tier, uint32_t tenant) {
+  FrameGrant grant{tier, 0, 0, false};
+  grant.frame = arena(tier).take(tenant, &grant.previousTenant);
+  grant.needsScrub = grant.previousTenant != 0 && grant.previousTenant != tenant;
+  return grant;
 }
 
-void PagedAllocator::dropRefLocked(uint32_t block, std::vector<uint32_t>* scrubLater) {
-  const uint32_t refs = --refs_[block];
+void PagedAllocator::returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater) {
+  if (!written) {
+    arena(grant.tier).giveBackUntouched(grant.frame, grant.previousTenant);
+  } else {
+    releaseFrameLocked(grant.tier, grant.frame, scrubLater);
+  }
+}
+
+void PagedAllocator::releaseFrameLocked(Tier tier, uint32_t frame, std::vector<FrameRef>* scrubLater) {
+  if (scrub_ == ScrubPolicy::kAlways) {
+    scrubLater->push_back({tier, frame});  // reaches the free list once zeroed
+  } else {
+    arena(tier).give(frame, false);
+  }
+}
+
+void PagedAllocator::discardBlockIdLocked(uint32_t block) {
+  BlockMeta& m = blocks_[block];
+  filledSlots_ -= m.fill;
+  --liveBlocks_;
+  const uint32_t generation = nextGeneration(m.generation);
+  m = BlockMeta();
+  m.generation = generation;
+  freeIds_.push_back(block);
+}
+
+void PagedAllocator::addRefLocked(uint32_t block) {
+  if (++blocks_[block].refs == 2) ++sharedBlocks_;
+}
+
+void PagedAllocator::dropRefLocked(uint32_t block, std::vector<FrameRef>* scrubLater) {
+  const uint32_t refs = --blocks_[block].refs;
   if (refs == 1) --sharedBlocks_;
   if (refs == 0) retireLocked(block, scrubLater);
 }
 
-void PagedAllocator::retireLocked(uint32_t block, std::vector<uint32_t>* scrubLater) {
-  filledSlots_ -= fill_[block];
-  fill_[block] = 0;
-  refs_[block] = 0;
-  generation_[block] = nextGeneration(generation_[block]);
-  if (readers_[block] > 0) {
-    kind_[block] = BlockKind::kZombie;  // the last reader frees it
-  } else if (scrub_ == ScrubPolicy::kAlways) {
-    kind_[block] = BlockKind::kScrubbing;
-    scrubLater->push_back(block);
+void PagedAllocator::retireLocked(uint32_t block, std::vector<FrameRef>* scrubLater) {
+  BlockMeta& m = blocks_[block];
+  filledSlots_ -= m.fill;
+  m.fill = 0;
+  m.activeRefs = 0;
+  --liveBlocks_;
+  setDiskKeyLocked(block, 0);
+  m.generation = nextGeneration(m.generation);
+  if (m.readers > 0) {
+    m.kind = BlockKind::kZombie;  // the last reader frees it
+    return;
+  }
+  if (m.tier == Tier::kNone) {
+    --diskOnlyBlocks_;
   } else {
-    pushFreeLocked(block);
+    releaseFrameLocked(m.tier, m.frame, scrubLater);
+  }
+  m.kind = BlockKind::kFree;
+  m.tier = Tier::kNone;
+  freeIds_.push_back(block);
+}
+
+void PagedAllocator::setDiskKeyLocked(uint32_t block, uint64_t key) {
+  BlockMeta& m = blocks_[block];
+  if (m.diskKey != 0) {
+    freedDiskKeys_.push_back(m.diskKey);
+    --diskCopies_;
+  }
+  m.diskKey = key;
+  if (key != 0) ++diskCopies_;
+}
+
+void PagedAllocator::setTierLocked(uint32_t block, Tier tier, uint32_t frame) {
+  BlockMeta& m = blocks_[block];
+  if (m.tier == Tier::kNone) --diskOnlyBlocks_;
+  if (tier == Tier::kNone) ++diskOnlyBlocks_;
+  m.tier = tier;
+  m.frame = frame;
+}
+
+void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater) {
+  for (const SlotRun& run : runs) {
+    BlockMeta& m = blocks_[run.block];
+    if (--m.readers == 0 && m.kind == BlockKind::kZombie) {
+      if (m.tier != Tier::kNone) releaseFrameLocked(m.tier, m.frame, scrubLater);
+      m.kind = BlockKind::kFree;
+      m.tier = Tier::kNone;
+      freeIds_.push_back(run.block);
+    }
   }
 }
 
-void PagedAllocator::finishScrubs(std::vector<uint32_t>* scrubLater) {
+void PagedAllocator::finishScrubs(std::vector<FrameRef>* scrubLater) {
   if (scrubLater->empty()) return;
-  for (uint32_t b : *scrubLater) memory_->scrubBlock(b);
+  for (const FrameRef& f : *scrubLater) arena(f.tier).memory().scrubBlock(f.frame);
   std::lock_guard<std::mutex> lock(mu_);
-  for (uint32_t b : *scrubLater) {
-    tenant_[b] = 0;
-    pushFreeLocked(b);
-  }
+  for (const FrameRef& f : *scrubLater) arena(f.tier).give(f.frame, true);
   scrubLater->clear();
 }
 
-void PagedAllocator::scrubPending(const std::vector<AppendLease::PendingScrub>& scrubs) {
-  for (const auto& s : scrubs) memory_->scrubBlock(s.block);
+void PagedAllocator::scrubGrants(const std::vector<FrameGrant>& grants) {
+  for (const FrameGrant& g : grants) {
+    if (g.needsScrub) arena(g.tier).memory().scrubBlock(g.frame);
+  }
 }
 
 // ---- contexts ----
@@ -157,7 +260,8 @@ Status PagedAllocator::claimSlotLocked(uint32_t tenant, Handle* out) {
   }
   ContextSlot& slot = contexts_[index];
   slot.live = true;
-  slot.appending = false;
+  slot.busy = false;
+  slot.resident = true;
   slot.tenant = tenant;
   slot.pinCount = 0;
   slot.tokens = 0;
@@ -178,23 +282,23 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
   std::lock_guard<std::mutex> lock(mu_);
   ContextSlot* c = findLocked(ctx);
   if (!c) return staleContext();
-  if (c->appending) return busyContext();
+  if (c->busy) return busyContext();
   const uint64_t n = bytes / layout_.bytesPerToken;
   if (n == 0) return Status::ok();
+  if (!c->resident) return offloaded();
 
   const uint64_t partial = c->tokens % tpb;
-  const bool cow = partial != 0 && refs_[c->pages.back()] > 1;
+  const bool cow = partial != 0 && blocks_[c->pages.back()].refs > 1;
   const uint64_t pagesAfter = (c->tokens + n + tpb - 1) / tpb;
   const uint64_t newPages = pagesAfter - c->pages.size();
   const uint64_t needed = newPages + (cow ? 1 : 0);
-  if (needed > freeStack_.size()) {
-    return Status(Code::kPoolExhausted, "append needs " + std::to_string(needed) + " blocks, " +
-                                            std::to_string(freeStack_.size()) + " free");
-  }
+  if (needed > device_.freeFrames()) return tierFull("device", needed, device_.freeFrames());
+  Status st = reserveBlockIdsLocked(needed);
+  if (!st.isOk()) return st;
   try {  // every allocation happens before any state changes
     c->pages.reserve(pagesAfter);
     lease->newBlocks_.reserve(newPages);
-    lease->scrubs_.reserve(needed);
+    lease->grants_.reserve(needed);
     lease->runs_.reserve(newPages + 1);
   } catch (const std::bad_alloc&) {
     lease->reset();
@@ -205,67 +309,80 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
   lease->context_ = ctx;
   lease->tokens_ = n;
   lease->bytes_ = bytes;
+  auto newContextBlock = [&]() {
+    const uint32_t b = newBlockLocked(c->tenant, BlockKind::kContext, 0);
+    const FrameGrant grant = takeFrameLocked(Tier::kDevice, c->tenant);
+    blocks_[b].activeRefs = 1;
+    blocks_[b].tier = Tier::kDevice;
+    blocks_[b].frame = grant.frame;
+    lease->grants_.push_back(grant);
+    return b;
+  };
   uint64_t remaining = n;
   if (partial != 0) {
     uint32_t target = c->pages.back();
     if (cow) {
       lease->cow_ = true;
-      lease->cowSource_ = target;
-      lease->cowBlock_ = takeFreeLocked(c->tenant, BlockKind::kContext, &lease->scrubs_);
+      lease->cowSourceFrame_ = blocks_[target].frame;
+      lease->cowBlock_ = newContextBlock();
+      lease->grants_.back().needsScrub = false;  // the copy overwrites the whole frame
       target = lease->cowBlock_;
     }
     const uint64_t count = std::min(remaining, tpb - partial);
-    lease->runs_.push_back({target, static_cast<uint32_t>(partial), static_cast<uint32_t>(count)});
+    lease->runs_.push_back({target, Tier::kDevice, blocks_[target].frame, static_cast<uint32_t>(partial),
+                            static_cast<uint32_t>(count)});
     remaining -= count;
   }
   while (remaining > 0) {
-    const uint32_t b = takeFreeLocked(c->tenant, BlockKind::kContext, &lease->scrubs_);
+    const uint32_t b = newContextBlock();
     lease->newBlocks_.push_back(b);
     const uint64_t count = std::min(remaining, tpb);
-    lease->runs_.push_back({b, 0, static_cast<uint32_t>(count)});
+    lease->runs_.push_back({b, Tier::kDevice, blocks_[b].frame, 0, static_cast<uint32_t>(count)});
     remaining -= count;
   }
-  c->appending = true;
+  c->busy = true;
   return Status::ok();
 }
 
 void PagedAllocator::commitAppend(AppendLease* lease) {
-  std::vector<uint32_t> scrubLater;
+  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ContextSlot* c = findLocked(lease->context_);  // live: release is refused while appending
+    ContextSlot* c = findLocked(lease->context_);  // live: release is refused while busy
+    const uint32_t partial = static_cast<uint32_t>(c->tokens % layout_.tokensPerBlock);
     if (lease->cow_) {
-      const uint32_t copied = static_cast<uint32_t>(c->tokens % layout_.tokensPerBlock);
-      fill_[lease->cowBlock_] = copied;
-      filledSlots_ += copied;
+      blocks_[lease->cowBlock_].fill = partial;
+      filledSlots_ += partial;
+      const uint32_t source = c->pages.back();
       c->pages.back() = lease->cowBlock_;
-      dropRefLocked(lease->cowSource_, &scrubLater);
+      --blocks_[source].activeRefs;
+      dropRefLocked(source, &scrubLater);
+    } else if (partial != 0) {
+      setDiskKeyLocked(c->pages.back(), 0);  // written in place: its disk copy is stale now
     }
     for (uint32_t b : lease->newBlocks_) c->pages.push_back(b);
     for (const SlotRun& run : lease->runs_) {
+      BlockMeta& m = blocks_[run.block];
       const uint32_t end = run.slot + run.count;
-      if (end > fill_[run.block]) {
-        filledSlots_ += end - fill_[run.block];
-        fill_[run.block] = end;
+      if (end > m.fill) {
+        filledSlots_ += end - m.fill;
+        m.fill = end;
       }
     }
     c->tokens += lease->tokens_;
-    c->appending = false;
+    c->busy = false;
   }
   finishScrubs(&scrubLater);
 }
 
 void PagedAllocator::abortAppend(AppendLease* lease) {
-  std::vector<uint32_t> scrubLater;
+  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!lease->copied_) {
-      // Never scrubbed: the block still holds its previous owner's bytes, so it keeps that owner.
-      for (const auto& s : lease->scrubs_) tenant_[s.block] = s.previousTenant;
-    }
-    if (lease->cow_) retireLocked(lease->cowBlock_, &scrubLater);
-    for (uint32_t b : lease->newBlocks_) retireLocked(b, &scrubLater);
-    if (ContextSlot* c = findLocked(lease->context_)) c->appending = false;
+    for (const FrameGrant& g : lease->grants_) returnGrantLocked(g, lease->copied_, &scrubLater);
+    if (lease->cow_) discardBlockIdLocked(lease->cowBlock_);
+    for (uint32_t b : lease->newBlocks_) discardBlockIdLocked(b);
+    if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
   }
   finishScrubs(&scrubLater);
 }
@@ -280,19 +397,26 @@ Status PagedAllocator::beginRead(Handle ctx, uint64_t startToken, uint64_t token
     return Status(Code::kOutOfRange, "tokens [" + std::to_string(startToken) + ", +" + std::to_string(tokenCount) +
                                          ") exceed the context's " + std::to_string(c->tokens));
   }
+  const uint64_t end = startToken + tokenCount;
+  for (uint64_t page = startToken / tpb; page * tpb < end; ++page) {
+    const BlockMeta& m = blocks_[c->pages[page]];
+    if (m.moving) return busyBlocks();
+    if (m.tier == Tier::kNone) {
+      return Status(Code::kInvalidState, "the range includes pages that are only on disk; restore the context first");
+    }
+  }
   try {
     lease->runs_.reserve(tokenCount / tpb + 2);
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
-  uint64_t token = startToken;
-  const uint64_t end = startToken + tokenCount;
-  while (token < end) {
+  for (uint64_t token = startToken; token < end;) {
     const uint32_t block = c->pages[token / tpb];
     const uint64_t slot = token % tpb;
     const uint64_t count = std::min(end - token, tpb - slot);
-    lease->runs_.push_back({block, static_cast<uint32_t>(slot), static_cast<uint32_t>(count)});
-    ++readers_[block];
+    BlockMeta& m = blocks_[block];
+    lease->runs_.push_back({block, m.tier, m.frame, static_cast<uint32_t>(slot), static_cast<uint32_t>(count)});
+    ++m.readers;
     token += count;
   }
   lease->pool_ = this;
@@ -309,12 +433,16 @@ Status PagedAllocator::beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease*
     return Status(Code::kOutOfRange, "page " + std::to_string(pageIndex) + " of a context with " +
                                          std::to_string(c->pages.size()) + " pages");
   }
+  const uint32_t block = c->pages[pageIndex];
+  BlockMeta& m = blocks_[block];
+  if (m.moving) return busyBlocks();
+  if (m.tier == Tier::kNone) return Status(Code::kInvalidState, "the page is only on disk; restore the context first");
   try {
-    lease->runs_.push_back({c->pages[pageIndex], 0, layout_.tokensPerBlock});
+    lease->runs_.push_back({block, m.tier, m.frame, 0, layout_.tokensPerBlock});
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
-  ++readers_[c->pages[pageIndex]];
+  ++m.readers;
   lease->pool_ = this;
   lease->wholeBlock_ = true;
   lease->bytes_ = layout_.blockBytes;
@@ -322,19 +450,10 @@ Status PagedAllocator::beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease*
 }
 
 void PagedAllocator::endRead(ReadLease* lease) {
-  std::vector<uint32_t> scrubLater;
+  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const SlotRun& run : lease->runs_) {
-      if (--readers_[run.block] == 0 && kind_[run.block] == BlockKind::kZombie) {
-        if (scrub_ == ScrubPolicy::kAlways) {
-          kind_[run.block] = BlockKind::kScrubbing;
-          scrubLater.push_back(run.block);
-        } else {
-          pushFreeLocked(run.block);
-        }
-      }
-    }
+    endReadersLocked(lease->runs_, &scrubLater);
   }
   finishScrubs(&scrubLater);
 }
@@ -343,7 +462,7 @@ Status PagedAllocator::fork(Handle ctx, Handle* child) {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextSlot* parent = findLocked(ctx);
   if (!parent) return staleContext();
-  if (parent->appending) return busyContext();
+  if (parent->busy) return busyContext();
   std::vector<uint32_t> pages;
   try {
     pages = parent->pages;  // copied before a slot is claimed, so a failed fork consumes nothing
@@ -352,13 +471,18 @@ Status PagedAllocator::fork(Handle ctx, Handle* child) {
   }
   const uint32_t tenant = parent->tenant;
   const uint64_t tokens = parent->tokens;
+  const bool resident = parent->resident;
   Handle created;
   Status st = claimSlotLocked(tenant, &created);  // may reallocate contexts_: parent is invalid now
   if (!st.isOk()) return st;
   ContextSlot& kid = contexts_[handleIndex(created)];
-  for (uint32_t b : pages) addRefLocked(b);
+  for (uint32_t b : pages) {
+    addRefLocked(b);
+    if (resident) ++blocks_[b].activeRefs;
+  }
   kid.pages = std::move(pages);
   kid.tokens = tokens;
+  kid.resident = resident;
   *child = created;
   return Status::ok();
 }
@@ -382,28 +506,31 @@ Status PagedAllocator::unpin(Handle ctx) {
 }
 
 Status PagedAllocator::release(Handle ctx) {
-  std::vector<uint32_t> scrubLater;
+  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ContextSlot* c = findLocked(ctx);
     if (!c) return staleContext();
-    if (c->appending) return busyContext();
+    if (c->busy) return busyContext();
     try {
       scrubLater.reserve(scrub_ == ScrubPolicy::kAlways ? c->pages.size() : 0);
+      freedDiskKeys_.reserve(freedDiskKeys_.size() + c->pages.size());
     } catch (const std::bad_alloc&) {
       return outOfMemory();
     }
-    for (uint32_t b : c->pages) dropRefLocked(b, &scrubLater);
+    for (uint32_t b : c->pages) {
+      if (c->resident) --blocks_[b].activeRefs;
+      dropRefLocked(b, &scrubLater);
+    }
     c->pages.clear();
     c->pages.shrink_to_fit();
     c->live = false;
     c->tokens = 0;
     c->pinCount = 0;
     --liveContexts_;
-    const uint32_t index = handleIndex(ctx);
     if (c->generation < kMaxGeneration) {
       ++c->generation;
-      freeSlots_.push_back(index);  // a saturated slot is retired, so its handles can never come back
+      freeSlots_.push_back(handleIndex(ctx));  // a saturated slot is retired, so its handles never come back
     }
   }
   finishScrubs(&scrubLater);
@@ -414,19 +541,21 @@ Status PagedAllocator::blockTable(Handle ctx, std::vector<uint32_t>* out) const 
   std::lock_guard<std::mutex> lock(mu_);
   const ContextSlot* c = findLocked(ctx);
   if (!c) return staleContext();
+  if (!c->resident) return offloaded();
   try {
-    *out = c->pages;
+    out->resize(c->pages.size());
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
+  for (size_t i = 0; i < c->pages.size(); ++i) (*out)[i] = blocks_[c->pages[i]].frame;
   return Status::ok();
 }
 
 PoolStats PagedAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   PoolStats s;
-  s.totalBlocks = blockCount_;
-  s.freeBlocks = freeStack_.size();
+  s.totalBlocks = device_.frames();
+  s.freeBlocks = device_.freeFrames();
   s.usedBlocks = s.totalBlocks - s.freeBlocks;
   s.sharedBlocks = sharedBlocks_;
   s.blockBytes = layout_.blockBytes;
@@ -434,7 +563,12 @@ PoolStats PagedAllocator::stats() const {
   s.usedBytes = s.usedBlocks * s.blockBytes;
   s.freeBytes = s.freeBlocks * s.blockBytes;
   s.contexts = liveContexts_;
-  s.wasteBytes = (s.usedBlocks * layout_.tokensPerBlock - filledSlots_) * layout_.bytesPerToken;
+  s.wasteBytes = (liveBlocks_ * layout_.tokensPerBlock - filledSlots_) * layout_.bytesPerToken;
+  s.host.totalBlocks = host_.frames();
+  s.host.freeBlocks = host_.freeFrames();
+  s.host.usedBlocks = s.host.totalBlocks - s.host.freeBlocks;
+  s.diskOnlyBlocks = diskOnlyBlocks_;
+  s.diskCopies = diskCopies_;
   return s;
 }
 
@@ -446,10 +580,18 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
   s.tenant = c->tenant;
   s.tokens = c->tokens;
   s.blocks = c->pages.size();
-  for (uint32_t b : c->pages) s.sharedBlocks += refs_[b] > 1 ? 1 : 0;
+  for (uint32_t b : c->pages) {
+    const BlockMeta& m = blocks_[b];
+    s.sharedBlocks += m.refs > 1 ? 1 : 0;
+    s.devicePages += m.tier == Tier::kDevice ? 1 : 0;
+    s.hostPages += m.tier == Tier::kHost ? 1 : 0;
+    s.diskOnlyPages += m.tier == Tier::kNone ? 1 : 0;
+    s.diskCopies += m.diskKey != 0 ? 1 : 0;
+  }
   s.pinCount = c->pinCount;
   s.bytes = c->tokens * layout_.bytesPerToken;
   s.wasteBytes = (s.blocks * layout_.tokensPerBlock - c->tokens) * layout_.bytesPerToken;
+  s.resident = c->resident;
   *out = s;
   return Status::ok();
 }
@@ -458,49 +600,55 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
 
 Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* out) {
   if (tenant == 0) return Status(Code::kInvalidArgument, "tenant must be >= 1");
-  std::vector<AppendLease::PendingScrub> scrubs;
+  std::vector<FrameGrant> grants;
   try {
-    scrubs.reserve(count);
+    grants.reserve(count);
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (count > freeStack_.size()) {
+    if (count > device_.freeFrames()) {
       return Status(Code::kPoolExhausted, std::to_string(count) + " blocks requested, " +
-                                              std::to_string(freeStack_.size()) + " free");
+                                              std::to_string(device_.freeFrames()) + " free");
     }
+    Status st = reserveBlockIdsLocked(count);
+    if (!st.isOk()) return st;
     for (uint32_t i = 0; i < count; ++i) {
-      const uint32_t b = takeFreeLocked(tenant, BlockKind::kRaw, &scrubs);
-      out[i] = packHandle(generation_[b], b);
+      const uint32_t b = newBlockLocked(tenant, BlockKind::kRaw, layout_.tokensPerBlock);
+      const FrameGrant grant = takeFrameLocked(Tier::kDevice, tenant);
+      blocks_[b].tier = Tier::kDevice;
+      blocks_[b].frame = grant.frame;
+      if (grant.needsScrub) grants.push_back(grant);
+      out[i] = packHandle(blocks_[b].generation, b);
     }
   }
-  scrubPending(scrubs);  // before the handles reach the caller
+  scrubGrants(grants);  // before the handles reach the caller
   return Status::ok();
 }
 
 Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {
-  std::vector<uint32_t> scrubLater;
+  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status verdict = Status::ok();
     size_t marked = 0;
     for (; marked < count; ++marked) {
       const uint32_t b = handleIndex(handles[marked]);
-      if (b >= blockCount_ || kind_[b] == BlockKind::kFree || generation_[b] != handleGeneration(handles[marked]) ||
-          batchMark_[b]) {
+      if (b >= blocks_.size() || blocks_[b].kind == BlockKind::kFree ||
+          blocks_[b].generation != handleGeneration(handles[marked]) || blocks_[b].batchMark) {
         verdict = Status(Code::kStaleHandle, "block handle at position " + std::to_string(marked) +
                                                  " is unknown, freed or repeated");
         break;
       }
-      if (kind_[b] != BlockKind::kRaw) {
+      if (blocks_[b].kind != BlockKind::kRaw) {
         verdict = Status(Code::kInvalidArgument,
                          "block at position " + std::to_string(marked) + " belongs to a context; release the context");
         break;
       }
-      batchMark_[b] = 1;
+      blocks_[b].batchMark = true;
     }
-    for (size_t i = 0; i < marked; ++i) batchMark_[handleIndex(handles[i])] = 0;
+    for (size_t i = 0; i < marked; ++i) blocks_[handleIndex(handles[i])].batchMark = false;
     if (!verdict.isOk()) return verdict;
     if (scrub_ == ScrubPolicy::kAlways) {
       try {
@@ -513,6 +661,244 @@ Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {
   }
   finishScrubs(&scrubLater);
   return Status::ok();
+}
+
+// ---- tiers ----
+
+Status PagedAllocator::beginDemote(Handle ctx, MoveLease* lease) {
+  lease->reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  if (c->busy) return busyContext();
+  if (!c->resident) return Status(Code::kInvalidState, "context is already offloaded");
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kDemote, lease);
+}
+
+Status PagedAllocator::beginPromote(Handle ctx, MoveLease* lease) {
+  lease->reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  if (c->busy) return busyContext();
+  if (c->resident) return Status::ok();  // already on the device: nothing to do
+  for (uint32_t b : c->pages) {
+    if (blocks_[b].tier == Tier::kNone) {
+      return Status(Code::kInvalidState, "context has pages only on disk; fill them into the host tier first");
+    }
+  }
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kPromote, lease);
+}
+
+Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease) {
+  lease->reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  if (c->busy) return busyContext();
+  if (c->resident) return Status::ok();  // a resident context has every page on the device
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kFill, lease);
+}
+
+Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, MoveLease* lease) {
+  // Which blocks move: demote takes device blocks no other resident context uses; promote takes host
+  // blocks; fill takes blocks whose only copy is on disk.
+  std::vector<uint32_t> chosen;
+  try {
+    chosen.reserve(c->pages.size());
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  for (uint32_t b : c->pages) {
+    const BlockMeta& m = blocks_[b];
+    const bool moves = kind == MoveLease::Kind::kDemote    ? m.tier == Tier::kDevice && m.activeRefs == 1
+                       : kind == MoveLease::Kind::kPromote ? m.tier == Tier::kHost
+                                                           : m.tier == Tier::kNone;
+    if (m.moving) return busyBlocks();
+    if (!moves) continue;
+    if (m.readers > 0) return busyBlocks();
+    chosen.push_back(b);
+  }
+  const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice : Tier::kHost;
+  FrameArena& target = arena(to);
+  if (chosen.size() > target.freeFrames()) {
+    return tierFull(to == Tier::kDevice ? "device" : "host", chosen.size(), target.freeFrames());
+  }
+  try {
+    lease->moves_.reserve(chosen.size());
+    if (kind == MoveLease::Kind::kFill) lease->diskKeys_.reserve(chosen.size());
+  } catch (const std::bad_alloc&) {
+    lease->moves_.clear();
+    return outOfMemory();
+  }
+  for (uint32_t b : chosen) {
+    BlockMeta& m = blocks_[b];
+    const FrameGrant grant = takeFrameLocked(to, c->tenant);  // the whole frame is overwritten: no scrub
+    lease->moves_.push_back({b, m.frame, grant, false});
+    if (kind == MoveLease::Kind::kFill) lease->diskKeys_.push_back(m.diskKey);
+    m.moving = true;
+  }
+  lease->pool_ = this;
+  lease->kind_ = kind;
+  lease->context_ = ctx;
+  c->busy = true;
+  return Status::ok();
+}
+
+void PagedAllocator::commitMove(MoveLease* lease) {
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ContextSlot* c = findLocked(lease->context_);  // live: release is refused while busy
+    const Tier from = lease->kind_ == MoveLease::Kind::kDemote    ? Tier::kDevice
+                      : lease->kind_ == MoveLease::Kind::kPromote ? Tier::kHost
+                                                                  : Tier::kNone;
+    for (const MoveLease::Move& move : lease->moves_) {
+      if (from != Tier::kNone) releaseFrameLocked(from, move.fromFrame, &scrubLater);
+      setTierLocked(move.block, move.to.tier, move.to.frame);
+      blocks_[move.block].moving = false;
+    }
+    if (lease->kind_ == MoveLease::Kind::kDemote) {
+      for (uint32_t b : c->pages) --blocks_[b].activeRefs;
+      c->resident = false;
+    } else if (lease->kind_ == MoveLease::Kind::kPromote) {
+      for (uint32_t b : c->pages) ++blocks_[b].activeRefs;
+      c->resident = true;
+    }
+    c->busy = false;
+  }
+  finishScrubs(&scrubLater);
+}
+
+void PagedAllocator::abortMove(MoveLease* lease) {
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const MoveLease::Move& move : lease->moves_) {
+      returnGrantLocked(move.to, lease->copied_ || move.written, &scrubLater);
+      blocks_[move.block].moving = false;
+    }
+    if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
+  }
+  finishScrubs(&scrubLater);
+}
+
+Status PagedAllocator::beginSpill(Handle ctx, SpillLease* lease) {
+  lease->reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  if (c->busy) return busyContext();
+  try {
+    lease->runs_.reserve(c->pages.size());
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  for (uint32_t b : c->pages) {
+    const BlockMeta& m = blocks_[b];
+    if (m.diskKey != 0) continue;  // already on disk: shared blocks are written once
+    if (m.moving) {
+      lease->runs_.clear();
+      return busyBlocks();
+    }
+    lease->runs_.push_back({b, m.tier, m.frame, 0, layout_.tokensPerBlock});
+  }
+  for (const SlotRun& run : lease->runs_) ++blocks_[run.block].readers;
+  lease->pool_ = this;
+  lease->context_ = ctx;
+  c->busy = true;
+  return Status::ok();
+}
+
+Status PagedAllocator::commitSpill(SpillLease* lease, const uint64_t* diskKeys, size_t count, bool dropHostFrames) {
+  if (count != lease->runs_.size()) {
+    return Status(Code::kInvalidArgument, "spill of " + std::to_string(lease->runs_.size()) + " blocks got " +
+                                              std::to_string(count) + " disk keys");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (diskKeys[i] == 0) return Status(Code::kInvalidArgument, "disk keys must be non-zero");
+  }
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      freedDiskKeys_.reserve(freedDiskKeys_.size() + count);
+    } catch (const std::bad_alloc&) {
+      return outOfMemory();
+    }
+    ContextSlot* c = findLocked(lease->context_);
+    for (size_t i = 0; i < count; ++i) setDiskKeyLocked(lease->runs_[i].block, diskKeys[i]);
+    endReadersLocked(lease->runs_, &scrubLater);
+    lease->runs_.clear();
+    if (dropHostFrames && !c->resident) {
+      for (uint32_t b : c->pages) {
+        BlockMeta& m = blocks_[b];
+        if (m.tier == Tier::kHost && m.diskKey != 0 && m.readers == 0 && !m.moving) {
+          releaseFrameLocked(Tier::kHost, m.frame, &scrubLater);
+          setTierLocked(b, Tier::kNone, 0);
+        }
+      }
+    }
+    c->busy = false;
+  }
+  finishScrubs(&scrubLater);
+  return Status::ok();
+}
+
+void PagedAllocator::abortSpill(SpillLease* lease) {
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    endReadersLocked(lease->runs_, &scrubLater);
+    if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
+  }
+  finishScrubs(&scrubLater);
+}
+
+Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages,
+                                     Handle* out) {
+  if (tenant == 0) return Status(Code::kInvalidArgument, "tenant must be >= 1");
+  const uint64_t tpb = layout_.tokensPerBlock;
+  if (pages != (tokens + tpb - 1) / tpb) {
+    return Status(Code::kInvalidArgument, std::to_string(tokens) + " tokens need " +
+                                              std::to_string((tokens + tpb - 1) / tpb) + " pages, got " +
+                                              std::to_string(pages));
+  }
+  for (size_t i = 0; i < pages; ++i) {
+    if (diskKeys[i] == 0) return Status(Code::kInvalidArgument, "disk keys must be non-zero");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Status st = reserveBlockIdsLocked(pages);
+  if (!st.isOk()) return st;
+  std::vector<uint32_t> table;
+  try {
+    table.reserve(pages);
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  Handle created;
+  st = claimSlotLocked(tenant, &created);
+  if (!st.isOk()) return st;
+  for (size_t i = 0; i < pages; ++i) {
+    const uint64_t fill = std::min(tpb, tokens - i * tpb);
+    const uint32_t b = newBlockLocked(tenant, BlockKind::kContext, static_cast<uint32_t>(fill));
+    ++diskOnlyBlocks_;  // tier kNone from newBlockLocked
+    setDiskKeyLocked(b, diskKeys[i]);
+    table.push_back(b);
+  }
+  ContextSlot& slot = contexts_[handleIndex(created)];
+  slot.pages = std::move(table);
+  slot.tokens = tokens;
+  slot.resident = false;
+  *out = created;
+  return Status::ok();
+}
+
+std::vector<uint64_t> PagedAllocator::takeFreedDiskKeys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  out.swap(freedDiskKeys_);
+  return out;
 }
 
 // ---- synchronous conveniences ----
@@ -538,9 +924,23 @@ Status PagedAllocator::read(Handle ctx, uint64_t startToken, uint64_t tokenCount
   return Status::ok();
 }
 
-// ---- leases ----
+Status PagedAllocator::demote(Handle ctx) {
+  MoveLease lease;
+  Status st = beginDemote(ctx, &lease);
+  if (!st.isOk()) return st;
+  lease.copy();
+  return lease.commit();
+}
 
-AppendLease::AppendLease(AppendLease&& other) noexcept { *this = std::move(other); }
+Status PagedAllocator::promote(Handle ctx) {
+  MoveLease lease;
+  Status st = beginPromote(ctx, &lease);
+  if (!st.isOk()) return st;
+  lease.copy();
+  return lease.commit();
+}
+
+// ---- leases ----
 
 AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
   if (this != &other) {
@@ -550,18 +950,16 @@ AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
     tokens_ = other.tokens_;
     bytes_ = other.bytes_;
     copied_ = other.copied_;
-    cowSource_ = other.cowSource_;
-    cowBlock_ = other.cowBlock_;
     cow_ = other.cow_;
+    cowSourceFrame_ = other.cowSourceFrame_;
+    cowBlock_ = other.cowBlock_;
     newBlocks_ = std::move(other.newBlocks_);
-    scrubs_ = std::move(other.scrubs_);
+    grants_ = std::move(other.grants_);
     runs_ = std::move(other.runs_);
     other.pool_ = nullptr;
   }
   return *this;
 }
-
-AppendLease::~AppendLease() { reset(); }
 
 void AppendLease::reset() {
   if (pool_) pool_->abortAppend(this);
@@ -569,18 +967,18 @@ void AppendLease::reset() {
   tokens_ = bytes_ = 0;
   copied_ = cow_ = false;
   newBlocks_.clear();
-  scrubs_.clear();
+  grants_.clear();
   runs_.clear();
 }
 
 void AppendLease::copyFrom(const uint8_t* src) {
   if (!pool_ || copied_) return;
-  BlockMemory& memory = *pool_->memory_;
-  pool_->scrubPending(scrubs_);
-  if (cow_) memory.copyBlock(cowBlock_, cowSource_);
+  BlockMemory& device = pool_->device_.memory();
+  pool_->scrubGrants(grants_);
+  if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
   const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
   for (const SlotRun& run : runs_) {
-    memory.writeSlots(run.block, run.slot, run.count, src);
+    device.writeSlots(run.frame, run.slot, run.count, src);
     src += run.count * bytesPerToken;
   }
   copied_ = true;
@@ -598,8 +996,6 @@ Status AppendLease::commit() {
   return Status::ok();
 }
 
-ReadLease::ReadLease(ReadLease&& other) noexcept { *this = std::move(other); }
-
 ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
   if (this != &other) {
     reset();
@@ -612,8 +1008,6 @@ ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
   return *this;
 }
 
-ReadLease::~ReadLease() { reset(); }
-
 void ReadLease::reset() {
   if (pool_) pool_->endRead(this);
   pool_ = nullptr;
@@ -624,16 +1018,113 @@ void ReadLease::reset() {
 
 void ReadLease::copyTo(uint8_t* dst) const {
   if (!pool_) return;
-  const BlockMemory& memory = *pool_->memory_;
   if (wholeBlock_) {
-    memory.readBlock(runs_.front().block, dst);
+    const SlotRun& run = runs_.front();
+    pool_->arena(run.tier).memory().readBlock(run.frame, dst);
     return;
   }
   const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
   for (const SlotRun& run : runs_) {
-    memory.readSlots(run.block, run.slot, run.count, dst);
+    pool_->arena(run.tier).memory().readSlots(run.frame, run.slot, run.count, dst);
     dst += run.count * bytesPerToken;
   }
+}
+
+MoveLease& MoveLease::operator=(MoveLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    kind_ = other.kind_;
+    context_ = other.context_;
+    copied_ = other.copied_;
+    moves_ = std::move(other.moves_);
+    diskKeys_ = std::move(other.diskKeys_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void MoveLease::reset() {
+  if (pool_) pool_->abortMove(this);
+  pool_ = nullptr;
+  copied_ = false;
+  moves_.clear();
+  diskKeys_.clear();
+}
+
+uint64_t MoveLease::bytes() const { return pool_ ? moves_.size() * pool_->layout_.blockBytes : 0; }
+
+void MoveLease::copy() {
+  if (!pool_ || copied_ || kind_ == Kind::kFill) return;
+  for (const Move& move : moves_) {  // no moves, no host tier needed
+    BlockMemory& device = pool_->device_.memory();
+    BlockMemory& host = pool_->host_.memory();
+    if (kind_ == Kind::kDemote) {
+      device.readBlock(move.fromFrame, host.hostAddress(move.to.frame));
+    } else {
+      device.writeBlock(move.to.frame, host.hostAddress(move.fromFrame));
+    }
+  }
+  copied_ = true;
+}
+
+Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
+  if (!pool_ || kind_ != Kind::kFill) return Status(Code::kInvalidState, "not a fill in progress");
+  if (index >= moves_.size()) return Status(Code::kOutOfRange, "fill has " + std::to_string(moves_.size()) + " blocks");
+  if (length != pool_->layout_.blockBytes) {
+    return Status(Code::kInvalidArgument, "a block is " + std::to_string(pool_->layout_.blockBytes) + " bytes, got " +
+                                              std::to_string(length));
+  }
+  Move& move = moves_[index];
+  pool_->host_.memory().writeBlock(move.to.frame, src);
+  move.written = true;
+  return Status::ok();
+}
+
+Status MoveLease::commit() {
+  if (!pool_) return Status::ok();  // nothing to move
+  const bool complete = kind_ == Kind::kFill
+                            ? std::all_of(moves_.begin(), moves_.end(), [](const Move& m) { return m.written; })
+                            : copied_;
+  if (!complete) {
+    reset();
+    return Status(Code::kInvalidState, "move committed before every block was copied; nothing moved");
+  }
+  pool_->commitMove(this);
+  pool_ = nullptr;
+  reset();
+  return Status::ok();
+}
+
+SpillLease& SpillLease::operator=(SpillLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    context_ = other.context_;
+    runs_ = std::move(other.runs_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void SpillLease::reset() {
+  if (pool_) pool_->abortSpill(this);
+  pool_ = nullptr;
+  runs_.clear();
+}
+
+void SpillLease::copyBlock(size_t index, uint8_t* dst) const {
+  if (!pool_ || index >= runs_.size()) return;
+  const SlotRun& run = runs_[index];
+  pool_->arena(run.tier).memory().readBlock(run.frame, dst);
+}
+
+Status SpillLease::commit(const uint64_t* diskKeys, size_t count, bool dropHostFrames) {
+  if (!pool_) return Status(Code::kInvalidState, "no spill in progress");
+  Status st = pool_->commitSpill(this, diskKeys, count, dropHostFrames);
+  if (!st.isOk()) return st;  // the lease stays open: the caller may retry or drop it
+  pool_ = nullptr;
+  return Status::ok();
 }
 
 }  // namespace kvfabric

@@ -1,24 +1,31 @@
-// PagedAllocator: the KV-block pool and the page tables of the contexts that use it.
+// PagedAllocator: the KV-block pool, the page tables of the contexts that use it, and the placement of
+// every block across the device and host tiers (the disk tier lives in TypeScript; here a block only
+// records the key of its disk copy).
 //
 // Data structures and invariants (all under mu_):
-//  - Blocks 0..blockCount-1, each one contiguous extent of layout_.blockBytes in memory_.
-//    Per block: refs_ (page-table references; raw engine blocks hold exactly 1), generation_ (bumped on
-//    every free), tenant_ (owner while used, last owner while free, 0 = clean), fill_ (slots written),
-//    readers_ (in-flight reads), kind_ (free / context / raw / zombie / scrubbing).
-//  - freeStack_ holds exactly the blocks of kind free, so free + used = total by construction.
-//    A block whose refs drop to 0 while readers_ > 0 becomes a zombie and is freed by its last reader;
-//    under ScrubPolicy::kAlways a freed block is zeroed outside the lock (kind scrubbing) before it is
-//    pushed. Blocks on the free stack are never read or written by anyone.
-//  - Contexts live in slots; a handle packs generation x 2^32 + slot. Page tables are append-only except
-//    for copy-on-write, which swaps the last page for a private copy before that page is written.
+//  - Blocks are logical: page tables hold block ids, and a block id never changes while referenced
+//    (append-only page tables; copy-on-write swaps only a context's own last page). Per block: refs
+//    (page-table references; raw engine blocks hold exactly 1), activeRefs (references from resident
+//    contexts), generation (bumped on every free), tenant, fill (slots written), readers (in-flight
+//    reads and spills), tier + frame (where its bytes are: a device frame, a host frame, or none when
+//    only the disk copy remains), diskKey (the TS disk tier's key for a clean copy on disk, 0 = none),
+//    moving (a tier move is in flight).
+//  - Frames are the physical slots of each tier (FrameArena). free + used = total per tier by
+//    construction. A frame is zeroed before a different tenant can read it.
+//  - A resident context has every block on the device. Offloading (demote) moves to the host only the
+//    blocks no other resident context uses; blocks shared by forks therefore move once, come back once
+//    and stay shared. Spilling writes disk copies of blocks that have none, and may then drop host
+//    frames; filling brings disk-only blocks back to host frames; promote brings host blocks to the
+//    device and makes the context resident again.
+//  - A block whose refs drop to 0 while readers > 0 becomes a zombie, freed by its last reader. Freed
+//    blocks' disk keys are queued for the disk tier to delete (takeFreedDiskKeys).
 //  - Blocks are shared only by forks, and a fork keeps its parent's tenant, so tenants never share.
 //
-// Concurrency: every public method is thread-safe. Metadata changes under mu_; bulk byte movement
-// (writes, reads, copy-on-write copies, scrubs) runs outside it through leases: beginAppend/beginRead
-// take what the copy needs under the lock, the copy runs unlocked, and commit (or the lease's
-// destructor) publishes or undoes it under the lock. A context allows any number of reads and at most
-// one append at a time; append, fork and release of a context with an append in flight return kBusy.
-// A lease must not outlive its allocator.
+// Concurrency: every public method is thread-safe. Metadata changes under mu_; bulk byte movement runs
+// outside it through leases: begin* takes what the copy needs under the lock, the copy runs unlocked,
+// and commit (or the lease's destructor, which undoes everything) publishes under the lock. A context
+// allows any number of reads and at most one mutating lease (append, demote, promote, spill, fill) at
+// a time; conflicting calls return kBusy instead of waiting. A lease must not outlive its allocator.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +35,7 @@
 
 #include "block_layout.h"
 #include "block_memory.h"
+#include "frame_arena.h"
 #include "status.h"
 
 namespace kvfabric {
@@ -35,11 +43,13 @@ namespace kvfabric {
 using Handle = uint64_t;
 
 enum class ScrubPolicy : uint8_t { kOnTenantChange, kAlways };
+enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2 };
 
 struct PoolConfig {
   ModelShape shape;
   uint32_t tokensPerBlock = 16;
-  uint32_t blockCount = 0;
+  uint32_t blockCount = 0;      // device frames
+  uint32_t hostBlockCount = 0;  // host-tier frames (0: no host tier)
   ScrubPolicy scrub = ScrubPolicy::kOnTenantChange;
   uint32_t maxContexts = 1u << 20;
 
@@ -47,10 +57,18 @@ struct PoolConfig {
   static constexpr uint32_t kMaxContextsLimit = 1u << 24;
 };
 
+struct TierStats {
+  uint64_t totalBlocks = 0, freeBlocks = 0, usedBlocks = 0;
+};
+
 struct PoolStats {
+  // The device tier, and pool-wide figures.
   uint64_t totalBlocks = 0, freeBlocks = 0, usedBlocks = 0, sharedBlocks = 0;
   uint64_t blockBytes = 0, totalBytes = 0, usedBytes = 0, freeBytes = 0;
   uint64_t contexts = 0, wasteBytes = 0;
+  TierStats host;
+  uint64_t diskOnlyBlocks = 0;  // blocks whose only copy is on disk
+  uint64_t diskCopies = 0;      // blocks with a disk copy, wherever else they are
 };
 
 struct ContextStats {
@@ -58,15 +76,27 @@ struct ContextStats {
   uint64_t tokens = 0, blocks = 0, sharedBlocks = 0;
   uint32_t pinCount = 0;
   uint64_t bytes = 0, wasteBytes = 0;
+  bool resident = true;
+  uint64_t devicePages = 0, hostPages = 0, diskOnlyPages = 0, diskCopies = 0;
 };
 
 class PagedAllocator;
 
-// One range of slots in one block, as seen by a lease.
+// A run of slots in one block's frame, resolved when a lease begins.
 struct SlotRun {
   uint32_t block;
+  Tier tier;
+  uint32_t frame;
   uint32_t slot;
   uint32_t count;
+};
+
+// A frame taken for a lease, with what is needed to give it back untouched.
+struct FrameGrant {
+  Tier tier;
+  uint32_t frame;
+  uint32_t previousTenant;
+  bool needsScrub;
 };
 
 // Reserved blocks for one append. copyFrom() moves the bytes (no lock); commit() publishes them.
@@ -74,11 +104,11 @@ struct SlotRun {
 class AppendLease {
  public:
   AppendLease() = default;
-  AppendLease(AppendLease&& other) noexcept;
+  AppendLease(AppendLease&& other) noexcept { *this = std::move(other); }
   AppendLease& operator=(AppendLease&& other) noexcept;
   AppendLease(const AppendLease&) = delete;
   AppendLease& operator=(const AppendLease&) = delete;
-  ~AppendLease();
+  ~AppendLease() { reset(); }
 
   uint64_t bytes() const { return bytes_; }
   void copyFrom(const uint8_t* src);
@@ -87,10 +117,6 @@ class AppendLease {
 
  private:
   friend class PagedAllocator;
-  struct PendingScrub {
-    uint32_t block;
-    uint32_t previousTenant;
-  };
   void reset();
 
   PagedAllocator* pool_ = nullptr;
@@ -98,23 +124,23 @@ class AppendLease {
   uint64_t tokens_ = 0;
   uint64_t bytes_ = 0;
   bool copied_ = false;
-  uint32_t cowSource_ = 0;
-  uint32_t cowBlock_ = 0;
   bool cow_ = false;
+  uint32_t cowSourceFrame_ = 0;
+  uint32_t cowBlock_ = 0;
   std::vector<uint32_t> newBlocks_;  // appended to the page table on commit
-  std::vector<PendingScrub> scrubs_;
+  std::vector<FrameGrant> grants_;   // frames of cowBlock_ and newBlocks_
   std::vector<SlotRun> runs_;
 };
 
-// Blocks held against reuse while their bytes are copied out; released by the destructor.
+// Blocks held against reuse and movement while their bytes are copied out.
 class ReadLease {
  public:
   ReadLease() = default;
-  ReadLease(ReadLease&& other) noexcept;
+  ReadLease(ReadLease&& other) noexcept { *this = std::move(other); }
   ReadLease& operator=(ReadLease&& other) noexcept;
   ReadLease(const ReadLease&) = delete;
   ReadLease& operator=(const ReadLease&) = delete;
-  ~ReadLease();
+  ~ReadLease() { reset(); }
 
   uint64_t bytes() const { return bytes_; }
   void copyTo(uint8_t* dst) const;
@@ -129,9 +155,76 @@ class ReadLease {
   std::vector<SlotRun> runs_;
 };
 
+// One context's blocks moving between the device and host tiers (demote, promote) or arriving from
+// disk into host frames (fill). Destroyed without commit, it undoes the move.
+class MoveLease {
+ public:
+  enum class Kind : uint8_t { kDemote, kPromote, kFill };
+
+  MoveLease() = default;
+  MoveLease(MoveLease&& other) noexcept { *this = std::move(other); }
+  MoveLease& operator=(MoveLease&& other) noexcept;
+  MoveLease(const MoveLease&) = delete;
+  MoveLease& operator=(const MoveLease&) = delete;
+  ~MoveLease() { reset(); }
+
+  size_t blocks() const { return moves_.size(); }
+  uint64_t bytes() const;
+  // Fill: the disk keys whose bytes write() expects, in order.
+  const std::vector<uint64_t>& diskKeys() const { return diskKeys_; }
+  // Demote and promote: copies every block between the tiers (no lock).
+  void copy();
+  // Fill: one block's bytes from disk, blockBytes long.
+  Status write(size_t index, const uint8_t* src, uint64_t length);
+  Status commit();
+
+ private:
+  friend class PagedAllocator;
+  struct Move {
+    uint32_t block;
+    uint32_t fromFrame;
+    FrameGrant to;
+    bool written;
+  };
+  void reset();
+
+  PagedAllocator* pool_ = nullptr;
+  Kind kind_ = Kind::kDemote;
+  Handle context_ = 0;
+  bool copied_ = false;
+  std::vector<Move> moves_;
+  std::vector<uint64_t> diskKeys_;
+};
+
+// A context's blocks that have no disk copy yet, held while the disk tier writes them.
+class SpillLease {
+ public:
+  SpillLease() = default;
+  SpillLease(SpillLease&& other) noexcept { *this = std::move(other); }
+  SpillLease& operator=(SpillLease&& other) noexcept;
+  SpillLease(const SpillLease&) = delete;
+  SpillLease& operator=(const SpillLease&) = delete;
+  ~SpillLease() { reset(); }
+
+  size_t blocks() const { return runs_.size(); }
+  void copyBlock(size_t index, uint8_t* dst) const;
+  // Records one disk key per block (non-zero), then, when dropHostFrames and the context is not
+  // resident, frees the host frames of its blocks that now live on disk.
+  Status commit(const uint64_t* diskKeys, size_t count, bool dropHostFrames);
+
+ private:
+  friend class PagedAllocator;
+  void reset();
+
+  PagedAllocator* pool_ = nullptr;
+  Handle context_ = 0;
+  std::vector<SlotRun> runs_;
+};
+
 class PagedAllocator {
  public:
-  // memory may be null: the pool then maps its own host memory.
+  // memory may be null: the pool then maps its own host memory for the device tier. The host tier
+  // always maps host memory (pinned host memory in the CUDA backend).
   static Status create(const PoolConfig& config, std::unique_ptr<BlockMemory> memory,
                        std::unique_ptr<PagedAllocator>* out);
   PagedAllocator(const PagedAllocator&) = delete;
@@ -154,9 +247,20 @@ class PagedAllocator {
   Status allocateBlocks(uint32_t tenant, uint32_t count, Handle* out);
   Status freeBlocks(const Handle* handles, size_t count);
 
+  // Tiers.
+  Status beginDemote(Handle ctx, MoveLease* lease);   // resident -> offloaded; exclusive blocks to host
+  Status beginPromote(Handle ctx, MoveLease* lease);  // offloaded -> resident; host blocks to device
+  Status beginFill(Handle ctx, MoveLease* lease);     // disk-only blocks of an offloaded context to host
+  Status beginSpill(Handle ctx, SpillLease* lease);   // blocks without a disk copy, to be written
+  // An offloaded context whose pages exist only on disk (a restore in a new process).
+  Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages, Handle* out);
+  std::vector<uint64_t> takeFreedDiskKeys();
+
   // Synchronous conveniences over the leases.
   Status append(Handle ctx, const uint8_t* kv, uint64_t bytes);
   Status read(Handle ctx, uint64_t startToken, uint64_t tokenCount, std::vector<uint8_t>* out);
+  Status demote(Handle ctx);
+  Status promote(Handle ctx);
 
   static Handle packHandle(uint32_t generation, uint32_t index) {
     return (static_cast<uint64_t>(generation) << 32) | index;
@@ -166,51 +270,93 @@ class PagedAllocator {
  private:
   friend class AppendLease;
   friend class ReadLease;
+  friend class MoveLease;
+  friend class SpillLease;
 
-  enum class BlockKind : uint8_t { kFree, kContext, kRaw, kZombie, kScrubbing };
+  enum class BlockKind : uint8_t { kFree, kContext, kRaw, kZombie };
+
+  struct BlockMeta {
+    uint32_t refs = 0;
+    uint32_t activeRefs = 0;
+    uint32_t generation = 1;
+    uint32_t tenant = 0;
+    uint32_t fill = 0;
+    uint32_t readers = 0;
+    uint32_t frame = 0;
+    BlockKind kind = BlockKind::kFree;
+    Tier tier = Tier::kNone;
+    bool moving = false;
+    bool batchMark = false;
+    uint64_t diskKey = 0;
+  };
 
   struct ContextSlot {
     uint32_t generation = 1;
     bool live = false;
-    bool appending = false;
+    bool busy = false;  // a mutating lease is in flight
+    bool resident = true;
     uint32_t tenant = 0;
     uint32_t pinCount = 0;
     uint64_t tokens = 0;
     std::vector<uint32_t> pages;
   };
 
-  PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> memory);
+  struct FrameRef {
+    Tier tier;
+    uint32_t frame;
+  };
+
+  PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> device,
+                 std::unique_ptr<BlockMemory> host);
+
+  FrameArena& arena(Tier tier) { return tier == Tier::kDevice ? device_ : host_; }
+  const FrameArena& arena(Tier tier) const { return tier == Tier::kDevice ? device_ : host_; }
 
   ContextSlot* findLocked(Handle ctx);
-  Status claimSlotLocked(uint32_t tenant, Handle* out);
   const ContextSlot* findLocked(Handle ctx) const;
-  // Pops a free block for a tenant; records it in scrubs when it still holds another tenant's bytes.
-  uint32_t takeFreeLocked(uint32_t tenant, BlockKind kind, std::vector<AppendLease::PendingScrub>* scrubs);
+  Status claimSlotLocked(uint32_t tenant, Handle* out);
+  // Makes room for `count` more block ids so creating them cannot throw midway through an operation.
+  Status reserveBlockIdsLocked(size_t count);
+  uint32_t newBlockLocked(uint32_t tenant, BlockKind kind, uint32_t fill);
+  FrameGrant takeFrameLocked(Tier tier, uint32_t tenant);
+  // Undoes takeFrameLocked: untouched frames keep their previous owner, written ones are scrubbed or kept.
+  void returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater);
+  void releaseFrameLocked(Tier tier, uint32_t frame, std::vector<FrameRef>* scrubLater);
+  void discardBlockIdLocked(uint32_t block);  // an id that never escaped a failed lease
   void addRefLocked(uint32_t block);
-  // Drops one reference; a block reaching zero is freed, or queued in scrubLater under kAlways.
-  void dropRefLocked(uint32_t block, std::vector<uint32_t>* scrubLater);
-  void retireLocked(uint32_t block, std::vector<uint32_t>* scrubLater);
-  void pushFreeLocked(uint32_t block) { kind_[block] = BlockKind::kFree; freeStack_.push_back(block); }
-  // Zeroes queued blocks without the lock, then frees them.
-  void finishScrubs(std::vector<uint32_t>* scrubLater);
-  void scrubPending(const std::vector<AppendLease::PendingScrub>& scrubs);
+  void dropRefLocked(uint32_t block, std::vector<FrameRef>* scrubLater);
+  void retireLocked(uint32_t block, std::vector<FrameRef>* scrubLater);
+  void setDiskKeyLocked(uint32_t block, uint64_t key);
+  void setTierLocked(uint32_t block, Tier tier, uint32_t frame);
+  void endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater);
+  // Zeroes queued frames without the lock, then frees them.
+  void finishScrubs(std::vector<FrameRef>* scrubLater);
+  void scrubGrants(const std::vector<FrameGrant>& grants);
+
   void commitAppend(AppendLease* lease);
   void abortAppend(AppendLease* lease);
   void endRead(ReadLease* lease);
+  Status beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, MoveLease* lease);
+  void commitMove(MoveLease* lease);
+  void abortMove(MoveLease* lease);
+  Status commitSpill(SpillLease* lease, const uint64_t* diskKeys, size_t count, bool dropHostFrames);
+  void abortSpill(SpillLease* lease);
 
   const BlockLayout layout_;
-  const uint32_t blockCount_;
   const ScrubPolicy scrub_;
   const uint32_t maxContexts_;
-  std::unique_ptr<BlockMemory> memory_;
 
   mutable std::mutex mu_;
-  std::vector<uint32_t> refs_, generation_, tenant_, fill_, readers_;
-  std::vector<BlockKind> kind_;
-  std::vector<uint8_t> batchMark_;  // scratch for duplicate detection in freeBlocks
-  std::vector<uint32_t> freeStack_;
+  FrameArena device_;
+  FrameArena host_;
+  std::vector<BlockMeta> blocks_;
+  std::vector<uint32_t> freeIds_;
+  uint64_t liveBlocks_ = 0;
   uint64_t sharedBlocks_ = 0;
-  uint64_t filledSlots_ = 0;  // sum of fill_ over blocks not free
+  uint64_t filledSlots_ = 0;  // sum of fill over live blocks
+  uint64_t diskOnlyBlocks_ = 0;
+  uint64_t diskCopies_ = 0;
+  std::vector<uint64_t> freedDiskKeys_;
   std::vector<ContextSlot> contexts_;
   std::vector<uint32_t> freeSlots_;
   uint64_t liveContexts_ = 0;

@@ -1,0 +1,103 @@
+// Master keys of the cold tier and the one thing done with them: wrapping and unwrapping the random data
+// key of each segment or manifest file. The raw key bytes stay inside this module (as KeyObjects), never
+// reach a worker thread, and never appear in messages, inspection or JSON.
+
+import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject } from 'node:crypto';
+import { inspect } from 'node:util';
+
+import { FabricError } from '../../fabric/errors';
+import { describe } from './validation';
+
+export interface MasterKey {
+  /** Printable ASCII without spaces, 1 to 128 characters; stored in every file header, so not secret. */
+  id: string;
+  /** 32 bytes (AES-256). */
+  key: Uint8Array;
+}
+
+export const DATA_KEY_BYTES = 32;
+/** RFC 3394 key wrap of a 32-byte key: 8 bytes of integrity check value plus the key. */
+export const WRAPPED_KEY_BYTES = 40;
+const KEY_ID = /^[\x21-\x7e]{1,128}$/;
+// RFC 3394's default initial value: the unwrap checks it, which is the wrap's integrity check.
+const KEY_WRAP_IV = Buffer.from('a6a6a6a6a6a6a6a6', 'hex');
+const KEY_WRAP_CIPHER = 'id-aes256-wrap';
+
+export type UnwrapResult = { ok: true; dataKey: Buffer } | { ok: false; reason: 'unknown-key' | 'unwrap-failed' };
+
+/**
+ * Master keys for rotation: new files are wrapped with the active key; existing files unwrap with any key
+ * of the ring, found by the key id in their header. A ring is immutable; `withActive` makes the next one.
+ */
+export class KeyRing {
+  readonly activeKeyId: string;
+  private readonly keys: ReadonlyMap<string, KeyObject>;
+
+  constructor(keys: readonly MasterKey[], activeKeyId: string) {
+    if (!Array.isArray(keys) || keys.length === 0) {
+      throw new FabricError('INVALID_ARGUMENT', 'a key ring needs at least one master key');
+    }
+    const map = new Map<string, KeyObject>();
+    keys.forEach((entry: unknown, i) => {
+      if (typeof entry !== 'object' || entry === null) throw new FabricError('INVALID_ARGUMENT', `keys[${i}] must be an object`);
+      const { id, key } = entry as Record<string, unknown>;
+      if (typeof id !== 'string' || !KEY_ID.test(id)) {
+        throw new FabricError('INVALID_ARGUMENT', `keys[${i}].id must be 1 to 128 printable ASCII characters without spaces, got ${describe(id)}`);
+      }
+      if (!(key instanceof Uint8Array) || key.byteLength !== 32) {
+        // Only the length is named: the bytes are secret.
+        const what = key instanceof Uint8Array ? `${key.byteLength} bytes` : describe(key);
+        throw new FabricError('INVALID_ARGUMENT', `master key '${id}' must be a 32-byte Uint8Array, got ${what}`);
+      }
+      if (map.has(id)) throw new FabricError('INVALID_ARGUMENT', `master key id '${id}' appears twice in the key ring`);
+      // createSecretKey copies the bytes, so later changes to the caller's buffer do not reach the ring.
+      map.set(id, createSecretKey(Buffer.from(key.buffer, key.byteOffset, key.byteLength)));
+    });
+    if (typeof activeKeyId !== 'string' || !map.has(activeKeyId)) {
+      throw new FabricError('INVALID_ARGUMENT', `active key id ${describe(activeKeyId)} is not in the key ring (${[...map.keys()].join(', ')})`);
+    }
+    this.keys = map;
+    this.activeKeyId = activeKeyId;
+  }
+
+  get keyIds(): string[] {
+    return [...this.keys.keys()];
+  }
+
+  has(keyId: string): boolean {
+    return this.keys.has(keyId);
+  }
+
+  /** The same keys with another active one: the rotation step once the new key is in every reader's ring. */
+  withActive(keyId: string): KeyRing {
+    return new KeyRing([...this.keys].map(([id, key]) => ({ id, key: key.export() })), keyId);
+  }
+
+  /** Wraps a data key with the active master key (AES-256 key wrap, RFC 3394). */
+  wrapDataKey(dataKey: Uint8Array): { keyId: string; wrapped: Buffer } {
+    const cipher = createCipheriv(KEY_WRAP_CIPHER, this.keys.get(this.activeKeyId)!, KEY_WRAP_IV);
+    const wrapped = Buffer.concat([cipher.update(dataKey), cipher.final()]);
+    return { keyId: this.activeKeyId, wrapped };
+  }
+
+  unwrapDataKey(keyId: string, wrapped: Uint8Array): UnwrapResult {
+    const masterKey = this.keys.get(keyId);
+    if (masterKey === undefined) return { ok: false, reason: 'unknown-key' };
+    try {
+      const decipher = createDecipheriv(KEY_WRAP_CIPHER, masterKey, KEY_WRAP_IV);
+      const dataKey = Buffer.concat([decipher.update(wrapped), decipher.final()]);
+      return dataKey.length === DATA_KEY_BYTES ? { ok: true, dataKey } : { ok: false, reason: 'unwrap-failed' };
+    } catch {
+      // OpenSSL's message says nothing useful here; the caller names the file and context.
+      return { ok: false, reason: 'unwrap-failed' };
+    }
+  }
+
+  toJSON(): object {
+    return { activeKeyId: this.activeKeyId, keyIds: this.keyIds };
+  }
+
+  [inspect.custom](): string {
+    return `KeyRing { active: '${this.activeKeyId}', keys: [${this.keyIds.map((id) => `'${id}'`).join(', ')}] }`;
+  }
+}

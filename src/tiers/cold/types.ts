@@ -1,0 +1,65 @@
+// The cold tier's public data shapes: who owns a segment, where a block lives on disk, and the manifest
+// from which another process holding the master key restores a context (docs/cold-tier.md).
+
+import type { TenantId } from '../../fabric/types';
+
+/** The context offload a segment belongs to. Bound into every block's ciphertext (associated data). */
+export interface SegmentOwner {
+  tenant: TenantId;
+  contextId: string;
+  /** The context's version at the offload; an integer in [0, 2^53 - 1]. */
+  version: number;
+}
+
+/** Where one block lives on disk, and what it must decrypt and checksum to. */
+export interface ColdBlockRef {
+  /** 32 lowercase hex digits, the segment file's name. */
+  segmentId: string;
+  /** The block's position in its segment. */
+  index: number;
+  owner: SegmentOwner;
+  /** CRC-32 (zlib) of the block's plaintext, verified after decryption. */
+  checksum: number;
+}
+
+export interface ManifestLayout {
+  bytesPerToken: number;
+  tokensPerBlock: number;
+  /** Always bytesPerToken x tokensPerBlock. */
+  blockBytes: number;
+}
+
+/** A context in the cold tier: page i of the context is pages[i]. Authenticated and encrypted on disk. */
+export interface ContextManifest {
+  contextId: string;
+  tenant: TenantId;
+  version: number;
+  tokens: number;
+  layout: ManifestLayout;
+  /**
+   * ceil(tokens / tokensPerBlock) refs. Every ref's owner has the manifest's tenant; its contextId and
+   * version may differ (a fork's pages may sit in its parent's segments, an unchanged page in an older
+   * offload's segment).
+   */
+  pages: ColdBlockRef[];
+  /** ISO-8601 time of the offload, for operators. */
+  createdAt: string;
+}
+
+export interface ReadManifestOptions {
+  /** PERMISSION_DENIED when the manifest belongs to another tenant. */
+  expectedTenant?: TenantId;
+  /**
+   * INTEGRITY when the manifest on disk is older: the caller (the context's workflow) holds the trusted
+   * version, which is the only defence against a replayed older manifest (docs/cold-tier.md, "Rollback").
+   */
+  minVersion?: number;
+}
+
+export interface OrphanSegmentOptions {
+  /**
+   * Only report segments whose file is at least this old (default 0). A segment is written before the
+   * manifest that references it, so a collector must leave young orphans to offloads still in flight.
+   */
+  minAgeMs?: number;
+}
