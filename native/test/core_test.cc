@@ -189,6 +189,117 @@ static void testConcurrentContexts() {
   CHECK(pool->stats().contexts == 0);
 }
 
+static std::unique_ptr<PagedAllocator> makeTieredPool(uint32_t device, uint32_t host) {
+  PoolConfig config;
+  config.shape = {2, 1, 2, 1};
+  config.tokensPerBlock = 4;
+  config.blockCount = device;
+  config.hostBlockCount = host;
+  std::unique_ptr<PagedAllocator> pool;
+  Status st = PagedAllocator::create(config, nullptr, &pool);
+  if (!st.isOk()) std::fprintf(stderr, "create: %s\n", st.message().c_str());
+  return pool;
+}
+
+static void testSharedBlocksMoveOnce() {
+  auto pool = makeTieredPool(8, 8);
+  Handle parent, child;
+  auto six = tokens(6, 1);
+  CHECK(pool->createContext(1, &parent).isOk());
+  CHECK(pool->append(parent, six.data(), six.size()).isOk());
+  CHECK(pool->fork(parent, &child).isOk());
+  CHECK(pool->demote(parent).isOk());  // the child still uses both blocks: nothing moves
+  CHECK(pool->stats().host.usedBlocks == 0);
+  CHECK(pool->demote(child).isOk());  // now both move, once
+  PoolStats s = pool->stats();
+  CHECK(s.usedBlocks == 0 && s.host.usedBlocks == 2 && s.sharedBlocks == 2);
+  std::vector<uint8_t> out;
+  CHECK(pool->read(child, 0, 6, &out).isOk() && out == six);  // readable from the host tier
+  auto one = tokens(1, 7);
+  CHECK(pool->append(child, one.data(), one.size()).code() == Code::kInvalidState);
+  CHECK(pool->promote(parent).isOk());
+  s = pool->stats();
+  CHECK(s.usedBlocks == 2 && s.host.usedBlocks == 0 && s.sharedBlocks == 2);
+  CHECK(pool->promote(child).isOk());  // its blocks came back with the parent: still shared
+  CHECK(pool->stats().usedBlocks == 2);
+  CHECK(pool->read(child, 0, 6, &out).isOk() && out == six);
+  CHECK(pool->release(parent).isOk() && pool->release(child).isOk());
+  CHECK(pool->stats().freeBlocks == 8 && pool->stats().host.freeBlocks == 8);
+}
+
+static void testSpillFillAndImport() {
+  auto pool = makeTieredPool(4, 4);
+  Handle a;
+  auto five = tokens(5, 3);
+  CHECK(pool->createContext(1, &a).isOk());
+  CHECK(pool->append(a, five.data(), five.size()).isOk());
+  CHECK(pool->demote(a).isOk());
+  std::vector<std::vector<uint8_t>> disk;  // stands in for the disk tier
+  {
+    SpillLease spill;
+    CHECK(pool->beginSpill(a, &spill).isOk() && spill.blocks() == 2);
+    Handle other;
+    CHECK(pool->fork(a, &other).code() == Code::kBusy);
+    std::vector<uint64_t> keys;
+    for (size_t i = 0; i < spill.blocks(); ++i) {
+      disk.emplace_back(32);
+      spill.copyBlock(i, disk.back().data());
+      keys.push_back(100 + i);
+    }
+    CHECK(spill.commit(keys.data(), keys.size(), true).isOk());
+  }
+  PoolStats s = pool->stats();
+  CHECK(s.host.usedBlocks == 0 && s.diskOnlyBlocks == 2 && s.diskCopies == 2);
+  std::vector<uint8_t> out;
+  CHECK(pool->read(a, 0, 5, &out).code() == Code::kInvalidState);
+  CHECK(pool->promote(a).code() == Code::kInvalidState);
+  {
+    MoveLease fill;
+    CHECK(pool->beginFill(a, &fill).isOk() && fill.diskKeys().size() == 2);
+    CHECK(fill.write(0, disk[fill.diskKeys()[0] - 100].data(), 32).isOk());
+  }  // dropped half-written: undone
+  CHECK(pool->stats().host.usedBlocks == 0 && pool->stats().diskOnlyBlocks == 2);
+  {
+    MoveLease fill;
+    CHECK(pool->beginFill(a, &fill).isOk());
+    for (size_t i = 0; i < fill.diskKeys().size(); ++i) {
+      CHECK(fill.write(i, disk[fill.diskKeys()[i] - 100].data(), 32).isOk());
+    }
+    CHECK(fill.commit().isOk());
+  }
+  CHECK(pool->promote(a).isOk());
+  CHECK(pool->read(a, 0, 5, &out).isOk() && out == five);
+  auto more = tokens(1, 9);
+  CHECK(pool->append(a, more.data(), more.size()).isOk());  // in place: the last block's disk copy is stale
+  std::vector<uint64_t> freed = pool->takeFreedDiskKeys();
+  CHECK(freed.size() == 1 && freed[0] == 101);
+  CHECK(pool->release(a).isOk());
+  freed = pool->takeFreedDiskKeys();
+  CHECK(freed.size() == 1 && freed[0] == 100);
+
+  Handle imported;
+  const uint64_t keys[2] = {100, 101};
+  CHECK(pool->importContext(1, 9, keys, 2, &imported).code() == Code::kInvalidArgument);
+  CHECK(pool->importContext(1, 5, keys, 2, &imported).isOk());
+  ContextStats cs;
+  CHECK(pool->contextStats(imported, &cs).isOk() && !cs.resident && cs.diskOnlyPages == 2 && cs.tokens == 5);
+  CHECK(pool->release(imported).isOk());
+  CHECK(pool->takeFreedDiskKeys().size() == 2);
+  CHECK(pool->stats().diskOnlyBlocks == 0 && pool->stats().diskCopies == 0);
+}
+
+static void testHostTierFull() {
+  auto pool = makeTieredPool(4, 1);
+  Handle a;
+  auto eight = tokens(8, 5);
+  CHECK(pool->createContext(1, &a).isOk());
+  CHECK(pool->append(a, eight.data(), eight.size()).isOk());
+  CHECK(pool->demote(a).code() == Code::kPoolExhausted);
+  ContextStats cs;
+  CHECK(pool->contextStats(a, &cs).isOk() && cs.resident && cs.devicePages == 2);
+  CHECK(pool->stats().host.freeBlocks == 1);
+}
+
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
@@ -198,6 +309,9 @@ int main() {
   testScrubOnTenantChange();
   testRawBlocks();
   testConcurrentContexts();
+  testSharedBlocksMoveOnce();
+  testSpillFillAndImport();
+  testHostTierFull();
   std::printf("core: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

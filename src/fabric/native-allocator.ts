@@ -117,4 +117,7 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   takeFreedDiskKeys(): Float64Array {
     return this.pool.takeFreedDiskKeys();
   }
+  pageDiskKeys(ctx: ContextHandle): Float64Array {
+    return this.pool.pageDiskKeys(ctx);
+  }
 }

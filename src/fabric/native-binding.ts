@@ -36,6 +36,7 @@ export interface NativePool {
   abortLease(lease: number): void;
   importContext(tenant: number, tokens: number, diskKeys: Float64Array): number;
   takeFreedDiskKeys(): Float64Array;
+  pageDiskKeys(ctx: number): Float64Array;
 }
 
 interface NativeBinding {

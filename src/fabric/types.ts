@@ -148,4 +148,6 @@ export interface TierPrimitives {
   importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array): ContextHandle;
   /** Disk keys of blocks freed (or rewritten) since the last call: their disk copies can be deleted. */
   takeFreedDiskKeys(): Float64Array;
+  /** Each page's disk key, 0 where the page has no disk copy. */
+  pageDiskKeys(ctx: ContextHandle): Float64Array;
 }

@@ -1,13 +1,15 @@
 // Long random operation sequences against both implementations, checked after every step against
-// ReferenceModel: accounting, reference counts versus page tables, bytes, fork isolation, scrubbing.
+// ReferenceModel: accounting, reference counts versus page tables, bytes, fork isolation, scrubbing,
+// and for the native allocator the tiers: demote, promote, spill to a stand-in disk, fill back.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { FabricError, type KvAllocator, type ScrubPolicy } from '../../src/fabric';
+import { FabricError, type KvAllocator, type ScrubPolicy, type TierPrimitives } from '../../src/fabric';
 import { expectSameBytes, implementations, tinyShape, TINY_BYTES_PER_TOKEN } from './implementations';
 import { ReferenceModel, type ModelContext } from './reference-model';
 
 const TOTAL_BLOCKS = 24;
+const HOST_BLOCKS = 12;
 const TPB = 4;
 const TENANTS = [1, 2, 3];
 
@@ -29,7 +31,11 @@ type Op =
   | { kind: 'unpin'; ctx: number }
   | { kind: 'allocRaw'; tenant: number; count: number }
   | { kind: 'freeRaw'; batch: number }
-  | { kind: 'useStale'; which: number };
+  | { kind: 'useStale'; which: number }
+  | { kind: 'demote'; ctx: number }
+  | { kind: 'promote'; ctx: number }
+  | { kind: 'spill'; ctx: number; drop: boolean }
+  | { kind: 'fill'; ctx: number };
 
 const pick = fc.nat({ max: 1000 });
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -61,6 +67,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('freeRaw' as const), batch: pick }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('useStale' as const), which: pick }) },
 );
+const tierOpArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('demote' as const), ctx: pick }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('promote' as const), ctx: pick }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('spill' as const), ctx: pick, drop: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fill' as const), ctx: pick }) },
+);
 
 async function expectFabricError(action: () => unknown, code: string): Promise<void> {
   try {
@@ -74,15 +86,29 @@ async function expectFabricError(action: () => unknown, code: string): Promise<v
 }
 
 class Harness {
-  readonly model = new ReferenceModel(TOTAL_BLOCKS, TPB, TINY_BYTES_PER_TOKEN);
+  readonly model: ReferenceModel;
   readonly handles: number[] = [];
   readonly released: number[] = [];
   readonly rawBatches: Float64Array[] = [];
+  /** The stand-in disk tier: disk key -> block bytes. */
+  readonly disk = new Map<number, Uint8Array>();
+  private nextDiskKey = 1;
 
   constructor(
     readonly pool: KvAllocator,
     readonly scrub: ScrubPolicy,
-  ) {}
+    readonly tiers: (KvAllocator & TierPrimitives) | undefined,
+  ) {
+    this.model = new ReferenceModel(TOTAL_BLOCKS, TPB, TINY_BYTES_PER_TOKEN, tiers ? HOST_BLOCKS : 0);
+  }
+
+  /** Pages the token range touches that exist only on disk. */
+  private diskOnlyIn(ctx: ModelContext, start: number, count: number): boolean {
+    for (let page = Math.floor(start / TPB); page * TPB < start + count; page++) {
+      if (ctx.pages[page]!.tier === 'none') return true;
+    }
+    return false;
+  }
 
   private live(index: number): [number, ModelContext] | undefined {
     if (this.handles.length === 0) return undefined;
@@ -105,7 +131,9 @@ class Harness {
         const [handle, ctx] = target;
         const kv = taggedBytes(ctx.tenant, op.tokens, op.seed);
         const run = () => (op.async ? pool.appendAsync(handle, kv) : pool.append(handle, kv));
-        if (model.blocksNeeded(ctx, op.tokens) > model.freeBlocks()) {
+        if (op.tokens > 0 && !ctx.resident) {
+          await expectFabricError(run, 'INVALID_STATE');
+        } else if (model.blocksNeeded(ctx, op.tokens) > model.freeBlocks()) {
           await expectFabricError(run, 'POOL_EXHAUSTED');
         } else {
           await run();
@@ -127,6 +155,8 @@ class Harness {
         const count = op.count % (tokens + 2);
         if (start + count > tokens) {
           await expectFabricError(() => pool.read(handle, start, count), 'OUT_OF_RANGE');
+        } else if (this.diskOnlyIn(ctx, start, count)) {
+          await expectFabricError(() => pool.read(handle, start, count), 'INVALID_STATE');
         } else {
           const bytes = ctx.bytes.subarray(start * TINY_BYTES_PER_TOKEN, (start + count) * TINY_BYTES_PER_TOKEN);
           expectSameBytes(pool.read(handle, start, count), bytes);
@@ -192,15 +222,95 @@ class Harness {
         await expectFabricError(() => pool.append(stale, taggedBytes(1, 1, 0)), 'STALE_HANDLE');
         return;
       }
+      default:
+        return this.applyTierOp(op);
     }
   }
 
-  checkInvariants(): void {
+  private async applyTierOp(op: Op): Promise<void> {
+    const { model, tiers } = this;
+    if (!tiers || !('ctx' in op)) return;
+    const target = this.live(op.ctx);
+    if (!target) return;
+    const [handle, ctx] = target;
+    switch (op.kind) {
+      case 'demote': {
+        if (!ctx.resident) {
+          await expectFabricError(() => tiers.demote(handle), 'INVALID_STATE');
+        } else if (model.demotable(ctx).length > model.freeHostBlocks()) {
+          await expectFabricError(() => tiers.demote(handle), 'POOL_EXHAUSTED');
+        } else {
+          await tiers.demote(handle);
+          model.demote(ctx);
+        }
+        return;
+      }
+      case 'promote': {
+        const hostPages = new Set(ctx.pages.filter((b) => b.tier === 'host')).size;
+        if (ctx.resident) {
+          await tiers.promote(handle);
+        } else if (ctx.pages.some((b) => b.tier === 'none')) {
+          await expectFabricError(() => tiers.promote(handle), 'INVALID_STATE');
+        } else if (hostPages > model.freeBlocks()) {
+          await expectFabricError(() => tiers.promote(handle), 'POOL_EXHAUSTED');
+        } else {
+          await tiers.promote(handle);
+          model.promote(ctx);
+        }
+        return;
+      }
+      case 'spill': {
+        const { lease, blocks } = tiers.beginSpill(handle);
+        expect(blocks).toBe(model.spillable(ctx).length);
+        const keys: number[] = [];
+        for (let i = 0; i < blocks; i++) {
+          const key = this.nextDiskKey++;
+          this.disk.set(key, tiers.spillRead(lease, i));
+          keys.push(key);
+        }
+        tiers.commitSpill(lease, Float64Array.from(keys), op.drop);
+        model.spill(ctx, keys, op.drop);
+        return;
+      }
+      case 'fill': {
+        const wanted = ctx.resident ? 0 : ctx.pages.filter((b) => b.tier === 'none').length;
+        if (wanted > model.freeHostBlocks()) {
+          await expectFabricError(() => tiers.beginFill(handle), 'POOL_EXHAUSTED');
+          return;
+        }
+        const { lease, diskKeys } = tiers.beginFill(handle);
+        expect(diskKeys.length).toBe(wanted);
+        diskKeys.forEach((key, i) => tiers.fillWrite(lease, i, this.disk.get(key)!));
+        tiers.commitFill(lease);
+        model.fill(ctx);
+        return;
+      }
+    }
+  }
+
+  /** The allocator reports exactly the disk copies the model says were freed; the stand-in disk drops them. */
+  checkFreedDiskKeys(): void {
+    if (!this.tiers) return;
+    const reported = [...this.tiers.takeFreedDiskKeys()].sort((a, b) => a - b);
+    expect(reported).toEqual([...this.model.freedDiskKeys].sort((a, b) => a - b));
+    for (const key of reported) this.disk.delete(key);
+    this.model.freedDiskKeys = [];
+  }
+
+  async checkInvariants(): Promise<void> {
     const { pool, model } = this;
     const stats = pool.stats();
     const blocks = model.liveBlocks();
     expect(stats.freeBlocks + stats.usedBlocks).toBe(stats.totalBlocks);
-    expect(stats.usedBlocks).toBe(blocks.size + model.rawBlocks);
+    expect(stats.freeBlocks).toBe(model.freeBlocks());
+    expect(stats.host).toEqual({
+      totalBlocks: model.hostBlocks,
+      freeBlocks: model.freeHostBlocks(),
+      usedBlocks: model.hostBlocks - model.freeHostBlocks(),
+    });
+    expect(stats.diskOnlyBlocks).toBe(model.diskOnlyBlocks());
+    expect(stats.diskCopies).toBe([...blocks].filter((b) => b.diskKey !== 0).length);
+    expect(this.disk.size).toBe(stats.diskCopies);
     expect(stats.sharedBlocks).toBe([...blocks].filter((b) => b.refs > 1).length);
     expect(stats.contexts).toBe(model.contexts.size);
     let waste = 0;
@@ -213,6 +323,11 @@ class Harness {
     const poolToModel = new Map<number, number>();
     const occurrences = new Map<number, number>();
     for (const [handle, ctx] of model.contexts) {
+      this.checkContext(handle, ctx);
+      if (!ctx.resident) {
+        await expectFabricError(() => pool.blockTable(handle), 'INVALID_STATE');
+        continue;
+      }
       const table = pool.blockTable(handle);
       expect(table.length).toBe(ctx.pages.length);
       ctx.pages.forEach((page, i) => {
@@ -221,8 +336,17 @@ class Harness {
         expect(poolToModel.get(index) ?? page.id).toBe(page.id);
         modelToPool.set(page.id, index);
         poolToModel.set(index, page.id);
-        occurrences.set(page.id, (occurrences.get(page.id) ?? 0) + 1);
       });
+    }
+    for (const ctx of model.contexts.values()) {
+      for (const page of ctx.pages) occurrences.set(page.id, (occurrences.get(page.id) ?? 0) + 1);
+    }
+    for (const block of blocks) expect(occurrences.get(block.id)).toBe(block.refs);
+  }
+
+  private checkContext(handle: number, ctx: ModelContext): void {
+    const { pool, model } = this;
+    {
       const tokens = model.tokens(ctx);
       expect(pool.contextStats(handle)).toEqual({
         tenant: ctx.tenant,
@@ -232,23 +356,23 @@ class Harness {
         pinCount: ctx.pins,
         bytes: tokens * TINY_BYTES_PER_TOKEN,
         wasteBytes: (ctx.pages.length * TPB - tokens) * TINY_BYTES_PER_TOKEN,
-        resident: true,
-        devicePages: ctx.pages.length,
-        hostPages: 0,
-        diskOnlyPages: 0,
-        diskCopies: 0,
+        resident: ctx.resident,
+        devicePages: ctx.pages.filter((b) => b.tier === 'device').length,
+        hostPages: ctx.pages.filter((b) => b.tier === 'host').length,
+        diskOnlyPages: ctx.pages.filter((b) => b.tier === 'none').length,
+        diskCopies: ctx.pages.filter((b) => b.diskKey !== 0).length,
       });
-      expectSameBytes(pool.read(handle, 0, tokens), ctx.bytes);
+      if (!this.diskOnlyIn(ctx, 0, tokens)) expectSameBytes(pool.read(handle, 0, tokens), ctx.bytes);
       this.checkBlockBytes(handle, ctx);
     }
-    for (const block of blocks) expect(occurrences.get(block.id)).toBe(block.refs);
   }
 
   /** No byte of another tenant in any block a context can see; under `always`, unfilled slots are zero. */
   private checkBlockBytes(handle: number, ctx: ModelContext): void {
     const { tokenPlaneBytes, planeBytes, planes } = this.pool.layout;
     const tokens = this.model.tokens(ctx);
-    ctx.pages.forEach((_, page) => {
+    ctx.pages.forEach((block, page) => {
+      if (block.tier === 'none') return;
       const raw = this.pool.readBlock(handle, page);
       for (const byte of raw) {
         if (byte !== 0 && byte % 4 !== ctx.tenant) throw new Error(`tenant ${ctx.tenant} sees byte ${byte} of another tenant`);
@@ -264,22 +388,43 @@ class Harness {
   }
 
   releaseAll(): void {
+    for (const handle of this.handles) this.model.release(handle);
     for (const handle of this.handles) this.pool.release(handle);
     for (const batch of this.rawBatches) this.pool.freeBlocks(batch);
-    expect(this.pool.stats()).toMatchObject({ freeBlocks: TOTAL_BLOCKS, usedBlocks: 0, sharedBlocks: 0, contexts: 0, wasteBytes: 0 });
+    this.checkFreedDiskKeys();
+    expect(this.disk.size).toBe(0);
+    expect(this.pool.stats()).toMatchObject({
+      freeBlocks: TOTAL_BLOCKS,
+      usedBlocks: 0,
+      sharedBlocks: 0,
+      contexts: 0,
+      wasteBytes: 0,
+      diskOnlyBlocks: 0,
+      diskCopies: 0,
+    });
+    expect(this.pool.stats().host.usedBlocks).toBe(0);
   }
 }
 
-describe.each(implementations)('$name allocator against the reference model', ({ create }) => {
+describe.each(implementations)('$name allocator against the reference model', ({ name, create }) => {
+  const withTiers = name === 'native';
+  const ops = withTiers ? fc.oneof({ weight: 4, arbitrary: opArb }, { weight: 1, arbitrary: tierOpArb }) : opArb;
   it.each(['on-tenant-change', 'always'] as const)('holds every invariant under scrub=%s', async (scrub) => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 20, maxLength: 120 }), async (ops) => {
-        const pool = create({ shape: tinyShape, tokensPerBlock: TPB, blockCount: TOTAL_BLOCKS, scrub });
+      fc.asyncProperty(fc.array(ops, { minLength: 20, maxLength: 120 }), async (sequence) => {
+        const pool = create({
+          shape: tinyShape,
+          tokensPerBlock: TPB,
+          blockCount: TOTAL_BLOCKS,
+          hostBlockCount: withTiers ? HOST_BLOCKS : 0,
+          scrub,
+        });
         try {
-          const harness = new Harness(pool, scrub);
-          for (const op of ops) {
+          const harness = new Harness(pool, scrub, withTiers ? (pool as KvAllocator & TierPrimitives) : undefined);
+          for (const op of sequence) {
             await harness.apply(op);
-            harness.checkInvariants();
+            harness.checkFreedDiskKeys();
+            await harness.checkInvariants();
           }
           harness.releaseAll();
         } finally {

@@ -200,6 +200,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::abortLease>("abortLease"),
                          InstanceMethod<&PoolWrap::importContext>("importContext"),
                          InstanceMethod<&PoolWrap::takeFreedDiskKeys>("takeFreedDiskKeys"),
+                         InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
                      });
 }
 
@@ -557,6 +558,14 @@ Napi::Value PoolWrap::importContext(const Napi::CallbackInfo& info) {
   Handle ctx;
   check(env, pool->importContext(tenant, tokens, keys.data(), keys.size(), &ctx));
   return Napi::Number::New(env, static_cast<double>(ctx));
+}
+
+Napi::Value PoolWrap::pageDiskKeys(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  std::vector<uint64_t> keys;
+  check(env, pool->pageDiskKeys(handleArg(info, 0, "context"), &keys));
+  return keysToArray(env, keys);
 }
 
 Napi::Value PoolWrap::takeFreedDiskKeys(const Napi::CallbackInfo& info) {

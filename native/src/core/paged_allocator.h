@@ -255,6 +255,8 @@ class PagedAllocator {
   // An offloaded context whose pages exist only on disk (a restore in a new process).
   Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages, Handle* out);
   std::vector<uint64_t> takeFreedDiskKeys();
+  // Each page's disk key, 0 where the page has no disk copy (what a manifest records).
+  Status pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const;
 
   // Synchronous conveniences over the leases.
   Status append(Handle ctx, const uint8_t* kv, uint64_t bytes);

@@ -1,0 +1,453 @@
+// TieredMemory: agent contexts by id across the device, host and disk tiers. It owns the policy --
+// least recently used unpinned contexts leave the device when it runs low or an allocation would fail,
+// host pressure pushes offloaded contexts to disk -- while the native allocator does every byte move
+// between device and host and the cold store every byte to and from disk.
+import { FabricError, isFabricError } from '../fabric/errors';
+import type { NativeAllocator } from '../fabric/native-allocator';
+import type { ContextHandle, ContextStats, PoolStats, TenantId } from '../fabric/types';
+import type { ColdBlockRef, ColdStore, ContextManifest } from './cold';
+import { DiskLedger } from './disk-ledger';
+import { KeyedMutex } from './keyed-mutex';
+
+export type Residency = 'device' | 'host' | 'disk';
+
+export interface TieredMemoryOptions {
+  pool: NativeAllocator;
+  /** The disk tier; without it contexts stop at the host tier. */
+  cold?: ColdStore;
+  /** Background demotion starts when the device's free fraction drops below this (default 0.1)... */
+  deviceLowWatermark?: number;
+  /** ...and stops once it is back above this (default 0.2). */
+  deviceHighWatermark?: number;
+  hostLowWatermark?: number;
+  hostHighWatermark?: number;
+  /** Blocks per segment file when spilling (bounds the memory one spill holds; default 64). */
+  blocksPerSegment?: number;
+}
+
+interface Entry {
+  handle: ContextHandle;
+  tenant: TenantId;
+  lastUse: number;
+  /** Version of the newest manifest; segments written for it carry the same version. */
+  version: number;
+  manifest?: readonly ColdBlockRef[];
+}
+
+export interface TieredStats extends PoolStats {
+  disk: { liveSegments: number; blockCopies: number };
+}
+
+export class TieredMemory {
+  private readonly pool: NativeAllocator;
+  private readonly cold: ColdStore | undefined;
+  private readonly entries = new Map<string, Entry>();
+  private readonly locks = new KeyedMutex();
+  private readonly ledger = new DiskLedger();
+  private readonly watermarks: { deviceLow: number; deviceHigh: number; hostLow: number; hostHigh: number };
+  private readonly blocksPerSegment: number;
+  private clock = 0;
+  private maintenance: Promise<void> = Promise.resolve();
+  private maintenanceQueued = false;
+
+  constructor(options: TieredMemoryOptions) {
+    this.pool = options.pool;
+    this.cold = options.cold;
+    this.watermarks = {
+      deviceLow: options.deviceLowWatermark ?? 0.1,
+      deviceHigh: options.deviceHighWatermark ?? 0.2,
+      hostLow: options.hostLowWatermark ?? 0.1,
+      hostHigh: options.hostHighWatermark ?? 0.2,
+    };
+    this.blocksPerSegment = options.blocksPerSegment ?? 64;
+  }
+
+  // ---- lifecycle ----
+
+  create(contextId: string, tenant: TenantId): void {
+    this.requireNew(contextId);
+    const handle = this.pool.createContext(tenant);
+    this.entries.set(contextId, { handle, tenant, lastUse: ++this.clock, version: 0 });
+  }
+
+  /** The child shares every block of the parent, wherever they are, and copies on write. */
+  async fork(parentId: string, childId: string): Promise<void> {
+    this.requireNew(childId);
+    return this.locks.run(parentId, async () => {
+      const parent = this.entry(parentId);
+      this.requireNew(childId);
+      const handle = this.pool.fork(parent.handle);
+      this.entries.set(childId, { handle, tenant: parent.tenant, lastUse: ++this.clock, version: 0 });
+    });
+  }
+
+  /** Appends whole tokens; an offloaded context is restored first, and room is made by eviction. */
+  append(contextId: string, kv: Uint8Array): Promise<void> {
+    return this.locks.run(contextId, async () => {
+      const entry = this.touch(contextId);
+      await this.restoreLocked(contextId, entry);
+      await this.withDeviceRoom(contextId, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv));
+      if (entry.manifest) await this.dropManifest(contextId, entry); // it no longer describes the context
+      await this.collectFreedDiskCopies();
+      this.scheduleMaintenance();
+    });
+  }
+
+  /** Token-major bytes; pages only on disk are restored first. */
+  read(contextId: string, startToken: number, tokenCount: number): Promise<Uint8Array> {
+    return this.locks.run(contextId, async () => {
+      const entry = this.touch(contextId);
+      if (this.residencyOf(entry) === 'disk') await this.restoreLocked(contextId, entry);
+      return this.pool.readAsync(entry.handle, startToken, tokenCount);
+    });
+  }
+
+  /** Moves a context off the device: to host memory, or to disk (durably, with a manifest). */
+  offload(contextId: string, tier: 'host' | 'disk'): Promise<void> {
+    return this.locks.run(contextId, async () => {
+      const entry = this.entry(contextId);
+      await this.demoteLocked(entry);
+      if (tier === 'disk') await this.spillLocked(contextId, entry, true);
+      this.scheduleMaintenance();
+    });
+  }
+
+  /** Writes a durable copy (disk blocks and a manifest) while the context stays where it is. */
+  checkpoint(contextId: string): Promise<void> {
+    return this.locks.run(contextId, async () => this.spillLocked(contextId, this.entry(contextId), false));
+  }
+
+  /** Brings a context back to the device from wherever its pages are. */
+  restore(contextId: string): Promise<void> {
+    return this.locks.run(contextId, async () => {
+      await this.restoreLocked(contextId, this.touch(contextId));
+      this.scheduleMaintenance();
+    });
+  }
+
+  /** Adopts a context another process wrote to disk, from its manifest alone. */
+  async recover(contextId: string): Promise<void> {
+    const cold = this.requireCold();
+    this.requireNew(contextId);
+    return this.locks.run(contextId, async () => {
+      this.requireNew(contextId);
+      const manifest = await cold.readManifest(contextId);
+      const layout = this.pool.layout;
+      if (
+        manifest.layout.blockBytes !== layout.blockBytes ||
+        manifest.layout.tokensPerBlock !== layout.tokensPerBlock ||
+        manifest.layout.bytesPerToken !== layout.bytesPerToken
+      ) {
+        throw new FabricError('INVALID_STATE', `context ${contextId} was written for another block layout`);
+      }
+      const keys = Float64Array.from(manifest.pages, (page) => this.ledger.register(page));
+      const handle = this.pool.importContext(manifest.tenant, manifest.tokens, keys);
+      this.ledger.retainManifest(manifest.pages);
+      this.entries.set(contextId, {
+        handle,
+        tenant: manifest.tenant,
+        lastUse: ++this.clock,
+        version: manifest.version,
+        manifest: manifest.pages,
+      });
+    });
+  }
+
+  pin(contextId: string): void {
+    this.pool.pin(this.entry(contextId).handle);
+  }
+
+  unpin(contextId: string): void {
+    this.pool.unpin(this.entry(contextId).handle);
+  }
+
+  /** Frees the context's blocks and, once unused, its disk copies and manifest. */
+  release(contextId: string): Promise<void> {
+    return this.locks.run(contextId, async () => {
+      const entry = this.entry(contextId);
+      this.pool.release(entry.handle);
+      this.entries.delete(contextId);
+      if (entry.manifest) await this.dropManifest(contextId, entry);
+      await this.collectFreedDiskCopies();
+    });
+  }
+
+  // ---- inspection ----
+
+  has(contextId: string): boolean {
+    return this.entries.has(contextId);
+  }
+
+  residency(contextId: string): Residency {
+    return this.residencyOf(this.entry(contextId));
+  }
+
+  contextStats(contextId: string): ContextStats {
+    return this.pool.contextStats(this.entry(contextId).handle);
+  }
+
+  /** The allocator handle, for callers that use the pool directly (block tables for an engine). */
+  handle(contextId: string): ContextHandle {
+    return this.entry(contextId).handle;
+  }
+
+  contextIds(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  stats(): TieredStats {
+    return { ...this.pool.stats(), disk: { liveSegments: this.ledger.liveSegments, blockCopies: this.ledger.liveKeys } };
+  }
+
+  /** Resolves when background demotions scheduled so far have finished. */
+  async idle(): Promise<void> {
+    while (this.maintenanceQueued) await this.maintenance;
+    await this.maintenance;
+  }
+
+  // ---- moves (the context's lock is held) ----
+
+  private async demoteLocked(entry: Entry): Promise<void> {
+    if (!this.pool.contextStats(entry.handle).resident) return;
+    for (;;) {
+      try {
+        await this.pool.demote(entry.handle);
+        return;
+      } catch (err) {
+        // The host tier is full: push least recently used offloaded contexts to disk, then retry.
+        if (!isFabricError(err, 'POOL_EXHAUSTED') || !this.cold) throw err;
+        const needed = this.pool.contextStats(entry.handle).devicePages;
+        if (!(await this.evictHost(needed, entry))) throw err;
+      }
+    }
+  }
+
+  private async restoreLocked(contextId: string, entry: Entry): Promise<void> {
+    let stats = this.pool.contextStats(entry.handle);
+    if (stats.resident) return;
+    if (stats.diskOnlyPages > 0) {
+      await this.ensureHostRoom(stats.diskOnlyPages, entry);
+      await this.fillLocked(contextId, entry);
+      stats = this.pool.contextStats(entry.handle);
+    }
+    await this.withDeviceRoom(contextId, () => stats.hostPages, () => this.pool.promote(entry.handle));
+  }
+
+  private async fillLocked(contextId: string, entry: Entry): Promise<void> {
+    const cold = this.requireCold();
+    const { lease, diskKeys } = this.pool.beginFill(entry.handle);
+    try {
+      for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
+        const keys = diskKeys.subarray(start, start + this.blocksPerSegment);
+        const blocks = await cold.readBlocks(Array.from(keys, (key) => this.ledger.ref(key)), entry.tenant);
+        blocks.forEach((bytes, i) => this.pool.fillWrite(lease, start + i, bytes));
+      }
+      this.pool.commitFill(lease);
+    } catch (err) {
+      this.pool.abortLease(lease);
+      if (isFabricError(err, 'INTEGRITY') && !err.message.includes(contextId)) {
+        throw new FabricError('INTEGRITY', `context ${contextId}: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
+  /** Writes disk copies of every page that lacks one, then a manifest naming them all. */
+  private async spillLocked(contextId: string, entry: Entry, dropHostFrames: boolean): Promise<void> {
+    const cold = this.requireCold();
+    const version = entry.version + 1;
+    const { lease, blocks } = this.pool.beginSpill(entry.handle);
+    const written: ColdBlockRef[] = [];
+    let keys: Float64Array | undefined;
+    try {
+      for (let start = 0; start < blocks; start += this.blocksPerSegment) {
+        const chunk: Uint8Array[] = [];
+        for (let i = start; i < Math.min(blocks, start + this.blocksPerSegment); i++) chunk.push(this.pool.spillRead(lease, i));
+        written.push(...(await cold.writeSegment({ tenant: entry.tenant, contextId, version }, chunk)));
+      }
+      keys = Float64Array.from(written, (ref) => this.ledger.register(ref));
+      this.pool.commitSpill(lease, keys, dropHostFrames);
+    } catch (err) {
+      this.pool.abortLease(lease);
+      // Segments written before the failure have no users: delete them so nothing leaks.
+      const orphaned = keys ? this.ledger.forget(keys) : [...new Set(written.map((ref) => ref.segmentId))];
+      await this.deleteSegments(orphaned).catch(() => undefined);
+      throw err;
+    }
+    const pages = Array.from(this.pool.pageDiskKeys(entry.handle), (key) => this.ledger.ref(key));
+    const stats = this.pool.contextStats(entry.handle);
+    const manifest: ContextManifest = {
+      contextId,
+      tenant: entry.tenant,
+      version,
+      tokens: stats.tokens,
+      layout: {
+        bytesPerToken: this.pool.layout.bytesPerToken,
+        tokensPerBlock: this.pool.layout.tokensPerBlock,
+        blockBytes: this.pool.layout.blockBytes,
+      },
+      pages,
+      createdAt: new Date().toISOString(),
+    };
+    await cold.writeManifest(manifest);
+    this.ledger.retainManifest(pages);
+    const previous = entry.manifest;
+    entry.manifest = pages;
+    entry.version = version;
+    if (previous) await this.deleteSegments(this.ledger.releaseManifest(previous));
+  }
+
+  private async dropManifest(contextId: string, entry: Entry): Promise<void> {
+    const cold = this.requireCold();
+    const pages = entry.manifest ?? [];
+    entry.manifest = undefined;
+    await cold.deleteManifest(contextId);
+    await this.deleteSegments(this.ledger.releaseManifest(pages));
+  }
+
+  private async collectFreedDiskCopies(): Promise<void> {
+    const freed = this.pool.takeFreedDiskKeys();
+    if (freed.length > 0) await this.deleteSegments(this.ledger.forget(freed));
+  }
+
+  private async deleteSegments(segmentIds: string[]): Promise<void> {
+    if (!this.cold) return;
+    for (const segmentId of segmentIds) await this.cold.deleteSegment(segmentId);
+  }
+
+  // ---- making room ----
+
+  /** Runs allocate; when the device is full, demotes least recently used contexts and tries again. */
+  private async withDeviceRoom(contextId: string, blocksNeeded: () => number, allocate: () => Promise<void>): Promise<void> {
+    for (;;) {
+      try {
+        await allocate();
+        return;
+      } catch (err) {
+        if (!isFabricError(err, 'POOL_EXHAUSTED')) throw err;
+        const missing = blocksNeeded() - this.pool.stats().freeBlocks;
+        if (!(await this.evictDevice(Math.max(missing, 1), contextId))) {
+          throw new FabricError('POOL_EXHAUSTED', `${err.message}; nothing left to evict`);
+        }
+      }
+    }
+  }
+
+  private appendBlocksNeeded(entry: Entry, kv: Uint8Array): number {
+    const { tokensPerBlock, bytesPerToken } = this.pool.layout;
+    const stats = this.pool.contextStats(entry.handle);
+    const tokens = stats.tokens + Math.floor(kv.length / bytesPerToken);
+    // A copy-on-write block may need one more; the retry loop in withDeviceRoom evicts for it then.
+    return Math.ceil(tokens / tokensPerBlock) - stats.blocks;
+  }
+
+  private async ensureHostRoom(blocks: number, requester: Entry): Promise<void> {
+    const free = this.pool.stats().host.freeBlocks;
+    if (free >= blocks) return;
+    if (!(await this.evictHost(blocks, requester))) {
+      throw new FabricError('POOL_EXHAUSTED', `host tier needs ${blocks} blocks, ${free} free, nothing left to evict`);
+    }
+  }
+
+  /** Demotes LRU resident, unpinned, idle contexts until `blocks` more device blocks are free; false if none moved. */
+  private async evictDevice(blocks: number, requesterId: string): Promise<boolean> {
+    const target = this.pool.stats().freeBlocks + blocks;
+    let progressed = false;
+    for (const [id, entry] of this.lruCandidates(requesterId, (s) => s.resident && s.devicePages > 0)) {
+      if (this.pool.stats().freeBlocks >= target) break;
+      if (this.locks.isLocked(id)) continue;
+      try {
+        await this.locks.run(id, () => this.demoteLocked(entry));
+        progressed = true;
+      } catch (err) {
+        if (!isFabricError(err, 'POOL_EXHAUSTED') && !isFabricError(err, 'BUSY')) throw err;
+      }
+    }
+    return progressed;
+  }
+
+  /** Spills LRU offloaded contexts' host pages to disk until `blocks` host blocks are free. */
+  private async evictHost(blocks: number, requester?: Entry): Promise<boolean> {
+    if (!this.cold) return false;
+    const target = Math.min(blocks, this.pool.stats().host.totalBlocks);
+    for (const [id, entry] of this.lruCandidates(undefined, (s) => !s.resident && s.hostPages > 0)) {
+      if (this.pool.stats().host.freeBlocks >= target) break;
+      if (entry === requester || this.locks.isLocked(id)) continue;
+      try {
+        await this.locks.run(id, () => this.spillLocked(id, entry, true));
+      } catch (err) {
+        if (!isFabricError(err, 'BUSY')) throw err;
+      }
+    }
+    return this.pool.stats().host.freeBlocks >= target;
+  }
+
+  private lruCandidates(excludeId: string | undefined, wanted: (stats: ContextStats) => boolean): Array<[string, Entry]> {
+    return [...this.entries]
+      .filter(([id, entry]) => {
+        if (id === excludeId) return false;
+        const stats = this.pool.contextStats(entry.handle);
+        return stats.pinCount === 0 && wanted(stats);
+      })
+      .sort((a, b) => a[1].lastUse - b[1].lastUse);
+  }
+
+  /** Background demotion when a tier's free fraction falls below its low watermark. */
+  private scheduleMaintenance(): void {
+    if (this.maintenanceQueued) return;
+    this.maintenanceQueued = true;
+    this.maintenance = this.maintenance.then(async () => {
+      this.maintenanceQueued = false;
+      try {
+        await this.rebalance();
+      } catch {
+        // Best effort: a failed background demotion leaves contexts where they were; the next
+        // allocation that needs room evicts on its own path and reports its error there.
+      }
+    });
+  }
+
+  private async rebalance(): Promise<void> {
+    const { deviceLow, deviceHigh, hostLow, hostHigh } = this.watermarks;
+    const stats = this.pool.stats();
+    if (stats.freeBlocks < deviceLow * stats.totalBlocks) {
+      await this.evictDevice(Math.ceil(deviceHigh * stats.totalBlocks) - stats.freeBlocks, '');
+    }
+    const host = this.pool.stats().host;
+    if (this.cold && host.totalBlocks > 0 && host.freeBlocks < hostLow * host.totalBlocks) {
+      await this.evictHost(Math.ceil(hostHigh * host.totalBlocks));
+    }
+  }
+
+  // ---- helpers ----
+
+  private residencyOf(entry: Entry): Residency {
+    const stats = this.pool.contextStats(entry.handle);
+    if (stats.resident) return 'device';
+    return stats.diskOnlyPages > 0 ? 'disk' : 'host';
+  }
+
+  private entry(contextId: string): Entry {
+    const entry = this.entries.get(contextId);
+    if (!entry) throw new FabricError('STALE_HANDLE', `no context ${contextId}`);
+    return entry;
+  }
+
+  private touch(contextId: string): Entry {
+    const entry = this.entry(contextId);
+    entry.lastUse = ++this.clock;
+    return entry;
+  }
+
+  private requireNew(contextId: string): void {
+    if (typeof contextId !== 'string' || contextId.length === 0) {
+      throw new FabricError('INVALID_ARGUMENT', 'context id must be a non-empty string');
+    }
+    if (this.entries.has(contextId)) throw new FabricError('INVALID_ARGUMENT', `context ${contextId} already exists`);
+  }
+
+  private requireCold(): ColdStore {
+    if (!this.cold) throw new FabricError('INVALID_STATE', 'no disk tier is configured');
+    return this.cold;
+  }
+}
