@@ -3,9 +3,20 @@
 // in parallel.
 export class KeyedMutex {
   private readonly tails = new Map<string, Promise<unknown>>();
+  private releaseWaiters: Array<() => void> = [];
 
   isLocked(key: string): boolean {
     return this.tails.has(key);
+  }
+
+  /** Keys with an operation running or queued. */
+  get lockedKeys(): number {
+    return this.tails.size;
+  }
+
+  /** Resolves when the next operation, on any key, finishes. */
+  nextRelease(): Promise<void> {
+    return new Promise((resolve) => this.releaseWaiters.push(resolve));
   }
 
   run<T>(key: string, operation: () => Promise<T>): Promise<T> {
@@ -18,6 +29,9 @@ export class KeyedMutex {
     this.tails.set(key, tail);
     void tail.then(() => {
       if (this.tails.get(key) === tail) this.tails.delete(key);
+      const waiters = this.releaseWaiters;
+      this.releaseWaiters = [];
+      for (const wake of waiters) wake();
     });
     return result;
   }

@@ -5,7 +5,7 @@
 import { FabricError, isFabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { ContextHandle, ContextStats, PoolStats, TenantId } from '../fabric/types';
-import type { ColdBlockRef, ColdStore, ContextManifest } from './cold';
+import type { ColdBlockRef, ColdStore, ContextManifest, ReadManifestOptions } from './cold';
 import { DiskLedger } from './disk-ledger';
 import { KeyedMutex } from './keyed-mutex';
 
@@ -47,6 +47,8 @@ export class TieredMemory {
   private readonly watermarks: { deviceLow: number; deviceHigh: number; hostLow: number; hostHigh: number };
   private readonly blocksPerSegment: number;
   private clock = 0;
+  /** Operations parked until another one finishes and frees room. */
+  private waitingForRoom = 0;
   private maintenance: Promise<void> = Promise.resolve();
   private maintenanceQueued = false;
 
@@ -86,7 +88,7 @@ export class TieredMemory {
     return this.locks.run(contextId, async () => {
       const entry = this.touch(contextId);
       await this.restoreLocked(contextId, entry);
-      await this.withDeviceRoom(contextId, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv));
+      await this.withRoom('device', entry, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv));
       if (entry.manifest) await this.dropManifest(contextId, entry); // it no longer describes the context
       await this.collectFreedDiskCopies();
       this.scheduleMaintenance();
@@ -125,13 +127,16 @@ export class TieredMemory {
     });
   }
 
-  /** Adopts a context another process wrote to disk, from its manifest alone. */
-  async recover(contextId: string): Promise<void> {
+  /**
+   * Adopts a context another process wrote to disk, from its manifest alone. Pass the tenant and the
+   * newest version the caller knows of, so another tenant's or a replayed older manifest is refused.
+   */
+  async recover(contextId: string, options: ReadManifestOptions = {}): Promise<void> {
     const cold = this.requireCold();
     this.requireNew(contextId);
     return this.locks.run(contextId, async () => {
       this.requireNew(contextId);
-      const manifest = await cold.readManifest(contextId);
+      const manifest = await cold.readManifest(contextId, options);
       const layout = this.pool.layout;
       if (
         manifest.layout.blockBytes !== layout.blockBytes ||
@@ -191,6 +196,12 @@ export class TieredMemory {
     return this.entry(contextId).handle;
   }
 
+  /** Version of the context's newest durable copy (0: none yet); recover() can demand at least this. */
+  durableVersion(contextId: string): number {
+    const entry = this.entry(contextId);
+    return entry.manifest ? entry.version : 0;
+  }
+
   contextIds(): string[] {
     return [...this.entries.keys()];
   }
@@ -209,28 +220,16 @@ export class TieredMemory {
 
   private async demoteLocked(entry: Entry): Promise<void> {
     if (!this.pool.contextStats(entry.handle).resident) return;
-    for (;;) {
-      try {
-        await this.pool.demote(entry.handle);
-        return;
-      } catch (err) {
-        // The host tier is full: push least recently used offloaded contexts to disk, then retry.
-        if (!isFabricError(err, 'POOL_EXHAUSTED') || !this.cold) throw err;
-        const needed = this.pool.contextStats(entry.handle).devicePages;
-        if (!(await this.evictHost(needed, entry))) throw err;
-      }
-    }
+    await this.withRoom('host', entry, () => this.pool.contextStats(entry.handle).devicePages, () => this.pool.demote(entry.handle));
   }
 
   private async restoreLocked(contextId: string, entry: Entry): Promise<void> {
-    let stats = this.pool.contextStats(entry.handle);
-    if (stats.resident) return;
-    if (stats.diskOnlyPages > 0) {
-      await this.ensureHostRoom(stats.diskOnlyPages, entry);
-      await this.fillLocked(contextId, entry);
-      stats = this.pool.contextStats(entry.handle);
+    const stats = () => this.pool.contextStats(entry.handle);
+    if (stats().resident) return;
+    if (stats().diskOnlyPages > 0) {
+      await this.withRoom('host', entry, () => stats().diskOnlyPages, () => this.fillLocked(contextId, entry));
     }
-    await this.withDeviceRoom(contextId, () => stats.hostPages, () => this.pool.promote(entry.handle));
+    await this.withRoom('device', entry, () => stats().hostPages, () => this.pool.promote(entry.handle));
   }
 
   private async fillLocked(contextId: string, entry: Entry): Promise<void> {
@@ -317,16 +316,23 @@ export class TieredMemory {
 
   // ---- making room ----
 
-  /** Runs allocate; when the device is full, demotes least recently used contexts and tries again. */
-  private async withDeviceRoom(contextId: string, blocksNeeded: () => number, allocate: () => Promise<void>): Promise<void> {
+  /**
+   * Runs attempt; while it fails for want of room in the tier, evicts least recently used contexts
+   * (device: demote to host; host: spill to disk), or waits for operations in flight, and tries again.
+   */
+  private async withRoom(tier: 'device' | 'host', requester: Entry, blocksNeeded: () => number, attempt: () => Promise<void>): Promise<void> {
     for (;;) {
       try {
-        await allocate();
+        await attempt();
         return;
       } catch (err) {
         if (!isFabricError(err, 'POOL_EXHAUSTED')) throw err;
-        const missing = blocksNeeded() - this.pool.stats().freeBlocks;
-        if (!(await this.evictDevice(Math.max(missing, 1), contextId))) {
+        const progressed =
+          tier === 'device'
+            ? await this.evictDevice(Math.max(blocksNeeded() - this.pool.stats().freeBlocks, 1), requester)
+            : await this.evictHost(Math.max(blocksNeeded() - this.pool.stats().host.freeBlocks, 1), requester);
+        if (progressed) continue;
+        if (!(await this.waitForOtherOperations())) {
           throw new FabricError('POOL_EXHAUSTED', `${err.message}; nothing left to evict`);
         }
       }
@@ -341,24 +347,57 @@ export class TieredMemory {
     return Math.ceil(tokens / tokensPerBlock) - stats.blocks;
   }
 
-  private async ensureHostRoom(blocks: number, requester: Entry): Promise<void> {
-    const free = this.pool.stats().host.freeBlocks;
-    if (free >= blocks) return;
-    if (!(await this.evictHost(blocks, requester))) {
-      throw new FabricError('POOL_EXHAUSTED', `host tier needs ${blocks} blocks, ${free} free, nothing left to evict`);
+  /**
+   * When every eviction candidate is busy, room may still come: another operation in flight will
+   * finish and leave its context evictable. Waits for that; false when every other operation is itself
+   * waiting for room (waiting then could never end).
+   */
+  private async waitForOtherOperations(): Promise<boolean> {
+    const others = this.locks.lockedKeys - 1 - this.waitingForRoom; // minus the caller's own context
+    if (others <= 0) return false;
+    this.waitingForRoom++;
+    try {
+      await this.locks.nextRelease();
+    } finally {
+      this.waitingForRoom--;
     }
+    return true;
   }
 
   /** Demotes LRU resident, unpinned, idle contexts until `blocks` more device blocks are free; false if none moved. */
-  private async evictDevice(blocks: number, requesterId: string): Promise<boolean> {
+  private async evictDevice(blocks: number, requester?: Entry): Promise<boolean> {
     const target = this.pool.stats().freeBlocks + blocks;
+    return this.evict(requester, (s) => s.resident && s.devicePages > 0, () => this.pool.stats().freeBlocks >= target, (id, entry) =>
+      this.demoteLocked(entry),
+    );
+  }
+
+  /** Spills LRU offloaded contexts' host pages to disk until `blocks` more host blocks are free; false if none moved. */
+  private async evictHost(blocks: number, requester?: Entry): Promise<boolean> {
+    if (!this.cold) return false;
+    const target = this.pool.stats().host.freeBlocks + blocks;
+    return this.evict(requester, (s) => !s.resident && s.hostPages > 0, () => this.pool.stats().host.freeBlocks >= target, (id, entry) =>
+      this.spillLocked(id, entry, true),
+    );
+  }
+
+  private async evict(
+    requester: Entry | undefined,
+    wanted: (stats: ContextStats) => boolean,
+    done: () => boolean,
+    move: (id: string, entry: Entry) => Promise<void>,
+  ): Promise<boolean> {
     let progressed = false;
-    for (const [id, entry] of this.lruCandidates(requesterId, (s) => s.resident && s.devicePages > 0)) {
-      if (this.pool.stats().freeBlocks >= target) break;
-      if (this.locks.isLocked(id)) continue;
+    for (const [id, entry] of this.lruCandidates(requester, wanted)) {
+      if (done()) break;
+      if (this.locks.isLocked(id)) continue; // busy: never wait on a context from inside another's lock
       try {
-        await this.locks.run(id, () => this.demoteLocked(entry));
-        progressed = true;
+        progressed =
+          (await this.locks.run(id, async () => {
+            if (this.entries.get(id) !== entry) return false; // released while we looked
+            await move(id, entry);
+            return true;
+          })) || progressed;
       } catch (err) {
         if (!isFabricError(err, 'POOL_EXHAUSTED') && !isFabricError(err, 'BUSY')) throw err;
       }
@@ -366,26 +405,10 @@ export class TieredMemory {
     return progressed;
   }
 
-  /** Spills LRU offloaded contexts' host pages to disk until `blocks` host blocks are free. */
-  private async evictHost(blocks: number, requester?: Entry): Promise<boolean> {
-    if (!this.cold) return false;
-    const target = Math.min(blocks, this.pool.stats().host.totalBlocks);
-    for (const [id, entry] of this.lruCandidates(undefined, (s) => !s.resident && s.hostPages > 0)) {
-      if (this.pool.stats().host.freeBlocks >= target) break;
-      if (entry === requester || this.locks.isLocked(id)) continue;
-      try {
-        await this.locks.run(id, () => this.spillLocked(id, entry, true));
-      } catch (err) {
-        if (!isFabricError(err, 'BUSY')) throw err;
-      }
-    }
-    return this.pool.stats().host.freeBlocks >= target;
-  }
-
-  private lruCandidates(excludeId: string | undefined, wanted: (stats: ContextStats) => boolean): Array<[string, Entry]> {
+  private lruCandidates(requester: Entry | undefined, wanted: (stats: ContextStats) => boolean): Array<[string, Entry]> {
     return [...this.entries]
-      .filter(([id, entry]) => {
-        if (id === excludeId) return false;
+      .filter(([, entry]) => {
+        if (entry === requester) return false;
         const stats = this.pool.contextStats(entry.handle);
         return stats.pinCount === 0 && wanted(stats);
       })
@@ -411,11 +434,11 @@ export class TieredMemory {
     const { deviceLow, deviceHigh, hostLow, hostHigh } = this.watermarks;
     const stats = this.pool.stats();
     if (stats.freeBlocks < deviceLow * stats.totalBlocks) {
-      await this.evictDevice(Math.ceil(deviceHigh * stats.totalBlocks) - stats.freeBlocks, '');
+      await this.evictDevice(Math.ceil(deviceHigh * stats.totalBlocks) - stats.freeBlocks);
     }
     const host = this.pool.stats().host;
     if (this.cold && host.totalBlocks > 0 && host.freeBlocks < hostLow * host.totalBlocks) {
-      await this.evictHost(Math.ceil(hostHigh * host.totalBlocks));
+      await this.evictHost(Math.ceil(hostHigh * host.totalBlocks) - host.freeBlocks);
     }
   }
 
