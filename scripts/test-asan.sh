@@ -10,4 +10,4 @@ libubsan="$(g++ -print-file-name=libubsan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 LD_PRELOAD="$libasan $libubsan" KVFABRIC_ADDON="$PWD/build/native-asan/kvfabric.node" \
-  npx vitest run test/fabric "$@"
+  npx vitest run test/fabric test/tiers "$@"

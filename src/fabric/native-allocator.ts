@@ -8,12 +8,16 @@ import type {
   ContextHandle,
   ContextStats,
   KvAllocator,
+  PageResidency,
   PoolOptions,
   PoolStats,
   ScrubPolicy,
   TenantId,
   TierPrimitives,
 } from './types';
+
+/** Indexed by the native Tier enum: kNone = 0 (only the disk copy), kDevice = 1, kHost = 2. */
+const PAGE_RESIDENCY: readonly PageResidency[] = ['disk', 'device', 'host'];
 
 export class NativeAllocator implements KvAllocator, TierPrimitives {
   readonly layout: BlockLayout;
@@ -119,5 +123,8 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   }
   pageDiskKeys(ctx: ContextHandle): Float64Array {
     return this.pool.pageDiskKeys(ctx);
+  }
+  pageResidency(ctx: ContextHandle): PageResidency[] {
+    return Array.from(this.pool.pageTiers(ctx), (tier) => PAGE_RESIDENCY[tier] ?? 'disk');
   }
 }

@@ -37,6 +37,7 @@ export interface NativePool {
   importContext(tenant: number, tokens: number, diskKeys: Float64Array): number;
   takeFreedDiskKeys(): Float64Array;
   pageDiskKeys(ctx: number): Float64Array;
+  pageTiers(ctx: number): Uint8Array;
 }
 
 interface NativeBinding {

@@ -150,4 +150,9 @@ export interface TierPrimitives {
   takeFreedDiskKeys(): Float64Array;
   /** Each page's disk key, 0 where the page has no disk copy. */
   pageDiskKeys(ctx: ContextHandle): Float64Array;
+  /** Each page's residency. */
+  pageResidency(ctx: ContextHandle): PageResidency[];
 }
+
+/** Where a page's bytes are: a device frame, a host frame, or only its disk copy. */
+export type PageResidency = 'device' | 'host' | 'disk';

@@ -362,6 +362,9 @@ class Harness {
         diskOnlyPages: ctx.pages.filter((b) => b.tier === 'none').length,
         diskCopies: ctx.pages.filter((b) => b.diskKey !== 0).length,
       });
+      if (this.tiers) {
+        expect(this.tiers.pageResidency(handle)).toEqual(ctx.pages.map((b) => (b.tier === 'none' ? 'disk' : b.tier)));
+      }
       if (!this.diskOnlyIn(ctx, 0, tokens)) expectSameBytes(pool.read(handle, 0, tokens), ctx.bytes);
       this.checkBlockBytes(handle, ctx);
     }

@@ -201,6 +201,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::importContext>("importContext"),
                          InstanceMethod<&PoolWrap::takeFreedDiskKeys>("takeFreedDiskKeys"),
                          InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
+                         InstanceMethod<&PoolWrap::pageTiers>("pageTiers"),
                      });
 }
 
@@ -566,6 +567,16 @@ Napi::Value PoolWrap::pageDiskKeys(const Napi::CallbackInfo& info) {
   std::vector<uint64_t> keys;
   check(env, pool->pageDiskKeys(handleArg(info, 0, "context"), &keys));
   return keysToArray(env, keys);
+}
+
+Napi::Value PoolWrap::pageTiers(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  std::vector<Tier> tiers;
+  check(env, pool->pageTiers(handleArg(info, 0, "context"), &tiers));
+  Napi::Uint8Array out = Napi::Uint8Array::New(env, tiers.size());
+  for (size_t i = 0; i < tiers.size(); ++i) out[i] = static_cast<uint8_t>(tiers[i]);
+  return out;
 }
 
 Napi::Value PoolWrap::takeFreedDiskKeys(const Napi::CallbackInfo& info) {

@@ -914,6 +914,19 @@ Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) cons
   return Status::ok();
 }
 
+Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  try {
+    out->resize(c->pages.size());
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  for (size_t i = 0; i < c->pages.size(); ++i) (*out)[i] = blocks_[c->pages[i]].tier;
+  return Status::ok();
+}
+
 // ---- synchronous conveniences ----
 
 Status PagedAllocator::append(Handle ctx, const uint8_t* kv, uint64_t bytes) {

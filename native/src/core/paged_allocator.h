@@ -257,6 +257,8 @@ class PagedAllocator {
   std::vector<uint64_t> takeFreedDiskKeys();
   // Each page's disk key, 0 where the page has no disk copy (what a manifest records).
   Status pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const;
+  // Each page's tier: kDevice, kHost, or kNone when only its disk copy remains.
+  Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
 
   // Synchronous conveniences over the leases.
   Status append(Handle ctx, const uint8_t* kv, uint64_t bytes);
