@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the addon and the core test with AddressSanitizer + UndefinedBehaviorSanitizer and runs the
-# C++ core test and the allocator test suite on that build. Any sanitizer report fails the run.
+# C++ core test, the allocator and tier suites and a 100,000-call fuzz of the addon on that build. Any
+# sanitizer report fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 node scripts/build-native.js --sanitize --test
@@ -9,5 +10,5 @@ libubsan="$(g++ -print-file-name=libubsan.so)"
 # Node itself is not instrumented and keeps memory until exit, so leak checking would only report Node.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-LD_PRELOAD="$libasan $libubsan" KVFABRIC_ADDON="$PWD/build/native-asan/kvfabric.node" \
+KVFABRIC_FUZZ_CALLS="${KVFABRIC_FUZZ_CALLS:-100000}" LD_PRELOAD="$libasan $libubsan" KVFABRIC_ADDON="$PWD/build/native-asan/kvfabric.node" \
   npx vitest run test/fabric test/tiers "$@"

@@ -401,6 +401,10 @@ Napi::Value PoolWrap::allocateBlocks(const Napi::CallbackInfo& info) {
   auto pool = live(env);
   const uint32_t tenant = u32Arg(info, 0, "tenant", 1);
   const uint32_t count = u32Arg(info, 1, "count");
+  if (count > pool->deviceBlocks()) {  // before sizing anything by a caller's number
+    throwStatus(env, Status(Code::kPoolExhausted, std::to_string(count) + " blocks requested from a pool of " +
+                                                      std::to_string(pool->deviceBlocks())));
+  }
   std::vector<Handle> handles;
   try {
     handles.resize(count);

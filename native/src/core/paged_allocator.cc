@@ -601,19 +601,19 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
 Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* out) {
   if (tenant == 0) return Status(Code::kInvalidArgument, "tenant must be >= 1");
   std::vector<FrameGrant> grants;
-  try {
-    grants.reserve(count);
-  } catch (const std::bad_alloc&) {
-    return outOfMemory();
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (count > device_.freeFrames()) {
+    if (count > device_.freeFrames()) {  // checked before anything is sized by count
       return Status(Code::kPoolExhausted, std::to_string(count) + " blocks requested, " +
                                               std::to_string(device_.freeFrames()) + " free");
     }
     Status st = reserveBlockIdsLocked(count);
     if (!st.isOk()) return st;
+    try {
+      grants.reserve(count);
+    } catch (const std::bad_alloc&) {
+      return outOfMemory();
+    }
     for (uint32_t i = 0; i < count; ++i) {
       const uint32_t b = newBlockLocked(tenant, BlockKind::kRaw, layout_.tokensPerBlock);
       const FrameGrant grant = takeFrameLocked(Tier::kDevice, tenant);

@@ -231,6 +231,7 @@ class PagedAllocator {
   PagedAllocator& operator=(const PagedAllocator&) = delete;
 
   const BlockLayout& layout() const { return layout_; }
+  uint32_t deviceBlocks() const { return device_.frames(); }  // fixed at creation
   ScrubPolicy scrubPolicy() const { return scrub_; }
 
   Status createContext(uint32_t tenant, Handle* out);
