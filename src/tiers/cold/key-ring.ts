@@ -2,7 +2,7 @@
 // key of each segment or manifest file. The raw key bytes stay inside this module (as KeyObjects), never
 // reach a worker thread, and never appear in messages, inspection or JSON.
 
-import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, randomFillSync, type KeyObject } from 'node:crypto';
 import { inspect } from 'node:util';
 
 import { FabricError } from '../../fabric/errors';
@@ -22,6 +22,14 @@ const KEY_ID = /^[\x21-\x7e]{1,128}$/;
 // RFC 3394's default initial value: the unwrap checks it, which is the wrap's integrity check.
 const KEY_WRAP_IV = Buffer.from('a6a6a6a6a6a6a6a6', 'hex');
 const KEY_WRAP_CIPHER = 'id-aes256-wrap';
+
+/**
+ * A fresh random data key in memory of its own (Buffer.alloc never uses Node's shared pool), so zeroing
+ * it clears the only copy and sending it to a crypto thread sends 32 bytes and nothing else.
+ */
+export function newDataKey(): Buffer {
+  return randomFillSync(Buffer.alloc(DATA_KEY_BYTES));
+}
 
 export type UnwrapResult = { ok: true; dataKey: Buffer } | { ok: false; reason: 'unknown-key' | 'unwrap-failed' };
 
@@ -85,8 +93,14 @@ export class KeyRing {
     if (masterKey === undefined) return { ok: false, reason: 'unknown-key' };
     try {
       const decipher = createDecipheriv(KEY_WRAP_CIPHER, masterKey, KEY_WRAP_IV);
-      const dataKey = Buffer.concat([decipher.update(wrapped), decipher.final()]);
-      return dataKey.length === DATA_KEY_BYTES ? { ok: true, dataKey } : { ok: false, reason: 'unwrap-failed' };
+      const unwrapped = decipher.update(wrapped);
+      const rest = decipher.final();
+      const ok = unwrapped.length + rest.length === DATA_KEY_BYTES && rest.length === 0;
+      // Copied into memory of its own (see newDataKey) and the intermediate zeroed.
+      const dataKey = Buffer.alloc(DATA_KEY_BYTES);
+      if (ok) unwrapped.copy(dataKey);
+      unwrapped.fill(0);
+      return ok ? { ok: true, dataKey } : { ok: false, reason: 'unwrap-failed' };
     } catch {
       // OpenSSL's message says nothing useful here; the caller names the file and context.
       return { ok: false, reason: 'unwrap-failed' };

@@ -3,11 +3,12 @@
 // file was not written by a compatible store (INTEGRITY, not INVALID_ARGUMENT).
 
 import { FabricError, type ErrorCode } from '../../fabric/errors';
+import { contextFileStem, MAX_CONTEXT_FILE_STEM } from './context-names';
 import type { ColdBlockRef, ContextManifest, SegmentOwner } from './types';
 
 export const MAX_TENANT = 2 ** 32 - 1;
-/** UTF-8 bytes; keeps a context id inside every header's 16-bit length field and a file name's 255 bytes. */
-export const MAX_CONTEXT_ID_BYTES = 200;
+/** UTF-8 bytes of a context id in file headers; implied by the file-name limit (a name takes >= 1 character per byte). */
+export const MAX_CONTEXT_ID_BYTES = MAX_CONTEXT_FILE_STEM;
 /** Blocks per segment; the segment header's tag table (16 bytes per block) stays under 1 MiB. */
 export const MAX_SEGMENT_BLOCKS = 65_536;
 /** The allocator's limit on one block. */
@@ -49,8 +50,12 @@ class Checker {
     if (typeof value !== 'string' || value.length === 0) this.fail(`${name} must be a non-empty string, got ${describe(value)}`);
     // Lone surrogates would encode to U+FFFD, so two different ids could share a file and associated data.
     if (Buffer.from(value, 'utf8').toString('utf8') !== value) this.fail(`${name} must be well-formed Unicode`);
-    if (Buffer.byteLength(value, 'utf8') > MAX_CONTEXT_ID_BYTES) {
-      this.fail(`${name} must be at most ${MAX_CONTEXT_ID_BYTES} UTF-8 bytes, got ${describe(value)}`);
+    const stem = contextFileStem(value).length;
+    if (stem > MAX_CONTEXT_FILE_STEM) {
+      this.fail(
+        `${name} ${describe(value)} is too long: its manifest file name needs ${stem} characters, over ${MAX_CONTEXT_FILE_STEM} ` +
+          `(lowercase letters, digits, '-' and '_' take one; every other UTF-8 byte takes three)`,
+      );
     }
     return value;
   }

@@ -1,0 +1,91 @@
+// The cold tier's directory: `segments/<id>.seg` and `manifests/<context>.manifest`, plus `.tmp-*` files
+// of writes in progress. The directory may be a mount shared by processes on several machines, so a temp
+// file is only removed as stale when its writer is known dead (same host, no such process) or it is
+// older than any write could take.
+
+import { createHash } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { errnoOf, ioError } from './io-errors';
+
+export interface ColdDirectory {
+  root: string;
+  segments: string;
+  manifests: string;
+}
+
+const SEGMENT_FILE = /^([0-9a-f]{32})\.seg$/;
+const TEMP_PREFIX = '.tmp-';
+const TEMP_FILE = /^\.tmp-([0-9a-f]{8})-(\d+)-[0-9a-f]+$/;
+/** Identifies this machine in temp file names without putting its host name on a shared mount. */
+const HOST_TAG = createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
+
+export async function prepareDirectory(root: string): Promise<ColdDirectory> {
+  const dir = { root: path.resolve(root), segments: path.resolve(root, 'segments'), manifests: path.resolve(root, 'manifests') };
+  try {
+    await fsp.mkdir(dir.segments, { recursive: true });
+    await fsp.mkdir(dir.manifests, { recursive: true });
+  } catch (err) {
+    throw ioError(err, `opening the cold tier at ${dir.root}`);
+  }
+  return dir;
+}
+
+export function segmentFileName(segmentId: string): string {
+  return `${segmentId}.seg`;
+}
+
+export function segmentIdOfFile(name: string): string | undefined {
+  return SEGMENT_FILE.exec(name)?.[1];
+}
+
+export function tempFileName(unique: string): string {
+  return `${TEMP_PREFIX}${HOST_TAG}-${process.pid}-${unique}`;
+}
+
+export function isTempFile(name: string): boolean {
+  return name.startsWith(TEMP_PREFIX);
+}
+
+function processIsGone(pid: number): boolean {
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    // EPERM: it exists under another user.
+    return errnoOf(err) === 'ESRCH';
+  }
+}
+
+/** Removes temp files left by crashed writers; returns how many. Races with other cleaners are harmless. */
+export async function removeStaleTempFiles(dir: ColdDirectory, maxAgeMs: number): Promise<number> {
+  let removed = 0;
+  const now = Date.now();
+  for (const folder of [dir.segments, dir.manifests]) {
+    let names: string[];
+    try {
+      names = await fsp.readdir(folder);
+    } catch (err) {
+      throw ioError(err, `listing ${folder}`);
+    }
+    for (const name of names.filter(isTempFile)) {
+      const file = path.join(folder, name);
+      const writer = TEMP_FILE.exec(name);
+      let stale = writer !== null && writer[1] === HOST_TAG && processIsGone(Number(writer[2]));
+      if (!stale) {
+        const stat = await fsp.stat(file).catch(() => undefined);
+        stale = stat !== undefined && now - stat.mtimeMs >= maxAgeMs;
+      }
+      if (stale) {
+        await fsp.rm(file, { force: true }).catch((err: unknown) => {
+          throw ioError(err, `removing the stale temp file ${file}`);
+        });
+        removed++;
+      }
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,98 @@
+// Source of the crypto worker thread, started with `new Worker(source, { eval: true })`. It is a string,
+// not a file, because tests and tools run TypeScript sources through tsx and vitest, which do not
+// transpile a `new Worker(file)` entry, while the compiled package (tsc) copies no .js files: an eval'd
+// CommonJS string runs the same in all three. Keep it plain ES2022 with only Node built-ins.
+//
+// The worker knows nothing of the file formats: it seals or opens byte ranges of one buffer (shared, or
+// transferred) in place, with the IV, associated data, tag and checksum that crypto-pool's caller
+// computed. It works in 64 KiB chunks: OpenSSL's output for a chunk is a small, cache-hot allocation
+// copied straight back, where a whole 2 MiB block would be fresh memory to fault in (which costs more
+// than AES-GCM), and each chunk is checksummed while it is still in cache.
+
+export const CRYPTO_WORKER_SOURCE = String.raw`
+'use strict';
+const { parentPort } = require('node:worker_threads');
+const { createCipheriv, createDecipheriv } = require('node:crypto');
+const { crc32 } = require('node:zlib');
+
+const CHUNK_BYTES = 64 * 1024;
+const TAG_BYTES = 16;
+
+function seal(key, bytes, items) {
+  const tags = new Uint8Array(TAG_BYTES * items.length);
+  const checksums = new Uint32Array(items.length);
+  items.forEach((item, i) => {
+    const cipher = createCipheriv('aes-256-gcm', key, item.iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(item.aad);
+    let checksum = 0;
+    for (let at = item.offset, end = item.offset + item.length; at < end; at += CHUNK_BYTES) {
+      const plain = bytes.subarray(at, Math.min(at + CHUNK_BYTES, end));
+      checksum = crc32(plain, checksum);
+      const sealed = cipher.update(plain);
+      // GCM is a stream mode: OpenSSL returns exactly as many bytes as it was given.
+      if (sealed.length !== plain.length) throw new Error('AES-GCM returned a short chunk');
+      bytes.set(sealed, at);
+    }
+    cipher.final();
+    tags.set(cipher.getAuthTag(), TAG_BYTES * i);
+    checksums[i] = checksum;
+  });
+  return { tags, checksums };
+}
+
+// Plaintext goes to 'output': the input itself (in place), or a fresh buffer when the input is a
+// recycled staging buffer that must not leave the store.
+function open(key, bytes, output, items) {
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
+    const decipher = createDecipheriv('aes-256-gcm', key, item.iv, { authTagLength: TAG_BYTES });
+    decipher.setAAD(item.aad);
+    decipher.setAuthTag(item.tag);
+    let checksum = 0;
+    for (let at = item.offset, end = item.offset + item.length; at < end; at += CHUNK_BYTES) {
+      const plain = decipher.update(bytes.subarray(at, Math.min(at + CHUNK_BYTES, end)));
+      if (plain.length !== Math.min(CHUNK_BYTES, end - at)) throw new Error('AES-GCM returned a short chunk');
+      output.set(plain, at);
+      checksum = crc32(plain, checksum);
+    }
+    let failure;
+    try {
+      decipher.final();
+      if (item.checksum !== undefined && checksum !== item.checksum) failure = 'checksum';
+    } catch {
+      failure = 'tag';
+    }
+    if (failure !== undefined) {
+      // Unverified plaintext never leaves this thread.
+      output.fill(0);
+      return { failedItem: i, failure };
+    }
+  }
+  return { failedItem: -1 };
+}
+
+parentPort.on('message', (job) => {
+  try {
+    const bytes = new Uint8Array(job.buffer, job.byteOffset, job.byteLength);
+    const transfer = job.buffer instanceof ArrayBuffer ? [job.buffer] : [];
+    let result;
+    if (job.op === 'seal') {
+      result = seal(job.key, bytes, job.items);
+    } else if (!job.freshOutput) {
+      result = open(job.key, bytes, bytes, job.items);
+    } else {
+      const output = new Uint8Array(bytes.length);
+      result = { ...open(job.key, bytes, output, job.items), output: output.buffer };
+      transfer.push(output.buffer);
+    }
+    // ArrayBuffers go back by transfer; shared memory is already where the caller can see it.
+    parentPort.postMessage({ id: job.id, buffer: job.buffer, ...result }, transfer);
+  } catch (err) {
+    // Node's crypto messages never carry key bytes; send the message only, never the job.
+    parentPort.postMessage({ id: job.id, error: String((err && err.message) || err) });
+  } finally {
+    // This thread's copy of the data key.
+    job.key.fill(0);
+  }
+});
+`;

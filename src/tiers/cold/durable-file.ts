@@ -1,0 +1,79 @@
+// Durable file primitives of the cold tier: atomic replacement (temp file in the same directory, write,
+// fsync, rename, fsync the directory) so a crash leaves the old file or the new one, never a torn one
+// under the real name; and positional reads and writes that finish or fail, never stop short silently.
+
+import { randomBytes } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+
+import { FabricError } from '../../fabric/errors';
+import { tempFileName } from './cold-directory';
+import { newFileFlags } from './direct-io';
+import { errnoOf, ioError } from './io-errors';
+
+/**
+ * Creates `finalName` in `directory` with what `write` puts in a fresh temp file (opened with O_DIRECT
+ * when `direct`: then every write must be aligned, see direct-io). On any failure the temp file is
+ * removed and a prior file of that name is untouched. `what` describes the write for errors.
+ */
+export async function writeAtomically(
+  directory: string,
+  finalName: string,
+  what: string,
+  write: (file: FileHandle) => Promise<void>,
+  options: { direct?: boolean } = {},
+): Promise<void> {
+  const tempPath = path.join(directory, tempFileName(randomBytes(6).toString('hex')));
+  let file: FileHandle | undefined;
+  try {
+    // Owner-only: the content is encrypted, but nobody else needs to list or read it.
+    file = await fsp.open(tempPath, newFileFlags(options.direct === true), 0o600);
+    await write(file);
+    await file.sync();
+    const closing = file;
+    file = undefined;
+    await closing.close();
+    await fsp.rename(tempPath, path.join(directory, finalName));
+  } catch (err) {
+    await file?.close().catch(() => undefined);
+    await fsp.rm(tempPath, { force: true }).catch(() => undefined);
+    throw ioError(err, what);
+  }
+  await syncDirectory(directory, what);
+}
+
+/** Makes a rename or unlink in `directory` durable. */
+export async function syncDirectory(directory: string, what: string): Promise<void> {
+  let dir: FileHandle | undefined;
+  try {
+    dir = await fsp.open(directory, 'r');
+    await dir.sync();
+  } catch (err) {
+    // Some file systems (and Windows) cannot open or fsync a directory; there the rename is as durable as it gets.
+    const errno = errnoOf(err);
+    if (errno !== 'EISDIR' && errno !== 'EINVAL' && errno !== 'EPERM' && errno !== 'ENOTSUP' && errno !== 'EBADF') throw ioError(err, what);
+  } finally {
+    await dir?.close().catch(() => undefined);
+  }
+}
+
+export async function writeFully(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+  let done = 0;
+  while (done < bytes.byteLength) {
+    const { bytesWritten } = await file.write(bytes, done, bytes.byteLength - done, position + done);
+    if (bytesWritten <= 0) throw new FabricError('UNAVAILABLE', 'the file system accepted no bytes of a write');
+    done += bytesWritten;
+  }
+}
+
+/** Fills `into` from `position`; returns the bytes read, fewer only at end of file. */
+export async function readFully(file: FileHandle, into: Uint8Array, position: number): Promise<number> {
+  let done = 0;
+  while (done < into.byteLength) {
+    const { bytesRead } = await file.read(into, done, into.byteLength - done, position + done);
+    if (bytesRead === 0) break;
+    done += bytesRead;
+  }
+  return done;
+}

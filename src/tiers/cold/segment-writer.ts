@@ -1,0 +1,103 @@
+// Writing one segment: blocks are copied into shared staging slots, sealed in place on the crypto threads
+// (AES-256-GCM under a fresh data key, CRC-32 of the plaintext on the way), and written at their final
+// offsets of a temp file while later blocks are still being sealed; the header with the tag table goes
+// last, then the file is made durable and renamed into place (durable-file).
+
+import { randomBytes } from 'node:crypto';
+import type { FileHandle } from 'node:fs/promises';
+
+import { blockAad, counterIv, TAG_BYTES } from './binding';
+import { forEachBounded, type Limiter } from './bounded-parallel';
+import { segmentFileName, type ColdDirectory } from './cold-directory';
+import type { CryptoPool, SealItem } from './crypto-pool';
+import { directIoFits } from './direct-io';
+import { writeAtomically, writeFully } from './durable-file';
+import { newDataKey, type KeyRing } from './key-ring';
+import { encodeSegmentHeader, segmentGeometry } from './segment-header';
+import { SLOT_BYTES, stagingArena } from './staging-arena';
+import type { ColdBlockRef, SegmentOwner } from './types';
+
+/** Target bytes per crypto job and disk transfer: one staging slot, big enough for sequential disk I/O. */
+export const JOB_BYTES = SLOT_BYTES;
+/** Keeps job messages small for tiny blocks (each block is one item with its own IV and associated data). */
+export const MAX_BLOCKS_PER_JOB = 1024;
+
+export function blocksPerJob(blockBytes: number): number {
+  return Math.min(MAX_BLOCKS_PER_JOB, Math.max(1, Math.floor(JOB_BYTES / blockBytes)));
+}
+
+export interface SegmentWriteContext {
+  directory: ColdDirectory;
+  keyRing: KeyRing;
+  crypto: CryptoPool;
+  jobs: Limiter;
+  /** The directory's file system takes O_DIRECT I/O. */
+  directIo: boolean;
+}
+
+/** Validated inputs only (cold-store checks them). Returns one ref per block, in order. */
+export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner, blocks: Uint8Array[], blockBytes: number): Promise<ColdBlockRef[]> {
+  const segmentIdBytes = randomBytes(16);
+  const segmentId = segmentIdBytes.toString('hex');
+  const dataKey = newDataKey();
+  const { keyId, wrapped } = ctx.keyRing.wrapDataKey(dataKey);
+  const { dataOffset } = segmentGeometry(keyId, owner.contextId, blocks.length, blockBytes);
+  const tags = Buffer.alloc(TAG_BYTES * blocks.length);
+  const checksums = new Uint32Array(blocks.length);
+  // Blocks bigger than a slot travel to the crypto threads as their own ArrayBuffers, buffered.
+  const staged = blockBytes <= SLOT_BYTES;
+  const direct = ctx.directIo && directIoFits(blockBytes);
+  const perJob = blocksPerJob(blockBytes);
+  const jobStarts: number[] = [];
+  for (let first = 0; first < blocks.length; first += perJob) jobStarts.push(first);
+
+  const sealAndWrite = async (file: FileHandle, first: number) => {
+    const count = Math.min(perJob, blocks.length - first);
+    const slot = staged ? await stagingArena.take() : undefined;
+    try {
+      const plain = slot?.bytes.subarray(0, count * blockBytes) ?? new Uint8Array(count * blockBytes);
+      const items: SealItem[] = [];
+      for (let i = 0; i < count; i++) {
+        plain.set(blocks[first + i]!, i * blockBytes);
+        items.push({ offset: i * blockBytes, length: blockBytes, iv: counterIv(first + i), aad: blockAad(segmentIdBytes, first + i, blockBytes, owner) });
+      }
+      const sealed = await ctx.crypto.seal(dataKey, plain, items);
+      tags.set(sealed.tags, TAG_BYTES * first);
+      checksums.set(sealed.checksums, first);
+      await writeFully(file, sealed.bytes, dataOffset + first * blockBytes);
+    } finally {
+      if (slot !== undefined) stagingArena.give(slot);
+    }
+  };
+
+  const what = `writing segment ${segmentId} of context '${owner.contextId}' (version ${owner.version})`;
+  try {
+    await writeAtomically(
+      ctx.directory.segments,
+      segmentFileName(segmentId),
+      what,
+      async (file) => {
+        await forEachBounded(jobStarts, ctx.jobs, (first) => sealAndWrite(file, first));
+        const header = encodeSegmentHeader({ segmentId: segmentIdBytes, blockCount: blocks.length, blockBytes, owner, keyId, wrappedKey: wrapped, tags });
+        if (!direct) {
+          await writeFully(file, header, 0);
+          return;
+        }
+        // A direct write covers whole aligned pages: the header and its zero padding up to the data.
+        const slot = await stagingArena.take();
+        try {
+          const region = slot.bytes.subarray(0, dataOffset);
+          region.fill(0);
+          region.set(header);
+          await writeFully(file, region, 0);
+        } finally {
+          stagingArena.give(slot);
+        }
+      },
+      { direct },
+    );
+  } finally {
+    dataKey.fill(0);
+  }
+  return blocks.map((_, index) => ({ segmentId, index, owner: { ...owner }, checksum: checksums[index]! }));
+}

@@ -1,0 +1,253 @@
+// ColdStore on real files and real crypto: round trips, manifests, listing, orphans, concurrency,
+// argument checks and lifecycle. Both I/O paths run: O_DIRECT (4 KiB-multiple blocks) and buffered.
+import fs from 'node:fs';
+import { inspect } from 'node:util';
+
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
+import { ColdStore, type ColdBlockRef, type KeyRing } from '../../../src/tiers/cold';
+import { blocksOf, expectBlocks, expectCode, filesUnder, manifestOf, masterKey, openStore, ringOf, tempDir } from './helpers';
+
+const dirs: string[] = [];
+const stores: ColdStore[] = [];
+afterEach(async () => {
+  await Promise.all(stores.splice(0).map((s) => s.close()));
+});
+afterAll(() => {
+  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function freshStore(ring: KeyRing = ringOf(masterKey('k1')), extra: Parameters<typeof openStore>[2] = {}): Promise<{ store: ColdStore; dir: string }> {
+  const dir = tempDir('store');
+  dirs.push(dir);
+  const store = await openStore(dir, ring, extra);
+  stores.push(store);
+  return { store, dir };
+}
+
+describe.each([
+  // Enough blocks that a segment spans several crypto jobs (4 MiB each) and its header several pages.
+  { path: 'direct I/O', blockBytes: 8192, count: 1100, directIo: true },
+  { path: 'buffered I/O', blockBytes: 8192, count: 1100, directIo: false },
+  { path: 'tiny blocks, buffered', blockBytes: 32, count: 2100, directIo: true },
+  { path: 'blocks larger than a staging slot', blockBytes: 4 * 1024 * 1024 + 4096, count: 3, directIo: true },
+])('round trip ($path, $blockBytes-byte blocks)', ({ blockBytes, count, directIo }) => {
+  it('reads back every byte of many blocks across several segments, in any order and mix', async () => {
+    const { store } = await freshStore(undefined, { directIo });
+    const written: Array<{ refs: ColdBlockRef[]; blocks: Uint8Array[] }> = [];
+    for (let s = 0; s < 4; s++) {
+      const blocks = blocksOf(count, blockBytes, s);
+      written.push({ refs: await store.writeSegment({ tenant: 7, contextId: `agent-${s}`, version: 3 }, blocks), blocks });
+    }
+    for (const { refs, blocks } of written) expectBlocks(await store.readBlocks(refs, 7), blocks);
+
+    // A scattered, reversed selection over every segment, with a duplicate.
+    const at = (i: number) => Math.min(i, count - 1);
+    const picks: Array<[number, number]> = [[3, at(1098)], [0, 0], [2, at(17)], [0, count - 1], [1, at(5)], [1, at(6)], [1, at(4)], [2, at(17)]];
+    const refs = picks.map(([s, b]) => written[s]!.refs[b]!);
+    const got = await store.readBlocks(refs, 7);
+    expectBlocks(got, picks.map(([s, b]) => written[s]!.blocks[b]!));
+    expect(got[2] === got[7], 'duplicates get their own copies').toBe(false);
+  });
+});
+
+describe('ColdStore', () => {
+  it('returns refs that carry the owner, the block index and the plaintext CRC-32', async () => {
+    const { store } = await freshStore();
+    const blocks = blocksOf(3, 32, 1);
+    const refs = await store.writeSegment({ tenant: 1, contextId: 'a', version: 0 }, blocks);
+    expect(refs.map((r) => r.index)).toEqual([0, 1, 2]);
+    expect(new Set(refs.map((r) => r.segmentId)).size).toBe(1);
+    expect(refs[0]!.segmentId).toMatch(/^[0-9a-f]{32}$/);
+    const { crc32 } = await import('node:zlib');
+    refs.forEach((r, i) => {
+      expect(r.owner).toEqual({ tenant: 1, contextId: 'a', version: 0 });
+      expect(r.checksum).toBe(crc32(blocks[i]!));
+    });
+  });
+
+  it('copies blocks at write time: later changes by the caller do not reach the segment', async () => {
+    const { store } = await freshStore();
+    const blocks = blocksOf(2, 32, 2);
+    const expected = blocks.map((b) => b.slice());
+    const refs = await store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocks);
+    blocks[0]!.fill(0);
+    expectBlocks(await store.readBlocks(refs, 1), expected);
+  });
+
+  it('writes, reads, lists and deletes manifests; context ids of any characters round-trip through file names', async () => {
+    const { store } = await freshStore();
+    const ids = ['agent-1', 'Agent-1', 'wf/run:42 ü', '.hidden', '%41'];
+    for (const [i, contextId] of ids.entries()) {
+      const owner = { tenant: 2, contextId, version: i };
+      const refs = await store.writeSegment(owner, blocksOf(2, 32, i));
+      await store.writeManifest(manifestOf(owner, refs));
+    }
+    expect(await store.listManifests()).toEqual([...ids].sort());
+    for (const [i, contextId] of ids.entries()) {
+      const manifest = await store.readManifest(contextId);
+      expect(manifest.contextId).toBe(contextId);
+      expect(manifest.version).toBe(i);
+      expectBlocks(await store.readBlocks(manifest.pages, 2), blocksOf(2, 32, i));
+    }
+    expect(await store.hasManifest('Agent-1')).toBe(true);
+    await store.deleteManifest('Agent-1');
+    await store.deleteManifest('Agent-1'); // already gone: fine
+    expect(await store.hasManifest('Agent-1')).toBe(false);
+    expect(await store.listManifests()).not.toContain('Agent-1');
+    await expectCode(store.readManifest('Agent-1'), 'INTEGRITY', /Agent-1.*missing/);
+  });
+
+  it('replaces a manifest atomically with a newer version', async () => {
+    const { store } = await freshStore();
+    const v1 = { tenant: 1, contextId: 'a', version: 1 };
+    const v2 = { ...v1, version: 2 };
+    await store.writeManifest(manifestOf(v1, await store.writeSegment(v1, blocksOf(1, 32, 1))));
+    await store.writeManifest(manifestOf(v2, await store.writeSegment(v2, blocksOf(2, 32, 2))));
+    const manifest = await store.readManifest('a', { minVersion: 2, expectedTenant: 1 });
+    expect(manifest.version).toBe(2);
+    expectBlocks(await store.readBlocks(manifest.pages, 1), blocksOf(2, 32, 2));
+  });
+
+  it('reports segments no manifest references, and leaves young ones out when asked', async () => {
+    const { store } = await freshStore();
+    const owner = { tenant: 1, contextId: 'a', version: 1 };
+    const kept = await store.writeSegment(owner, blocksOf(2, 32, 1));
+    const orphan = await store.writeSegment(owner, blocksOf(2, 32, 2));
+    const shared = await store.writeSegment({ ...owner, contextId: 'parent' }, blocksOf(1, 32, 3));
+    // A fork's manifest may point into its parent's segment.
+    await store.writeManifest(manifestOf(owner, [...kept, ...shared]));
+    expect(await store.orphanSegments()).toEqual([orphan[0]!.segmentId]);
+    expect(await store.orphanSegments({ minAgeMs: 60_000 })).toEqual([]);
+    expect(await store.listSegments()).toEqual([kept[0]!.segmentId, orphan[0]!.segmentId, shared[0]!.segmentId].sort());
+
+    await store.deleteSegment(orphan[0]!.segmentId);
+    await store.deleteSegment(orphan[0]!.segmentId); // already gone: fine
+    expect(await store.orphanSegments()).toEqual([]);
+    await store.deleteManifest('a');
+    expect(await store.orphanSegments()).toEqual([kept[0]!.segmentId, shared[0]!.segmentId].sort());
+  });
+
+  it('runs many segment writes and reads at once without mixing them up', async () => {
+    const { store, dir } = await freshStore();
+    const count = 48;
+    const written = await Promise.all(
+      Array.from({ length: count }, async (_, s) => {
+        const blocks = blocksOf(1 + (s % 5), s % 2 === 0 ? 4096 : 96, s);
+        const owner = { tenant: 1 + (s % 3), contextId: `ctx-${s}`, version: s };
+        const refs = await store.writeSegment(owner, blocks);
+        await store.writeManifest(manifestOf(owner, refs, blocks[0]!.length));
+        return { owner, blocks };
+      }),
+    );
+    await Promise.all(
+      written.map(async ({ owner, blocks }) => {
+        const manifest = await store.readManifest(owner.contextId, { expectedTenant: owner.tenant, minVersion: owner.version });
+        expectBlocks(await store.readBlocks(manifest.pages, owner.tenant), blocks);
+      }),
+    );
+    expect(await store.listManifests()).toHaveLength(count);
+    expect(await store.orphanSegments()).toEqual([]);
+    expect(filesUnder(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
+  });
+
+  it("refuses another tenant's blocks and manifest with PERMISSION_DENIED, before any I/O", async () => {
+    const { store } = await freshStore();
+    const owner = { tenant: 5, contextId: 'a', version: 1 };
+    const refs = await store.writeSegment(owner, blocksOf(2, 32, 1));
+    await store.writeManifest(manifestOf(owner, refs));
+    await expectCode(store.readBlocks(refs, 6), 'PERMISSION_DENIED', /tenant 5, not to tenant 6/);
+    await expectCode(store.readManifest('a', { expectedTenant: 6 }), 'PERMISSION_DENIED');
+    // A manifest may not point at another tenant's blocks.
+    await expectCode(store.writeManifest({ ...manifestOf(owner, refs), tenant: 6 }), 'INVALID_ARGUMENT', /tenant/);
+  });
+
+  it('rejects bad arguments with INVALID_ARGUMENT and writes nothing', async () => {
+    const { store, dir } = await freshStore();
+    const owner = { tenant: 1, contextId: 'a', version: 1 };
+    const block = new Uint8Array(32);
+    const bad: Array<[string, () => Promise<unknown>]> = [
+      ['tenant 0', () => store.writeSegment({ ...owner, tenant: 0 }, [block])],
+      ['tenant 2^32', () => store.writeSegment({ ...owner, tenant: 2 ** 32 }, [block])],
+      ['empty context id', () => store.writeSegment({ ...owner, contextId: '' }, [block])],
+      ['huge context id', () => store.writeSegment({ ...owner, contextId: 'X'.repeat(100) }, [block])],
+      ['lone surrogate', () => store.writeSegment({ ...owner, contextId: 'a\ud800' }, [block])],
+      ['fractional version', () => store.writeSegment({ ...owner, version: 1.5 }, [block])],
+      ['negative version', () => store.writeSegment({ ...owner, version: -1 }, [block])],
+      ['no blocks', () => store.writeSegment(owner, [])],
+      ['unequal blocks', () => store.writeSegment(owner, [block, new Uint8Array(16)])],
+      ['empty block', () => store.writeSegment(owner, [new Uint8Array(0)])],
+      ['not a block', () => store.writeSegment(owner, ['abc' as never])],
+      ['null owner', () => store.writeSegment(null as never, [block])],
+      ['refs not an array', () => store.readBlocks('x' as never, 1)],
+      ['bad segment id', () => store.readBlocks([{ segmentId: '../../etc/passwd', index: 0, owner, checksum: 0 }], 1)],
+      ['bad index', () => store.readBlocks([{ segmentId: 'a'.repeat(32), index: -1, owner, checksum: 0 }], 1)],
+      ['bad checksum', () => store.readBlocks([{ segmentId: 'a'.repeat(32), index: 0, owner, checksum: 2 ** 32 }], 1)],
+      ['bad tenant', () => store.readBlocks([], 0)],
+      ['bad delete', () => store.deleteSegment('../x')],
+      ['manifest page count', () => store.writeManifest({ ...manifestOf(owner, []), tokens: 5 })],
+      ['manifest layout', () => store.writeManifest({ ...manifestOf(owner, []), layout: { bytesPerToken: 8, tokensPerBlock: 4, blockBytes: 33 } })],
+      ['manifest createdAt', () => store.writeManifest({ ...manifestOf(owner, []), createdAt: 5 as never })],
+      ['read manifest id', () => store.readManifest(42 as never)],
+      ['read manifest minVersion', () => store.readManifest('a', { minVersion: -2 })],
+      ['orphan age', () => store.orphanSegments({ minAgeMs: Number.NaN })],
+    ];
+    for (const [name, call] of bad) await expectCode(call(), 'INVALID_ARGUMENT').catch((err: Error) => {
+      throw new Error(`${name}: ${err.message}`);
+    });
+    expect(filesUnder(dir)).toEqual(['manifests', 'segments']);
+    await expectCode(ColdStore.open({ directory: dir, keyRing: {} as never }), 'INVALID_ARGUMENT');
+    await expectCode(ColdStore.open({ directory: '', keyRing: ringOf(masterKey('k')) }), 'INVALID_ARGUMENT');
+    await expectCode(ColdStore.open({ directory: dir, keyRing: ringOf(masterKey('k')), cryptoThreads: 0 }), 'INVALID_ARGUMENT');
+  });
+
+  it('reads no refs as no blocks, and a ref past the segment as INTEGRITY', async () => {
+    const { store } = await freshStore();
+    expect(await store.readBlocks([], 1)).toEqual([]);
+    const refs = await store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(2, 32, 1));
+    await expectCode(store.readBlocks([{ ...refs[1]!, index: 2 }], 1), 'INTEGRITY', /context 'a'.*past the segment/);
+  });
+
+  it('waits for operations in flight on close, then refuses every call with INVALID_STATE', async () => {
+    const { store } = await freshStore();
+    const owner = { tenant: 1, contextId: 'a', version: 1 };
+    const writing = store.writeSegment(owner, blocksOf(64, 8192, 1));
+    await store.close();
+    const refs = await writing;
+    expect(refs).toHaveLength(64);
+    await store.close(); // second close: no-op
+    await expectCode(store.readBlocks(refs, 1), 'INVALID_STATE');
+    await expectCode(store.writeSegment(owner, blocksOf(1, 32, 1)), 'INVALID_STATE');
+    await expectCode(store.listManifests(), 'INVALID_STATE');
+    expect(() => store.useKeyRing(ringOf(masterKey('x')))).toThrow(/closed/);
+  });
+
+  it('fails the operations of a crypto thread that dies with UNAVAILABLE, and carries on with a new thread', async () => {
+    const { store, dir } = await freshStore();
+    const owner = { tenant: 1, contextId: 'a', version: 1 };
+    const blocks = blocksOf(256, 64 * 1024, 1);
+    await store.writeSegment(owner, blocks.slice(0, 2));
+    const pool = (store as unknown as { crypto: { threads: Array<{ worker: { terminate(): Promise<number> }; pending: Map<number, unknown> } | undefined> } }).crypto;
+    const writing = store.writeSegment(owner, blocks);
+    const deadline = Date.now() + 5000;
+    let busy: (typeof pool.threads)[number];
+    while ((busy = pool.threads.find((t) => (t?.pending.size ?? 0) > 0)) === undefined && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    expect(busy, 'a crypto job in flight').toBeDefined();
+    await busy!.worker.terminate();
+    await expectCode(writing, 'UNAVAILABLE', /crypto thread died/);
+    expect(filesUnder(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
+    const refs = await store.writeSegment(owner, blocks);
+    expectBlocks(await store.readBlocks(refs, 1), blocks);
+  });
+
+  it('never shows key material when inspected or serialised', async () => {
+    const key = masterKey('secret-key');
+    const ring = ringOf(key);
+    const hex = key.key.toString('hex');
+    for (const text of [inspect(ring), JSON.stringify(ring), String(ring), inspect(await freshStore(ring))]) {
+      expect(text).not.toContain(hex);
+      expect(text).not.toContain(key.key.toString('base64'));
+    }
+    expect(inspect(ring)).toContain('secret-key');
+  });
+});
