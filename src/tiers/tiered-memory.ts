@@ -273,6 +273,7 @@ export class TieredMemory {
       await this.deleteSegments(orphaned).catch(() => undefined);
       throw err;
     }
+    if (blocks === 0 && entry.manifest) return; // already durable and unchanged: keep the version (retries stay idempotent)
     const pages = Array.from(this.pool.pageDiskKeys(entry.handle), (key) => this.ledger.ref(key));
     const stats = this.pool.contextStats(entry.handle);
     const manifest: ContextManifest = {

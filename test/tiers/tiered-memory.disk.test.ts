@@ -64,8 +64,12 @@ describe('TieredMemory with the disk tier', () => {
     expect(memory.residency('a')).toBe('device');
     expectSameBytes(await memory.read('a', 0, 11), tokenBytes(11, 1));
 
+    const version = memory.durableVersion('a');
     await memory.offload('a', 'disk'); // device -> disk in one call; unchanged pages are not rewritten
     expect(memory.stats().disk.liveSegments).toBe(1);
+    expect(memory.durableVersion('a')).toBe(version); // nothing changed: same durable copy
+    await memory.offload('a', 'disk'); // a repeated offload is a no-op
+    expect(memory.durableVersion('a')).toBe(version);
     expectSameBytes(await memory.read('a', 0, 11), tokenBytes(11, 1)); // a read restores
     await memory.append('a', tokenBytes(2, 9)); // the stale durable copy is dropped
     expect(memory.durableVersion('a')).toBe(0);
