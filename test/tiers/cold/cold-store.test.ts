@@ -225,7 +225,7 @@ describe('ColdStore', () => {
   it('fails the operations of a crypto thread that dies with UNAVAILABLE, and carries on with a new thread', async () => {
     const { store, dir } = await freshStore();
     const owner = { tenant: 1, contextId: 'a', version: 1 };
-    const blocks = blocksOf(256, 64 * 1024, 1);
+    const blocks = blocksOf(1024, 64 * 1024, 1); // 64 MiB: still in flight when the thread is killed, even on a loaded machine
     await store.writeSegment(owner, blocks.slice(0, 2));
     const pool = (store as unknown as { crypto: { threads: Array<{ worker: { terminate(): Promise<number> }; pending: Map<number, unknown> } | undefined> } }).crypto;
     const writing = store.writeSegment(owner, blocks);

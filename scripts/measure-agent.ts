@@ -1,0 +1,108 @@
+// The issue's figures, measured on this machine (npm run measure:agent): history events per agent turn,
+// history size after 100 turns, and the end-to-end time from a resume update to a restored, verified
+// context, for Llama-3-8B-shaped contexts of several sizes on the warm (host) and cold (disk) tiers.
+// Runs its own dev server and an in-process GPU worker.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+
+import { AgentClient, type AgentHandle } from '../src/client/agent-client';
+import { startDevServer } from '../src/dev-server/dev-server';
+import { createGpuWorker } from '../src/worker/gpu-worker';
+import { MODELS, bytesPerToken } from '../src/workflows/models';
+
+const LLAMA = MODELS['llama-3-8b']!;
+const MiB = 1024 * 1024;
+const CONTEXT_TOKENS = [1024, 4096, 8192];
+const REPEATS = 3;
+
+async function main(): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const server = await startDevServer();
+  const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-measure-'));
+  const key = randomBytes(32);
+  const connection = await NativeConnection.connect({ address: server.address });
+  const taskQueue = 'kvfabric-measure';
+  const worker = await createGpuWorker({
+    connection,
+    config: {
+      temporal: { address: server.address, namespace: 'default' },
+      taskQueue,
+      workerId: 'measure',
+      workflows: true,
+      backend: 'cpu',
+      model: LLAMA,
+      deviceBlocks: 1024, // 2 GiB
+      hostBlocks: 1024,
+      tierDir,
+      keys: [{ id: 'k', key }],
+      activeKeyId: 'k',
+      maxConcurrentActivities: 8,
+      shutdownGraceMs: 5000,
+    },
+  });
+  const running = worker.run();
+  const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, taskQueue);
+  const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
+  try {
+    // ---- history: 100 turns ----
+    const chatty = await agents.start({ agentId: 'chatty', tenant: 'acme', model: LLAMA, config: hours });
+    await chatty.turn(16);
+    const before = await agents.workflow('chatty').describe();
+    for (let i = 1; i < 100; i++) await chatty.turn(16);
+    const after = await agents.workflow('chatty').describe();
+    console.log(`history after 100 turns: ${after.historyLength} events, ${after.historySize} bytes (${((after.historySize ?? 0) / 1024).toFixed(1)} KiB)`);
+    console.log(`events per turn: ${((after.historyLength - before.historyLength) / 99).toFixed(2)}; KV appended: ${((100 * 16 * bytesPerToken(LLAMA.shape)) / MiB).toFixed(0)} MiB`);
+    await chatty.release();
+
+    // ---- resume update -> restored, verified context ----
+    console.log('\ncontext                  from   verified   resume update -> restored (median of 3)   worker: restore + verify');
+    for (const tokens of CONTEXT_TOKENS) {
+      for (const verifyRestores of ['always', 'from-disk'] as const) {
+        const agent = await agents.start({
+          agentId: `ctx-${tokens}-${verifyRestores}`,
+          tenant: 'acme',
+          model: LLAMA,
+          config: { ...hours, verifyRestores },
+        });
+        for (let done = 0; done < tokens; done += 1024) await agent.turn(Math.min(1024, tokens - done));
+        // With `from-disk`, restores from disk are verified all the same: only the host row differs.
+        for (const tier of verifyRestores === 'always' ? (['host', 'disk'] as const) : (['host'] as const)) {
+          console.log(`${`${tokens} tokens (${((tokens * bytesPerToken(LLAMA.shape)) / MiB).toFixed(0)} MiB)`.padEnd(24)} ${tier.padEnd(6)} ${await resumeFigures(agent, tier)}`);
+        }
+        await agent.release();
+      }
+    }
+  } finally {
+    await agents.close();
+    worker.shutdown();
+    await running;
+    await connection.close();
+    await server.stop();
+    rmSync(tierDir, { recursive: true, force: true });
+  }
+}
+
+/** Median of REPEATS suspend -> resume round trips, as one line of the table. */
+async function resumeFigures(agent: AgentHandle, tier: 'host' | 'disk'): Promise<string> {
+  const samples: Array<{ total: number; restore: number; verify: number; verified: boolean }> = [];
+  for (let i = 0; i < REPEATS; i++) {
+    await agent.suspend(tier);
+    const started = performance.now();
+    const status = await agent.resume();
+    const total = performance.now() - started;
+    const { transferMs, verifyMs, verified } = status.lastRestore!;
+    samples.push({ total, restore: transferMs, verify: verifyMs, verified });
+  }
+  samples.sort((a, b) => a.total - b.total);
+  const m = samples[Math.floor(samples.length / 2)]!;
+  return `${(m.verified ? 'yes' : 'no').padEnd(10)} ${m.total.toFixed(0).padStart(8)} ms${''.padEnd(33)} ${m.restore.toFixed(0)} + ${m.verify.toFixed(0)} ms`;
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

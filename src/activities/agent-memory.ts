@@ -1,0 +1,288 @@
+// One worker's agent contexts: the tiered memory, the grants that say who may touch each context, and
+// the byte-level checks a workflow cannot do itself (appending a turn's KV, recomputing digests over
+// what a restore brought back). Activities are thin wrappers around this class; it knows nothing of
+// Temporal, so the drain at shutdown and tests use it directly.
+import { FabricError } from '../fabric/errors';
+import type { BlockLayout, ModelShape } from '../fabric/types';
+import type { ColdStore } from '../tiers/cold';
+import type { TieredMemory } from '../tiers/tiered-memory';
+import { authorize, grantFor } from './capability';
+import { ContextDigest, type DigestState } from './context-digest';
+import type { GrantStore } from './grant-store';
+import { syntheticKv } from './synthetic-kv';
+import { tenantIdOf } from './tenant-id';
+import type { ContextSnapshot, Tier } from './types';
+
+export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
+
+/** What the worker's metrics see; every method is optional work for the caller's bookkeeping only. */
+export interface MemoryObserver {
+  transferred(direction: TransferDirection, bytes: number): void;
+  denied(action: string): void;
+  evicted(from: Tier, to: Tier): void;
+}
+
+/**
+ * Verification reads the context in slices of about this size: bounded memory for any context length,
+ * and small enough that each read's buffer is cheap to allocate (32 MiB slices read 3x slower here).
+ */
+const VERIFY_SLICE_BYTES = 8 * 1024 * 1024;
+const TIER_DEPTH: Record<Tier, number> = { device: 0, host: 1, disk: 2 };
+
+export class AgentMemory {
+  /** Residency after this worker's own last move of each context: anything deeper since is an eviction. */
+  private readonly placed = new Map<string, Tier>();
+  /** Tokens verified so far by the running verification of each context (heartbeat progress). */
+  private readonly verifying = new Map<string, number>();
+
+  readonly tiers: TieredMemory;
+  readonly layout: BlockLayout;
+  private readonly grants: GrantStore;
+  private readonly cold: Pick<ColdStore, 'readManifest'>;
+  private readonly observer: MemoryObserver | undefined;
+
+  constructor(options: {
+    tiers: TieredMemory;
+    layout: BlockLayout;
+    grants: GrantStore;
+    /** The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything. */
+    cold: Pick<ColdStore, 'readManifest'>;
+    observer?: MemoryObserver;
+  }) {
+    this.tiers = options.tiers;
+    this.layout = options.layout;
+    this.grants = options.grants;
+    this.cold = options.cold;
+    this.observer = options.observer;
+  }
+
+  // ---- who may touch what ----
+
+  /** Throws PERMISSION_DENIED for a wrong capability or tenant, STALE_HANDLE for a context nobody granted. */
+  async admit(contextId: string, tenant: string, capability: string, action: string): Promise<void> {
+    const grant = await this.grants.get(contextId);
+    if (!grant) throw new FabricError('STALE_HANDLE', `no context ${contextId}`);
+    try {
+      authorize(grant, tenant, capability, action);
+    } catch (err) {
+      this.observer?.denied(action);
+      throw err;
+    }
+  }
+
+  /** STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
+  requireHeld(contextId: string): void {
+    if (!this.tiers.has(contextId)) throw new FabricError('STALE_HANDLE', `context ${contextId} is not held by this worker`);
+  }
+
+  holds(contextId: string): boolean {
+    return this.tiers.has(contextId);
+  }
+
+  checkShape(shape: ModelShape, tokensPerBlock: number): void {
+    const bytesPerToken = shape.layers * 2 * shape.kvHeads * shape.headDim * shape.dtypeBytes;
+    if (bytesPerToken !== this.layout.bytesPerToken || tokensPerBlock !== this.layout.tokensPerBlock) {
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; ` +
+          `this worker's pool has ${this.layout.bytesPerToken} and ${this.layout.tokensPerBlock}`,
+      );
+    }
+  }
+
+  // ---- lifecycle ----
+
+  /** Creates the context and its grant. A context of that id granted to another capability is denied. */
+  async create(contextId: string, tenant: string, capability: string, checkpoint: boolean): Promise<void> {
+    const existing = await this.grants.get(contextId);
+    if (existing) await this.admit(contextId, tenant, capability, 'allocate');
+    if (this.tiers.has(contextId)) return; // an earlier attempt created it here
+    await this.grants.put(grantFor(contextId, tenant, capability));
+    this.tiers.create(contextId, tenantIdOf(tenant));
+    this.placed.set(contextId, 'device');
+    if (checkpoint) await this.tiers.checkpoint(contextId);
+  }
+
+  /** Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's. */
+  async recover(contextId: string, tenant: string): Promise<void> {
+    if (this.tiers.has(contextId)) return;
+    try {
+      // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not.
+      await this.cold.readManifest(contextId, { expectedTenant: tenantIdOf(tenant) });
+    } catch (err) {
+      if (err instanceof FabricError && err.code === 'PERMISSION_DENIED') this.observer?.denied('recover');
+      throw err;
+    }
+    await this.tiers.recover(contextId);
+    this.placed.set(contextId, 'disk');
+    this.observer?.transferred('recover', 0);
+  }
+
+  async share(parentId: string, childId: string, tenant: string, childCapability: string, checkpoint: boolean): Promise<void> {
+    const existing = await this.grants.get(childId);
+    if (existing) {
+      // Ours only if made for this very child capability (a retry whose record was lost with its worker).
+      try {
+        authorize(existing, tenant, childCapability, 'fork');
+      } catch {
+        throw new FabricError('INVALID_ARGUMENT', `context ${childId} already exists`);
+      }
+    } else {
+      await this.grants.put(grantFor(childId, tenant, childCapability));
+    }
+    if (!this.tiers.has(childId)) await this.tiers.fork(parentId, childId);
+    this.placed.set(childId, this.tiers.residency(childId));
+    if (checkpoint) await this.tiers.checkpoint(childId);
+  }
+
+  async release(contextId: string): Promise<number> {
+    const tokens = this.tiers.contextStats(contextId).tokens;
+    await this.tiers.release(contextId);
+    await this.grants.delete(contextId);
+    this.placed.delete(contextId);
+    return tokens;
+  }
+
+  // ---- turns ----
+
+  /**
+   * Appends the turn's KV bytes unless the context already ends with them (an attempt on a lost worker
+   * applied them before its durable copy was written), and returns the digest after the turn.
+   */
+  async appendTurn(contextId: string, turn: number, tokens: number, before: DigestState): Promise<{ digest: DigestState; alreadyApplied: boolean }> {
+    const { bytesPerToken } = this.layout;
+    const kv = syntheticKv(contextId, turn, tokens, bytesPerToken);
+    const held = this.tiers.contextStats(contextId).tokens;
+    let alreadyApplied = false;
+    if (held === before.tokens) {
+      await this.tiers.append(contextId, kv);
+      this.observer?.transferred('append', kv.byteLength);
+    } else if (held === before.tokens + tokens) {
+      alreadyApplied = true;
+    } else {
+      throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
+    }
+    // Re-read from the last whole digest chunk: the partly filled chunk before the turn, then the turn.
+    const tail = await this.tiers.read(contextId, before.chainedTokens, before.tokens + tokens - before.chainedTokens);
+    const split = (before.tokens - before.chainedTokens) * bytesPerToken;
+    const digest = ContextDigest.resume(before, bytesPerToken).update(tail.subarray(0, split));
+    if (digest.finish().value !== before.value) {
+      throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before turn ${turn}`);
+    }
+    const appended = tail.subarray(split);
+    if (alreadyApplied && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
+      throw new FabricError('INTEGRITY', `context ${contextId} ends with bytes that are not turn ${turn}`);
+    }
+    this.placed.set(contextId, 'device');
+    return { digest: digest.update(appended).finish(), alreadyApplied };
+  }
+
+  // ---- tiers ----
+
+  async offload(contextId: string, tier: 'host' | 'disk'): Promise<number> {
+    const before = this.tiers.contextStats(contextId);
+    await this.tiers.offload(contextId, tier);
+    const after = this.tiers.contextStats(contextId);
+    const moved = tier === 'host' ? before.devicePages - after.devicePages : after.diskOnlyPages - before.diskOnlyPages;
+    const bytes = Math.max(0, moved) * this.layout.blockBytes;
+    this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
+    this.placed.set(contextId, this.tiers.residency(contextId));
+    return bytes;
+  }
+
+  async restore(contextId: string): Promise<number> {
+    const before = this.tiers.contextStats(contextId);
+    await this.tiers.restore(contextId);
+    const bytes = Math.max(0, this.tiers.contextStats(contextId).devicePages - before.devicePages) * this.layout.blockBytes;
+    this.observer?.transferred('to-device', bytes);
+    this.placed.set(contextId, 'device');
+    return bytes;
+  }
+
+  async checkpoint(contextId: string): Promise<void> {
+    await this.tiers.checkpoint(contextId);
+  }
+
+  /**
+   * Recomputes the digest over every token of the context. The first `expected.tokens` must digest to
+   * `expected.value`; INTEGRITY otherwise. Returns the digest of the whole context.
+   */
+  async verify(contextId: string, expected: DigestState): Promise<DigestState> {
+    const { bytesPerToken } = this.layout;
+    const total = this.tiers.contextStats(contextId).tokens;
+    if (total < expected.tokens) {
+      throw new FabricError('INTEGRITY', `context ${contextId} came back with ${total} tokens; the workflow recorded ${expected.tokens}`);
+    }
+    const slice = Math.max(1, Math.floor(VERIFY_SLICE_BYTES / bytesPerToken));
+    const digest = ContextDigest.fresh(bytesPerToken);
+    const check = (): void => {
+      if (digest.finish().value !== expected.value) {
+        throw new FabricError('INTEGRITY', `context ${contextId}: the restored bytes do not match the digest its workflow recorded`);
+      }
+    };
+    // Slice ends, with one at the recorded length so the prefix is checked exactly there.
+    const ends: number[] = [];
+    for (let at = 0; at < total; ) {
+      at = Math.min(at + slice, at < expected.tokens ? expected.tokens : total);
+      ends.push(at);
+    }
+    const readSlice = (i: number): Promise<Uint8Array> | undefined => {
+      const start = i === 0 ? 0 : ends[i - 1]!;
+      return i < ends.length ? this.tiers.read(contextId, start, ends[i]! - start) : undefined;
+    };
+    this.verifying.set(contextId, 0);
+    let next: Promise<Uint8Array> | undefined;
+    try {
+      if (expected.tokens === 0) check();
+      // The next slice is read (on the thread pool) while this one is hashed.
+      next = readSlice(0);
+      for (let i = 0; next; i++) {
+        const bytes = await next;
+        next = readSlice(i + 1);
+        digest.update(bytes);
+        this.verifying.set(contextId, ends[i]!);
+        if (ends[i] === expected.tokens) check();
+      }
+      return digest.finish();
+    } finally {
+      next?.catch(() => undefined); // a read still in flight when a check failed
+      this.verifying.delete(contextId);
+    }
+  }
+
+  verifiedTokens(contextId: string): number {
+    return this.verifying.get(contextId) ?? 0;
+  }
+
+  pin(contextId: string): void {
+    this.tiers.pin(contextId);
+  }
+
+  unpin(contextId: string): void {
+    this.tiers.unpin(contextId);
+  }
+
+  snapshot(contextId: string): ContextSnapshot {
+    const stats = this.tiers.contextStats(contextId);
+    return {
+      tier: this.tiers.residency(contextId),
+      tokens: stats.tokens,
+      blocks: stats.blocks,
+      sharedBlocks: stats.sharedBlocks,
+      pinned: stats.pinCount > 0,
+    };
+  }
+
+  /**
+   * Counts contexts the tier layer moved deeper on its own (LRU eviction under pressure) since this
+   * worker last placed them. The tier layer has no eviction callback, so this compares residencies.
+   */
+  noticeEvictions(): void {
+    for (const contextId of this.tiers.contextIds()) {
+      const now = this.tiers.residency(contextId);
+      const was = this.placed.get(contextId);
+      if (was !== undefined && TIER_DEPTH[now] > TIER_DEPTH[was]) this.observer?.evicted(was, now);
+      this.placed.set(contextId, now);
+    }
+  }
+}

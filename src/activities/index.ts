@@ -1,0 +1,181 @@
+// The activities a GPU worker runs for agent workflows. Placement activities run on the shared task
+// queue: whichever worker takes one holds the context afterwards and answers with its own
+// worker-specific queue. Context activities run on that queue. Every call is checked against the
+// context's grant, applied at most once per operation id, and reports FabricErrors by code.
+import { log } from '@temporalio/activity';
+
+import type { AgentMemory } from './agent-memory';
+import { withFailureCodes } from './failures';
+import { withHeartbeat, type Progress } from './heartbeat';
+import { OperationJournal } from './operation-journal';
+import { emptyDigest } from './context-digest';
+import type {
+  AllocateRequest,
+  Allocation,
+  ContextActivities,
+  ContextRequest,
+  ContextSnapshot,
+  OffloadRequest,
+  Placement,
+  PlacementActivities,
+  RecoverRequest,
+  ReleaseResult,
+  RestoreRequest,
+  RestoreResult,
+  ShareRequest,
+  ShareResult,
+  TransferResult,
+  TurnRequest,
+  TurnResult,
+} from './types';
+
+export type * from './types';
+export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
+export { GrantStore } from './grant-store';
+export { OperationJournal } from './operation-journal';
+
+export interface ActivityHooks {
+  /**
+   * Runs after an operation is applied and recorded, before its result goes back. Tests throw here once
+   * to make Temporal retry an activity whose side effect already happened.
+   */
+  afterApplied?(activity: string, request: ContextRequest): void;
+}
+
+interface Operation {
+  activity: string;
+  /** The action named in a denial. */
+  action: string;
+  /** Whether the context must already be held by this worker. */
+  held: boolean;
+}
+
+export function createActivities(options: {
+  memory: AgentMemory;
+  /** This worker's own task queue, returned by placement activities. */
+  holder: string;
+  journal?: OperationJournal;
+  hooks?: ActivityHooks;
+}): { placement: PlacementActivities; context: ContextActivities } {
+  const { memory, holder, hooks } = options;
+  const journal = options.journal ?? new OperationJournal();
+
+  /**
+   * Admission, at-most-once application with heartbeats, then the after-applied hook. `progress` names
+   * the phase a long call is in; the heartbeat reports it.
+   */
+  function operate<T>(op: Operation, request: ContextRequest, apply: () => Promise<T>, progress: () => Progress = () => ({ phase: op.activity })): Promise<T> {
+    return withFailureCodes(async () => {
+      // A recorded operation answers from the journal: a retried release must not need its deleted grant.
+      if (!journal.has(request.agentId, request.operationId)) {
+        await memory.admit(request.agentId, request.tenant, request.capability, op.action);
+        if (op.held) memory.requireHeld(request.agentId);
+      }
+      const result = await journal.run(request.agentId, request.operationId, () => withHeartbeat(progress, apply));
+      memory.noticeEvictions();
+      hooks?.afterApplied?.(op.activity, request);
+      return result;
+    });
+  }
+
+  const placement: PlacementActivities = {
+    allocate(request: AllocateRequest): Promise<Allocation> {
+      return withFailureCodes(async () => {
+        memory.checkShape(request.shape, request.tokensPerBlock);
+        // No admission: the grant is made here (memory.create refuses an id granted to someone else).
+        const result = await journal.run(request.agentId, request.operationId, async () => {
+          await memory.create(request.agentId, request.tenant, request.capability, request.checkpoint);
+          log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
+          return { holder, ...memory.snapshot(request.agentId), digest: emptyDigest() };
+        });
+        hooks?.afterApplied?.('allocate', request);
+        return result;
+      });
+    },
+
+    recover(request: RecoverRequest): Promise<Placement> {
+      return operate({ activity: 'recover', action: 'recover', held: false }, request, async () => {
+        await memory.recover(request.agentId, request.tenant);
+        log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
+        return { holder, ...memory.snapshot(request.agentId) };
+      });
+    },
+  };
+
+  const context: ContextActivities = {
+    appendTurn(request: TurnRequest): Promise<TurnResult> {
+      let phase = 'append';
+      const progress = () => ({ phase, turn: request.turn, tokens: request.tokens });
+      return operate({ activity: 'appendTurn', action: 'append', held: true }, request, async () => {
+        const [{ digest, alreadyApplied }, appendMs] = await timed(async () => {
+          const applied = await memory.appendTurn(request.agentId, request.turn, request.tokens, request.before);
+          phase = 'checkpoint';
+          if (request.checkpoint) await memory.checkpoint(request.agentId);
+          return applied;
+        });
+        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied };
+      }, progress);
+    },
+
+    pin(request: ContextRequest): Promise<ContextSnapshot> {
+      return operate({ activity: 'pin', action: 'pin', held: true }, request, async () => {
+        memory.pin(request.agentId);
+        return memory.snapshot(request.agentId);
+      });
+    },
+
+    unpin(request: ContextRequest): Promise<ContextSnapshot> {
+      return operate({ activity: 'unpin', action: 'unpin', held: true }, request, async () => {
+        memory.unpin(request.agentId);
+        return memory.snapshot(request.agentId);
+      });
+    },
+
+    share(request: ShareRequest): Promise<ShareResult> {
+      return operate({ activity: 'share', action: 'fork', held: true }, request, async () => {
+        await memory.share(request.agentId, request.childId, request.tenant, request.childCapability, request.checkpoint);
+        return { parent: memory.snapshot(request.agentId), child: memory.snapshot(request.childId) };
+      });
+    },
+
+    offload(request: OffloadRequest): Promise<TransferResult> {
+      const progress = () => ({ phase: `offload to ${request.tier}` });
+      return operate({ activity: 'offload', action: 'offload', held: true }, request, async () => {
+        const [bytes, transferMs] = await timed(() => memory.offload(request.agentId, request.tier));
+        return { ...memory.snapshot(request.agentId), bytes, transferMs };
+      }, progress);
+    },
+
+    restore(request: RestoreRequest): Promise<RestoreResult> {
+      let phase = 'restore';
+      const progress = () => ({ phase, tokens: request.expected.tokens, verifiedTokens: memory.verifiedTokens(request.agentId) });
+      return operate({ activity: 'restore', action: 'restore', held: true }, request, async () => {
+        const [bytes, transferMs] = await timed(() => memory.restore(request.agentId));
+        const snapshot = memory.snapshot(request.agentId);
+        if (!request.verify && snapshot.tokens === request.expected.tokens) {
+          return { ...snapshot, bytes, transferMs, digest: request.expected, verified: false, verifyMs: 0 };
+        }
+        phase = 'verify';
+        const [digest, verifyMs] = await timed(() => memory.verify(request.agentId, request.expected));
+        return { ...snapshot, bytes, transferMs, digest, verified: true, verifyMs };
+      }, progress);
+    },
+
+    release(request: ContextRequest): Promise<ReleaseResult> {
+      return operate({ activity: 'release', action: 'release', held: true }, request, async () => {
+        const releasedTokens = await memory.release(request.agentId);
+        log.info('context released', { agentId: request.agentId });
+        return { releasedTokens };
+      });
+    },
+  };
+
+  return { placement, context };
+}
+
+/** Runs `work` and measures it, in milliseconds to two decimals. */
+async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
+  const started = performance.now();
+  const value = await work();
+  return [value, Math.round((performance.now() - started) * 100) / 100];
+}

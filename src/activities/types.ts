@@ -1,0 +1,126 @@
+// The activities' contract with the workflow. Workflows import this file with `import type` only, so
+// nothing native reaches the workflow bundle. No field ever carries KV bytes: only counts, digests and
+// the task queue of the worker that holds a context.
+import type { ModelShape } from '../fabric/types';
+import type { DigestState } from './context-digest';
+
+export type { DigestState } from './context-digest';
+
+/** Where a context's pages are, as the tier layer reports it. */
+export type Tier = 'device' | 'host' | 'disk';
+
+/** Every call names the context (the agent id), its tenant, the caller's capability and an operation id. */
+export interface ContextRequest {
+  agentId: string;
+  tenant: string;
+  /** Opaque until the security issue lands; checked by the worker, never logged. */
+  capability: string;
+  /** Unique per call within the agent (the workflow's operation counter): a retry carries the same id. */
+  operationId: string;
+}
+
+export interface ContextSnapshot {
+  tier: Tier;
+  tokens: number;
+  blocks: number;
+  /** Blocks shared with forks (copy-on-write). */
+  sharedBlocks: number;
+  pinned: boolean;
+}
+
+/** A context and the worker-specific task queue of the worker that now holds it. */
+export interface Placement extends ContextSnapshot {
+  holder: string;
+}
+
+export interface AllocateRequest extends ContextRequest {
+  shape: ModelShape;
+  tokensPerBlock: number;
+  /** Write an (empty) durable copy at once, so the context survives its worker from the start. */
+  checkpoint: boolean;
+}
+
+/** A new context: its placement and the digest of its (empty) contents. */
+export interface Allocation extends Placement {
+  digest: DigestState;
+}
+
+export type RecoverRequest = ContextRequest;
+
+export interface TurnRequest extends ContextRequest {
+  /** The agent's own turn number: with the agent id, it determines the turn's KV bytes. */
+  turn: number;
+  tokens: number;
+  /** The context's digest before this turn (the workflow's record). */
+  before: DigestState;
+  /** Write the durable copy after appending (the workflow's durability policy). */
+  checkpoint: boolean;
+}
+
+export interface TurnResult extends ContextSnapshot {
+  digest: DigestState;
+  appendMs: number;
+  /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
+  alreadyApplied: boolean;
+}
+
+export interface ShareRequest extends ContextRequest {
+  childId: string;
+  childCapability: string;
+  checkpoint: boolean;
+}
+
+export interface ShareResult {
+  parent: ContextSnapshot;
+  child: ContextSnapshot;
+}
+
+export interface OffloadRequest extends ContextRequest {
+  tier: 'host' | 'disk';
+}
+
+export interface TransferResult extends ContextSnapshot {
+  /** Bytes moved between tiers by this call. */
+  bytes: number;
+  transferMs: number;
+}
+
+export interface RestoreRequest extends ContextRequest {
+  /** The context must begin with exactly these bytes; it may be longer only by a turn in flight. */
+  expected: DigestState;
+  /**
+   * Recompute the digest over every byte. Without it only the token count is checked (the cold tier
+   * authenticates every block it reads anyway); a context longer than expected is always verified.
+   */
+  verify: boolean;
+}
+
+export interface RestoreResult extends TransferResult {
+  /** Digest recomputed over every byte that came back (the expected one when not verified). */
+  digest: DigestState;
+  verified: boolean;
+  verifyMs: number;
+}
+
+export interface ReleaseResult {
+  releasedTokens: number;
+}
+
+/** Run on the shared task queue: whichever worker takes the call holds the context afterwards. */
+export interface PlacementActivities {
+  allocate(request: AllocateRequest): Promise<Allocation>;
+  /** Adopts a context from the cold tier (its worker is gone). */
+  recover(request: RecoverRequest): Promise<Placement>;
+}
+
+/** Run on the holder's worker-specific task queue. */
+export interface ContextActivities {
+  appendTurn(request: TurnRequest): Promise<TurnResult>;
+  pin(request: ContextRequest): Promise<ContextSnapshot>;
+  unpin(request: ContextRequest): Promise<ContextSnapshot>;
+  /** Fork: the child context shares the parent's blocks (copy-on-write) on the same worker. */
+  share(request: ShareRequest): Promise<ShareResult>;
+  offload(request: OffloadRequest): Promise<TransferResult>;
+  restore(request: RestoreRequest): Promise<RestoreResult>;
+  release(request: ContextRequest): Promise<ReleaseResult>;
+}

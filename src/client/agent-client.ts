@@ -1,0 +1,248 @@
+// The client library: start agents, drive them through updates, read their status and find them by
+// search attributes. Failures come back as FabricErrors with the worker's stable codes
+// (PERMISSION_DENIED for a wrong capability, INTEGRITY for bytes that did not verify, ...).
+import { randomBytes } from 'node:crypto';
+
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
+
+import { tenantIdOf } from '../activities/tenant-id';
+import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
+import { initialState, memoOf, searchAttributesOf } from '../workflows/agent-state';
+import type { agentWorkflow } from '../workflows/agent';
+import {
+  AGENT_WORKFLOW_TYPE,
+  DEFAULT_AGENT_CONFIG,
+  agentWorkflowId,
+  forkUpdate,
+  pinUpdate,
+  releaseUpdate,
+  resumeUpdate,
+  statusQuery,
+  suspendUpdate,
+  turnUpdate,
+  unpinUpdate,
+  type AgentConfig,
+  type AgentInput,
+  type AgentModel,
+  type AgentStatus,
+} from '../workflows/definitions';
+import { modelNamed } from '../workflows/models';
+import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
+import type { TemporalSettings } from './temporal-settings';
+
+export interface AgentConfigOverrides {
+  timers?: Partial<AgentConfig['timers']>;
+  timeouts?: Partial<AgentConfig['timeouts']>;
+  durability?: AgentConfig['durability'];
+  verifyRestores?: AgentConfig['verifyRestores'];
+  maxTurnTokens?: number;
+}
+
+export interface StartAgentOptions {
+  agentId: string;
+  tenant: string;
+  /** A catalog name (see workflows/models.ts) or a model (default llama-3-8b). */
+  model?: string | AgentModel;
+  config?: AgentConfigOverrides;
+  /** The agent's capability; a fresh random one when absent. Keep it: every later call needs it. */
+  capability?: string;
+}
+
+export interface AgentListing {
+  agentId: string;
+  tenant: string;
+  phase?: string;
+  tier?: string;
+  tokens?: number;
+  blocks?: number;
+  /** The workflow's status: RUNNING, COMPLETED, ... */
+  status: string;
+  workflowId: string;
+}
+
+export interface ListFilter {
+  tenant?: string;
+  tier?: string;
+  phase?: string;
+  /** Released agents too (default: running ones only). */
+  includeClosed?: boolean;
+  limit?: number;
+}
+
+/** Agent ids name workflows, cold-tier files and metrics: a conservative alphabet (the fork validator's). */
+const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+export function newCapability(): string {
+  return randomBytes(24).toString('base64url');
+}
+
+export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
+  return {
+    timers: { ...DEFAULT_AGENT_CONFIG.timers, ...overrides.timers },
+    timeouts: { ...DEFAULT_AGENT_CONFIG.timeouts, ...overrides.timeouts },
+    durability: overrides.durability ?? DEFAULT_AGENT_CONFIG.durability,
+    verifyRestores: overrides.verifyRestores ?? DEFAULT_AGENT_CONFIG.verifyRestores,
+    maxTurnTokens: overrides.maxTurnTokens ?? DEFAULT_AGENT_CONFIG.maxTurnTokens,
+  };
+}
+
+export class AgentClient {
+  constructor(
+    readonly client: Client,
+    /** The shared task queue the GPU workers poll. */
+    readonly taskQueue: string,
+    readonly connection?: Connection,
+  ) {}
+
+  static async connect(settings: TemporalSettings, taskQueue = 'kvfabric'): Promise<AgentClient> {
+    const connection = await Connection.connect({ address: settings.address, ...(settings.tls ? { tls: settings.tls } : {}) });
+    return new AgentClient(new Client({ connection, namespace: settings.namespace }), taskQueue, connection);
+  }
+
+  async start(options: StartAgentOptions): Promise<AgentHandle> {
+    if (typeof options.agentId !== 'string' || !AGENT_ID.test(options.agentId)) {
+      throw new FabricError('INVALID_ARGUMENT', 'agent id must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
+    }
+    tenantIdOf(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
+    const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'llama-3-8b');
+    const capability = options.capability ?? newCapability();
+    const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability, model, config: agentConfig(options.config) };
+    try {
+      await this.client.workflow.start<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
+        workflowId: agentWorkflowId(options.agentId),
+        taskQueue: this.taskQueue,
+        args: [input],
+        memo: memoOf(input),
+        typedSearchAttributes: searchAttributesOf(input, initialState(input)),
+      });
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) throw new FabricError('INVALID_ARGUMENT', `agent ${options.agentId} already exists`);
+      throw err;
+    }
+    return this.agent(options.agentId, capability);
+  }
+
+  /** A handle on an existing agent, acting with `capability`. */
+  agent(agentId: string, capability: string): AgentHandle {
+    return new AgentHandle(this, agentId, capability);
+  }
+
+  async status(agentId: string): Promise<AgentStatus> {
+    return translated(agentId, () => this.workflow(agentId).query(statusQuery));
+  }
+
+  async list(filter: ListFilter = {}): Promise<AgentListing[]> {
+    const clauses = [`WorkflowType = '${AGENT_WORKFLOW_TYPE}'`];
+    if (!filter.includeClosed) clauses.push(`ExecutionStatus = 'Running'`);
+    if (filter.tenant) clauses.push(`${KvTenant.name} = ${quote(filter.tenant)}`);
+    if (filter.tier) clauses.push(`${KvTier.name} = ${quote(filter.tier)}`);
+    if (filter.phase) clauses.push(`${KvPhase.name} = ${quote(filter.phase)}`);
+    const listings: AgentListing[] = [];
+    for await (const execution of this.client.workflow.list({ query: clauses.join(' AND ') })) {
+      const attributes = execution.typedSearchAttributes;
+      listings.push({
+        agentId: attributes.get(KvAgentId) ?? execution.workflowId,
+        tenant: attributes.get(KvTenant) ?? '',
+        ...optional('phase', attributes.get(KvPhase)),
+        ...optional('tier', attributes.get(KvTier)),
+        ...optional('tokens', attributes.get(KvTokens)),
+        ...optional('blocks', attributes.get(KvBlocks)),
+        status: execution.status.name,
+        workflowId: execution.workflowId,
+      });
+      if (filter.limit !== undefined && listings.length >= filter.limit) break;
+    }
+    return listings;
+  }
+
+  workflow(agentId: string): WorkflowHandle<typeof agentWorkflow> {
+    return this.client.workflow.getHandle<typeof agentWorkflow>(agentWorkflowId(agentId));
+  }
+
+  async close(): Promise<void> {
+    await this.connection?.close();
+  }
+}
+
+/** One agent, as seen by a caller holding a capability. */
+export class AgentHandle {
+  constructor(
+    private readonly agents: AgentClient,
+    readonly agentId: string,
+    /** Secret: never print it. */
+    readonly capability: string,
+  ) {}
+
+  turn(tokens: number): Promise<AgentStatus> {
+    return this.update(turnUpdate, { capability: this.capability, tokens });
+  }
+
+  suspend(tier: 'host' | 'disk' = 'disk'): Promise<AgentStatus> {
+    return this.update(suspendUpdate, { capability: this.capability, tier });
+  }
+
+  resume(): Promise<AgentStatus> {
+    return this.update(resumeUpdate, { capability: this.capability });
+  }
+
+  /** Forks a child agent sharing this agent's blocks; the child gets its own capability. */
+  async fork(childId: string, childCapability = newCapability()): Promise<{ child: AgentHandle; status: AgentStatus }> {
+    const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability });
+    return { child: this.agents.agent(childId, childCapability), status: outcome.child };
+  }
+
+  pin(): Promise<AgentStatus> {
+    return this.update(pinUpdate, { capability: this.capability });
+  }
+
+  unpin(): Promise<AgentStatus> {
+    return this.update(unpinUpdate, { capability: this.capability });
+  }
+
+  release(): Promise<AgentStatus> {
+    return this.update(releaseUpdate, { capability: this.capability });
+  }
+
+  status(): Promise<AgentStatus> {
+    return this.agents.status(this.agentId);
+  }
+
+  private update<R, A>(definition: UpdateDefinition<R, [A]>, args: A): Promise<R> {
+    return translated(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args] }));
+  }
+}
+
+/** Update and query failures as FabricErrors with the code the worker or the workflow chose. */
+async function translated<T>(agentId: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+      throw new FabricError(asCode(err.cause.type), err.cause.message);
+    }
+    // A released agent's workflow has completed; the server answers updates to it with "not found" too.
+    if (err instanceof Error && /already completed/i.test(err.message)) throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
+    if (err instanceof WorkflowNotFoundError) throw new FabricError('STALE_HANDLE', `no agent ${agentId}`);
+    throw err;
+  }
+}
+
+function asCode(type: string | undefined | null): ErrorCode {
+  return (ERROR_CODES as readonly string[]).includes(type ?? '') ? (type as ErrorCode) : 'UNAVAILABLE';
+}
+
+function quote(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, V>);
+}

@@ -1,0 +1,116 @@
+// The embedded Temporal server of the demo and the tests: `temporal server start-dev` on free ports,
+// with the agents' search attributes registered, an optional SQLite file (history survives restarts,
+// so the UI can show a finished demo later) and optional dynamic config (tests lower the
+// continue-as-new suggestion threshold with it).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, closeSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+import { Connection } from '@temporalio/client';
+
+import { AGENT_SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
+import { findTemporalCli } from './temporal-cli';
+
+export interface DevServerOptions {
+  /** The CLI binary (default: findTemporalCli()). */
+  cli?: string;
+  /** SQLite file for persistence; in memory when absent. */
+  dbFile?: string;
+  /** Front-end gRPC port (default: a free one). */
+  port?: number;
+  /** Serve the Web UI, on this port (default: a free one) or not at all. */
+  ui?: boolean | { port: number };
+  searchAttributes?: ReadonlyArray<{ name: string; type: string }>;
+  /** Dynamic config values, e.g. { 'limit.historyCount.suggestContinueAsNew': 60 }. */
+  dynamicConfig?: Record<string, string | number | boolean>;
+  /** Server output goes here (default: discarded). */
+  logFile?: string;
+  readyTimeoutMs?: number;
+}
+
+export interface DevServer {
+  address: string;
+  namespace: string;
+  uiUrl?: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  const cli = options.cli ?? findTemporalCli();
+  const port = options.port ?? (await freePort());
+  const uiPort = options.ui === undefined || options.ui === false ? undefined : options.ui === true ? await freePort() : options.ui.port;
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'warn'];
+  if (uiPort === undefined) args.push('--headless');
+  else args.push('--ui-port', String(uiPort));
+  if (options.dbFile) args.push('--db-filename', options.dbFile);
+  for (const { name, type } of options.searchAttributes ?? AGENT_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=${type}`);
+  for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+
+  const log = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
+  const child = spawn(cli, args, { stdio: ['ignore', log, log] });
+  if (typeof log === 'number') closeSync(log);
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const address = `127.0.0.1:${port}`;
+  try {
+    await waitUntilServing(child, address, options.readyTimeoutMs ?? 60_000);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    address,
+    namespace: 'default',
+    ...(uiPort !== undefined ? { uiUrl: `http://localhost:${uiPort}` } : {}),
+    pid: child.pid!,
+    async stop(): Promise<void> {
+      process.removeListener('exit', killOnExit);
+      await stopProcess(child);
+    },
+  };
+}
+
+async function waitUntilServing(child: ChildProcess, address: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => (exited = `the dev server exited (${signal ?? code}) before serving`));
+  child.once('error', (err) => (exited = `the dev server did not start: ${err.message}`));
+  for (;;) {
+    if (exited) throw new Error(exited);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace: 'default' });
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`the dev server at ${address} did not serve within ${timeoutMs} ms: ${String(err)}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,144 @@
+// The GPU worker's configuration, from flags first and environment variables second. Master keys come
+// only from the environment or a key file, never from flags (flags show in `ps`).
+import { hostname } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+
+import { temporalSettings, type TemporalSettings } from '../client/temporal-settings';
+import type { AgentModel } from '../workflows/definitions';
+import { modelNamed } from '../workflows/models';
+
+export type Backend = 'auto' | 'cpu' | 'cuda';
+
+export interface MasterKeySetting {
+  id: string;
+  key: Buffer;
+}
+
+export interface WorkerConfig {
+  temporal: TemporalSettings;
+  /** The shared queue: agent workflows and placement activities. */
+  taskQueue: string;
+  /** Unique per process start; names this worker's own queue `${taskQueue}@${workerId}`. */
+  workerId: string;
+  /** Whether this worker also runs agent workflows (GPU workers may leave them to others). */
+  workflows: boolean;
+  backend: Backend;
+  model: AgentModel;
+  deviceBlocks: number;
+  hostBlocks: number;
+  /** Shared by every worker: the cold tier (`cold/`) and grants (`grants/`). */
+  tierDir: string;
+  keys: MasterKeySetting[];
+  activeKeyId: string;
+  /** host:port of the Prometheus endpoint (SDK and kvfabric metrics); none when absent. */
+  metricsAddress?: string;
+  maxConcurrentActivities: number;
+  /** How long shutdown waits for running activities before the drain. */
+  shutdownGraceMs: number;
+}
+
+export const WORKER_USAGE = `Usage: kvfabric-worker [options]
+
+Temporal:   --address host:port (TEMPORAL_ADDRESS, default localhost:7233)
+            --namespace name (TEMPORAL_NAMESPACE, default "default")
+            --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name (TEMPORAL_TLS*)
+Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
+            --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random)
+            --no-workflows      run memory activities only
+Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto)
+            --model llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL, default llama-3-8b)
+            --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
+            --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
+            --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
+Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRIC_KEY_FILE; one id=base64 per line)
+            --active-key id (KVFABRIC_ACTIVE_KEY, default the first key)
+Operations: --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
+            --shutdown-grace-ms n (default 30000)`;
+
+export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      address: { type: 'string' },
+      namespace: { type: 'string' },
+      tls: { type: 'boolean' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-server-name': { type: 'string' },
+      'task-queue': { type: 'string' },
+      'worker-id': { type: 'string' },
+      'no-workflows': { type: 'boolean' },
+      backend: { type: 'string' },
+      model: { type: 'string' },
+      'device-blocks': { type: 'string' },
+      'host-blocks': { type: 'string' },
+      'tier-dir': { type: 'string' },
+      'key-file': { type: 'string' },
+      'active-key': { type: 'string' },
+      metrics: { type: 'string' },
+      'max-concurrent-activities': { type: 'string' },
+      'shutdown-grace-ms': { type: 'string' },
+    },
+  });
+  const backend = values.backend ?? env.KVFABRIC_BACKEND ?? 'auto';
+  if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda') throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
+  const tierDir = values['tier-dir'] ?? env.KVFABRIC_TIER_DIR;
+  if (!tierDir) throw new Error('--tier-dir (or KVFABRIC_TIER_DIR) is required: the directory all workers share for the cold tier');
+  const keys = parseKeys(env.KVFABRIC_KEYS, values['key-file'] ?? env.KVFABRIC_KEY_FILE);
+  const activeKeyId = values['active-key'] ?? env.KVFABRIC_ACTIVE_KEY ?? keys[0]!.id;
+  if (!keys.some((k) => k.id === activeKeyId)) throw new Error(`active key '${activeKeyId}' is not among the keys given`);
+  const metricsAddress = values.metrics ?? env.KVFABRIC_METRICS;
+  return {
+    temporal: temporalSettings({
+      address: values.address,
+      namespace: values.namespace,
+      tls: values.tls,
+      tlsCert: values['tls-cert'],
+      tlsKey: values['tls-key'],
+      tlsCa: values['tls-ca'],
+      tlsServerName: values['tls-server-name'],
+    }, env),
+    taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
+    workerId: values['worker-id'] ?? env.KVFABRIC_WORKER_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
+    workflows: !values['no-workflows'],
+    backend,
+    model: modelNamed(values.model ?? env.KVFABRIC_MODEL ?? 'llama-3-8b'),
+    deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
+    hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
+    tierDir,
+    keys,
+    activeKeyId,
+    ...(metricsAddress ? { metricsAddress } : {}),
+    maxConcurrentActivities: positiveInteger('--max-concurrent-activities', values['max-concurrent-activities'] ?? '8'),
+    shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
+  };
+}
+
+function parseKeys(inline: string | undefined, file: string | undefined): MasterKeySetting[] {
+  const source = inline ?? (file ? readFileSync(file, 'utf8') : undefined);
+  if (!source) throw new Error('no master key: set KVFABRIC_KEYS="id=base64key" or --key-file');
+  const keys = source
+    .split(/[,\n]/)
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0 && !entry.startsWith('#'))
+    .map((entry, i) => {
+      const at = entry.indexOf('=');
+      if (at <= 0) throw new Error(`master key ${i + 1} must be id=base64`);
+      // Only the position is named in errors: the value is secret.
+      const key = Buffer.from(entry.slice(at + 1), 'base64');
+      if (key.length !== 32) throw new Error(`master key ${i + 1} ('${entry.slice(0, at)}') must be 32 bytes of base64`);
+      return { id: entry.slice(0, at), key };
+    });
+  if (keys.length === 0) throw new Error('no master key given');
+  return keys;
+}
+
+function positiveInteger(flag: string, text: string, zeroAllowed = false): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < (zeroAllowed ? 0 : 1)) throw new Error(`${flag} must be an integer >= ${zeroAllowed ? 0 : 1}, got '${text}'`);
+  return value;
+}

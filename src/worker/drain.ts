@@ -1,0 +1,25 @@
+// Graceful shutdown's last step: once the worker takes no more calls, every context it still holds in
+// memory is written to the cold tier (with its manifest) and dropped from device and host memory. The
+// agents' workflows find this worker's queue unserved at their next call and adopt their contexts from
+// disk on another worker, losing nothing.
+import type { AgentMemory } from '../activities/agent-memory';
+
+export interface DrainReport {
+  contexts: number;
+  bytes: number;
+  /** Contexts that could not be written (their last durable copy, if any, is what survives). */
+  failed: string[];
+}
+
+export async function drainToDisk(memory: AgentMemory): Promise<DrainReport> {
+  const report: DrainReport = { contexts: 0, bytes: 0, failed: [] };
+  for (const contextId of memory.tiers.contextIds()) {
+    try {
+      report.bytes += await memory.offload(contextId, 'disk');
+      report.contexts++;
+    } catch {
+      report.failed.push(contextId);
+    }
+  }
+  return report;
+}

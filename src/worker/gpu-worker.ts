@@ -1,0 +1,108 @@
+// A GPU worker: one allocator pool with its host and disk tiers, polled through two Temporal workers in
+// one process, as in Temporal's worker-specific-task-queues sample. The shared queue carries agent
+// workflows and placement activities (whoever takes an allocation holds the context); the worker's own
+// queue, `${taskQueue}@${workerId}`, carries every later call on the contexts it holds. Shutdown stops
+// both, then drains held contexts to the cold tier.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+
+import { AgentMemory, GrantStore, createActivities, type ActivityHooks } from '../activities';
+import { ColdStore, KeyRing } from '../tiers/cold';
+import { TieredMemory } from '../tiers/tiered-memory';
+import { createPool } from './backend';
+import type { WorkerConfig } from './config';
+import { drainToDisk, type DrainReport } from './drain';
+import { WorkerMetrics } from './metrics';
+
+export interface GpuWorkerOptions {
+  config: WorkerConfig;
+  /** Reuse a connection (tests run several workers in one process); otherwise one is opened from config. */
+  connection?: NativeConnection;
+  hooks?: ActivityHooks;
+}
+
+export interface GpuWorker {
+  /** This worker's own task queue. */
+  readonly holder: string;
+  readonly memory: AgentMemory;
+  /** Polls until shutdown, then drains held contexts to disk and frees everything. */
+  run(): Promise<DrainReport>;
+  shutdown(): void;
+}
+
+export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
+  const logger = Runtime.instance().logger;
+  const { pool, backend } = createPool(config.backend, {
+    shape: config.model.shape,
+    tokensPerBlock: config.model.tokensPerBlock,
+    blockCount: config.deviceBlocks,
+    hostBlockCount: config.hostBlocks,
+  });
+  const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
+  const grants = await GrantStore.open(join(config.tierDir, 'grants'));
+  const tiers = new TieredMemory({ pool, cold });
+  const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, cold, observer: metrics });
+  const holder = `${config.taskQueue}@${config.workerId}`;
+  const activities = createActivities({ memory, holder, ...(hooks ? { hooks } : {}) });
+
+  const ownConnection = connection === undefined;
+  const conn = connection ?? (await NativeConnection.connect({ address: config.temporal.address, ...(config.temporal.tls ? { tls: config.temporal.tls } : {}) }));
+  const common = {
+    connection: conn,
+    namespace: config.temporal.namespace,
+    maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
+    shutdownGraceTime: config.shutdownGraceMs,
+  };
+  const shared = await Worker.create({
+    ...common,
+    taskQueue: config.taskQueue,
+    activities: activities.placement,
+    ...(config.workflows ? { workflowsPath: workflowsPath() } : {}),
+  });
+  const own = await Worker.create({ ...common, taskQueue: holder, activities: activities.context });
+  function stopAll(): void {
+    for (const worker of [shared, own]) {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+    }
+  }
+
+  logger.info('kvfabric GPU worker ready', {
+    holder,
+    backend,
+    model: config.model.name,
+    deviceBlocks: config.deviceBlocks,
+    hostBlocks: config.hostBlocks,
+    workflows: config.workflows,
+  });
+
+  return {
+    holder,
+    memory,
+    async run(): Promise<DrainReport> {
+      metrics.start();
+      // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
+      const outcomes = await Promise.allSettled([shared, own].map((worker) => worker.run().finally(stopAll)));
+      metrics.stop();
+      const report = await drainToDisk(memory);
+      logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
+      await cold.close();
+      pool.close();
+      if (ownConnection) await conn.close();
+      const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (failure) throw failure.reason;
+      return report;
+    },
+    shutdown: stopAll,
+  };
+}
+
+/** The workflow bundle's entry, from TypeScript sources (tsx, vitest) or compiled JavaScript (dist). */
+export function workflowsPath(): string {
+  const base = join(__dirname, '..', 'workflows', 'index');
+  const found = ['.ts', '.js'].map((ext) => base + ext).find((path) => existsSync(path));
+  if (!found) throw new Error(`workflow sources not found at ${base}.ts or .js`);
+  return found;
+}

@@ -1,0 +1,74 @@
+// The worker's own Prometheus metrics, recorded through the Temporal runtime's meter so they are served
+// from the same /metrics endpoint as the SDK's (task slots, poll latencies, activity outcomes):
+//   kvfabric_pool_blocks{tier,state}        blocks per tier: device and host used/free, disk only-copy/copies
+//   kvfabric_contexts                        contexts this worker holds
+//   kvfabric_transfer_bytes{direction}       bytes appended and moved between tiers
+//   kvfabric_evictions{from,to}              contexts the tier layer demoted on its own under pressure
+//   kvfabric_denials{action}                 calls refused for a wrong capability or tenant
+import type { MetricCounter, MetricGauge, MetricMeter } from '@temporalio/common';
+
+import type { MemoryObserver, TransferDirection } from '../activities/agent-memory';
+import type { Tier } from '../activities/types';
+import type { TieredStats } from '../tiers/tiered-memory';
+
+const SAMPLE_EVERY_MS = 2000;
+
+export class WorkerMetrics implements MemoryObserver {
+  private readonly blocks: MetricGauge;
+  private readonly contexts: MetricGauge;
+  private readonly transfers: MetricCounter;
+  private readonly evictions: MetricCounter;
+  private readonly denials: MetricCounter;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    meter: MetricMeter,
+    private readonly stats: () => TieredStats,
+  ) {
+    this.blocks = meter.createGauge('kvfabric_pool_blocks', 'int', 'blocks', 'KV blocks per tier and state');
+    this.contexts = meter.createGauge('kvfabric_contexts', 'int', 'contexts', 'Agent contexts held by this worker');
+    this.transfers = meter.createCounter('kvfabric_transfer_bytes', 'bytes', 'KV bytes appended or moved between tiers');
+    this.evictions = meter.createCounter('kvfabric_evictions', 'contexts', 'Contexts demoted by the tier layer under memory pressure');
+    this.denials = meter.createCounter('kvfabric_denials', 'calls', 'Calls denied for a wrong capability or tenant');
+  }
+
+  transferred(direction: TransferDirection, bytes: number): void {
+    this.transfers.add(bytes, { direction });
+    this.sample();
+  }
+
+  denied(action: string): void {
+    this.denials.add(1, { action });
+  }
+
+  evicted(from: Tier, to: Tier): void {
+    this.evictions.add(1, { from, to });
+  }
+
+  /** Gauges between events too: background demotions change the tiers without a call. */
+  start(): void {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), SAMPLE_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  sample(): void {
+    let s: TieredStats;
+    try {
+      s = this.stats();
+    } catch {
+      return; // the pool is closed: shutting down
+    }
+    this.blocks.set(s.usedBlocks, { tier: 'device', state: 'used' });
+    this.blocks.set(s.freeBlocks, { tier: 'device', state: 'free' });
+    this.blocks.set(s.host.usedBlocks, { tier: 'host', state: 'used' });
+    this.blocks.set(s.host.freeBlocks, { tier: 'host', state: 'free' });
+    this.blocks.set(s.diskOnlyBlocks, { tier: 'disk', state: 'only-copy' });
+    this.blocks.set(s.disk.blockCopies, { tier: 'disk', state: 'copies' });
+    this.contexts.set(s.contexts);
+  }
+}

@@ -1,0 +1,427 @@
+// The agent workflow: one per agent, for the agent's whole life. It walks the lifecycle of lifecycle.ts,
+// decides which tier the context lives in and which worker holds it, and keeps only counts and digests:
+// no KV byte ever enters its history. Updates move the agent (turn, suspend, resume, fork, pin, unpin,
+// release); two timers demote an unused one (idle -> warm -> cold); continue-as-new carries the state
+// across when Temporal suggests it.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  ParentClosePolicy,
+  TimeoutFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  setHandler,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
+
+import type {
+  ContextActivities,
+  ContextRequest,
+  ContextSnapshot,
+  PlacementActivities,
+  Tier,
+} from '../activities/types';
+import {
+  forkUpdate,
+  pinUpdate,
+  releaseUpdate,
+  resumeUpdate,
+  statusQuery,
+  suspendUpdate,
+  turnUpdate,
+  unpinUpdate,
+  agentWorkflowId,
+  type AgentInput,
+  type AgentState,
+  type AgentStatus,
+  type Credentials,
+  type ForkArgs,
+  type ForkOutcome,
+  type SuspendArgs,
+  type TurnArgs,
+} from './definitions';
+import { initialState, memoOf, searchAttributesOf, statusOf } from './agent-state';
+import { LifecycleError, canTake, next, timerOf, type LifecycleEvent } from './lifecycle';
+import { OperationQueue } from './operation-queue';
+import { KvBlocks, KvPhase, KvTier, KvTokens } from './search-attributes';
+
+const TIER_DEPTH: Record<Tier, number> = { device: 0, host: 1, disk: 2 };
+
+export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
+  const { agentId, tenant, config } = input;
+  const { timers, timeouts } = config;
+  const durable = config.durability === 'every-turn';
+  const state: AgentState = input.carried ?? initialState(input);
+  const queue = new OperationQueue();
+  /** Bumped when the timer that applies changes (phase class, pin): the running wait starts over. */
+  let timerEpoch = 0;
+  let published = publishedAttributes();
+
+  // Placement calls go to the shared queue: any GPU worker may take them and then holds the context.
+  const placement = proxyActivities<PlacementActivities>({
+    startToCloseTimeout: timeouts.attemptMs,
+    heartbeatTimeout: timeouts.heartbeatMs,
+    // Retryable errors (pool exhausted, disk full) are retried until this; then the operation fails.
+    scheduleToCloseTimeout: timeouts.operationMs,
+    retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+  });
+
+  function on(holder: string): ContextActivities {
+    return proxyActivities<ContextActivities>({
+      taskQueue: holder,
+      // The holder's queue dies with its worker: a call nobody takes in this long means the worker is gone.
+      scheduleToStartTimeout: timeouts.holderLossMs,
+      startToCloseTimeout: timeouts.attemptMs,
+      heartbeatTimeout: timeouts.heartbeatMs,
+      scheduleToCloseTimeout: timeouts.operationMs,
+      retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+    });
+  }
+
+  // Queued before the handlers exist: updates that arrived with the first workflow task are delivered as
+  // soon as their handler is set, and must find the allocation ahead of them in the queue.
+  const allocated = input.carried || input.parent ? undefined : operation(allocate);
+
+  // ---- handlers before the first await, so updates that arrive with the first workflow task find them ----
+
+  setHandler(statusQuery, () => statusOf(input, state));
+  setHandler(turnUpdate, handler(turn), { validator: validator<TurnArgs>(checkTurn) });
+  setHandler(suspendUpdate, handler(suspend), { validator: validator<SuspendArgs>(checkSuspend) });
+  setHandler(resumeUpdate, handler(resume), { validator: validator<Credentials>() });
+  setHandler(forkUpdate, handler(fork), { validator: validator<ForkArgs>(checkFork) });
+  setHandler(pinUpdate, handler(pin), { validator: validator<Credentials>() });
+  setHandler(unpinUpdate, handler(unpin), { validator: validator<Credentials>() });
+  setHandler(releaseUpdate, handler(release), { validator: validator<Credentials>() });
+
+  await allocated;
+
+  // ---- the timers: idle -> warm -> cold ----
+  // One timer at a time, restarted only when it fires or when the phase class changes, never per turn:
+  // a turn just moves lastUseAt, and a timer that fires early sleeps the rest. Turns cost no timer events.
+  while (state.phase !== 'released' && !workflowInfo().continueAsNewSuggested) {
+    const timer = state.pinned ? undefined : timerOf(state.phase);
+    const epoch = timerEpoch;
+    const interrupted = () => state.phase === 'released' || timerEpoch !== epoch || workflowInfo().continueAsNewSuggested;
+    if (timer === undefined) {
+      await condition(interrupted);
+      continue;
+    }
+    const wait = dueAt(timer) - Date.now();
+    if (wait > 0) {
+      await condition(interrupted, wait);
+      continue;
+    }
+    await operation(() => demoteOnTimer(timer)).catch((err: unknown) => {
+      // Try again one period later rather than spin; the failure is in the history and the log.
+      state.lastUseAt = state.phaseSince = Date.now();
+      log.warn('timed demotion failed', { agentId, timer, error: String(err) });
+    });
+  }
+
+  await condition(() => allHandlersFinished() && queue.idle);
+  if (state.phase === 'released') return statusOf(input, state);
+  state.run++;
+  return continueAsNew<typeof agentWorkflow>({ ...input, carried: state });
+
+  // ---- operations (each runs alone, in arrival order) ----
+
+  async function allocate(): Promise<void> {
+    const { shape, tokensPerBlock } = input.model;
+    const placed = await placement.allocate({ ...request(input.capability), shape, tokensPerBlock, checkpoint: durable });
+    state.holder = placed.holder;
+    absorb(placed);
+    state.digest = placed.digest;
+  }
+
+  async function turn({ capability, tokens }: TurnArgs): Promise<AgentStatus> {
+    if (state.tier !== 'device') await bringBack(capability);
+    move('turn-started');
+    try {
+      const result = await onHolder(async (activities) => {
+        // After a failover the context is on disk at its new holder; the turn may already be in it.
+        if (state.tier !== 'device') await restoreOn(activities, capability, tokens);
+        return activities.appendTurn({ ...request(capability), turn: state.turns, tokens, before: state.digest, checkpoint: durable });
+      });
+      absorb(result);
+      state.digest = result.digest;
+      state.turns++;
+    } finally {
+      move('turn-finished');
+      touch();
+    }
+    return statusOf(input, state);
+  }
+
+  async function suspend({ capability, tier }: SuspendArgs): Promise<AgentStatus> {
+    const event = tier === 'host' ? 'suspended-host' : 'suspended-disk';
+    if (!canTake(state.phase, event)) return statusOf(input, state); // already there, or deeper
+    await demote(capability, tier);
+    move(event);
+    return statusOf(input, state);
+  }
+
+  async function resume({ capability }: Credentials): Promise<AgentStatus> {
+    // Even a resident context goes through the worker: the caller's capability is checked there, and a
+    // resume always answers with bytes verified against the recorded digest.
+    await bringBack(capability);
+    touch();
+    return statusOf(input, state);
+  }
+
+  async function fork({ capability, childId, childCapability }: ForkArgs): Promise<ForkOutcome> {
+    const shared = await onHolder((activities) =>
+      activities.share({ ...request(capability), childId, childCapability, checkpoint: durable }),
+    );
+    absorb(shared.parent);
+    const childInput: AgentInput = {
+      agentId: childId,
+      tenant,
+      capability: childCapability,
+      model: input.model,
+      config,
+      parent: { agentId, holder: state.holder!, digest: state.digest, tier: shared.child.tier, blocks: shared.child.blocks, sharedBlocks: shared.child.sharedBlocks },
+    };
+    const childState = initialState(childInput);
+    const workflowId = agentWorkflowId(childId);
+    try {
+      await startChild(agentWorkflow, {
+        workflowId,
+        args: [childInput],
+        // The child is an agent in its own right: it outlives this workflow's runs and its release.
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        memo: memoOf(childInput),
+        typedSearchAttributes: searchAttributesOf(childInput, childState),
+      });
+    } catch (err) {
+      // No workflow will ever own the child context: give its blocks back, then report.
+      const giveBack = { agentId: childId, tenant, capability: childCapability, operationId: nextOperationId() };
+      await onHolder((activities) => activities.release(giveBack)).catch(() => undefined);
+      throw ApplicationFailure.create({ type: 'INVALID_ARGUMENT', message: `cannot start agent ${childId}: ${String(err)}`, nonRetryable: true });
+    }
+    state.forks++;
+    touch();
+    return { childId, workflowId, child: statusOf(childInput, childState) };
+  }
+
+  async function pin({ capability }: Credentials): Promise<AgentStatus> {
+    if (state.tier !== 'device') await bringBack(capability);
+    absorb(await onHolder((activities) => activities.pin(request(capability))));
+    timerEpoch++;
+    touch();
+    return statusOf(input, state);
+  }
+
+  async function unpin({ capability }: Credentials): Promise<AgentStatus> {
+    if (!state.pinned) return statusOf(input, state);
+    absorb(await onHolder((activities) => activities.unpin(request(capability))));
+    timerEpoch++;
+    touch();
+    return statusOf(input, state);
+  }
+
+  async function release({ capability }: Credentials): Promise<AgentStatus> {
+    await onHolder((activities) => activities.release(request(capability)));
+    move('released');
+    Object.assign(state, { tier: 'none', holder: null, blocks: 0, sharedBlocks: 0, pinned: false });
+    return statusOf(input, state);
+  }
+
+  async function demoteOnTimer(timer: 'idle-timeout' | 'warm-timeout'): Promise<void> {
+    // Re-check under the queue: a turn or a suspend may have run since the timer fired.
+    if (state.pinned || timerOf(state.phase) !== timer || !canTake(state.phase, timer) || Date.now() < dueAt(timer)) return;
+    await demote(input.capability, timer === 'idle-timeout' ? 'host' : 'disk');
+    move(timer);
+  }
+
+  // ---- moving the context ----
+
+  async function demote(capability: string, tier: 'host' | 'disk'): Promise<void> {
+    const moved = await onHolder(async (activities) =>
+      // After a failover the context is already on disk: nothing to move.
+      state.tier !== 'none' && TIER_DEPTH[state.tier] >= TIER_DEPTH[tier] ? undefined : activities.offload({ ...request(capability), tier }),
+    );
+    if (moved) absorb(moved);
+  }
+
+  /** Whatever the tier -> resident, bytes verified against the recorded digest. */
+  async function bringBack(capability: string): Promise<void> {
+    await onHolder((activities) => restoreOn(activities, capability, 0));
+    if (canTake(state.phase, 'resumed')) move('resumed');
+  }
+
+  /**
+   * Restores and verifies. The context may hold `inFlightTokens` more than recorded: a turn whose
+   * worker was lost after the turn reached the durable copy; the turn's own activity then checks them.
+   */
+  async function restoreOn(activities: ContextActivities, capability: string, inFlightTokens: number): Promise<void> {
+    const from = state.tier as Tier;
+    const verify = config.verifyRestores !== 'from-disk' || from === 'disk';
+    const restored = await activities.restore({ ...request(capability), expected: state.digest, verify });
+    const extra = restored.tokens - state.digest.tokens;
+    if (extra !== 0 && extra !== inFlightTokens) {
+      throw ApplicationFailure.create({
+        type: 'INTEGRITY',
+        message: `context came back with ${restored.tokens} tokens; the workflow recorded ${state.digest.tokens}`,
+        nonRetryable: true,
+      });
+    }
+    absorb(restored);
+    state.lastRestore = { bytes: restored.bytes, transferMs: restored.transferMs, verified: restored.verified, verifyMs: restored.verifyMs, from };
+  }
+
+  /**
+   * Runs a call on the holder. When the holder is gone (its queue unserved past holderLossMs, or it no
+   * longer has the context), another worker adopts the context from the cold tier and the call runs there.
+   */
+  async function onHolder<T>(call: (activities: ContextActivities) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      if (state.holder === null) await failover();
+      try {
+        return await call(on(state.holder!));
+      } catch (err) {
+        if (attempt > 0 || !holderLost(err)) throw err;
+        log.warn('holder lost', { agentId, holder: state.holder, error: String(err) });
+        state.holder = null;
+      }
+    }
+  }
+
+  async function failover(): Promise<void> {
+    const placed = await placement.recover(request(input.capability));
+    state.holder = placed.holder;
+    absorb(placed);
+    state.failovers++;
+    if (canTake(state.phase, 'holder-lost')) move('holder-lost');
+    log.info('context adopted from the cold tier', { agentId, holder: placed.holder });
+  }
+
+  // ---- bookkeeping ----
+
+  function operation<T>(body: () => Promise<T>): Promise<T> {
+    return queue.run(async () => {
+      if (state.phase === 'released') throw ApplicationFailure.create({ type: 'INVALID_STATE', message: `agent ${agentId} is released`, nonRetryable: true });
+      try {
+        return await body();
+      } finally {
+        publish();
+      }
+    });
+  }
+
+  function handler<A extends Credentials, R>(body: (args: A) => Promise<R>): (args: A) => Promise<R> {
+    return (args) =>
+      operation(() => body(args)).catch((err: unknown) => {
+        throw asUpdateFailure(err);
+      });
+  }
+
+  function asUpdateFailure(err: unknown): unknown {
+    if (err instanceof LifecycleError) return ApplicationFailure.create({ type: 'INVALID_STATE', message: err.message, nonRetryable: true });
+    if (!(err instanceof ActivityFailure)) return err;
+    const cause = err.cause;
+    if (cause instanceof ApplicationFailure) {
+      if (cause.type === 'PERMISSION_DENIED') state.denials++;
+      return ApplicationFailure.create({ type: cause.type ?? 'UNAVAILABLE', message: cause.message, nonRetryable: true });
+    }
+    if (cause instanceof TimeoutFailure) {
+      return ApplicationFailure.create({ type: 'UNAVAILABLE', message: `no worker completed ${err.activityType} in time (${cause.timeoutType})`, nonRetryable: true });
+    }
+    return err;
+  }
+
+  function request(capability: string): ContextRequest {
+    return { agentId, tenant, capability, operationId: nextOperationId() };
+  }
+
+  function nextOperationId(): string {
+    return `${agentId}:${state.nextOperation++}`;
+  }
+
+  function move(event: LifecycleEvent): void {
+    const to = next(state.phase, event);
+    if (timerOf(to) !== timerOf(state.phase)) timerEpoch++;
+    if (to !== state.phase) state.phaseSince = Date.now();
+    state.phase = to;
+  }
+
+  function absorb(snapshot: ContextSnapshot): void {
+    state.tier = snapshot.tier;
+    state.tokens = snapshot.tokens;
+    state.blocks = snapshot.blocks;
+    state.sharedBlocks = snapshot.sharedBlocks;
+    state.pinned = snapshot.pinned;
+  }
+
+  function touch(): void {
+    state.lastUseAt = Date.now();
+  }
+
+  function dueAt(timer: 'idle-timeout' | 'warm-timeout'): number {
+    return timer === 'idle-timeout' ? state.lastUseAt + timers.idleToWarmMs : state.phaseSince + timers.warmToColdMs;
+  }
+
+  /** Upserts only attributes that changed: every upsert is a history event. */
+  function publish(): void {
+    const now = { phase: state.phase, tier: state.tier, tokens: state.tokens, blocks: state.blocks };
+    const changes: SearchAttributeUpdatePair[] = [];
+    if (now.phase !== published.phase) changes.push({ key: KvPhase, value: now.phase });
+    if (now.tier !== published.tier) changes.push({ key: KvTier, value: now.tier });
+    if (now.tokens !== published.tokens) changes.push({ key: KvTokens, value: now.tokens });
+    if (now.blocks !== published.blocks) changes.push({ key: KvBlocks, value: now.blocks });
+    if (changes.length > 0) upsertSearchAttributes(changes);
+    published = now;
+  }
+
+  function publishedAttributes(): { phase?: string; tier?: string; tokens?: number; blocks?: number } {
+    const attributes = workflowInfo().typedSearchAttributes;
+    return { phase: attributes.get(KvPhase), tier: attributes.get(KvTier), tokens: attributes.get(KvTokens), blocks: attributes.get(KvBlocks) };
+  }
+
+  // ---- validators: reject before anything is written to history ----
+
+  function validator<A extends Credentials>(check?: (args: A) => void): (args: A) => void {
+    return (args) => {
+      if (state.phase === 'released') reject('INVALID_STATE', `agent ${agentId} is released`);
+      if (typeof args !== 'object' || args === null || typeof args.capability !== 'string' || args.capability.length === 0) {
+        reject('INVALID_ARGUMENT', 'a capability is required');
+      }
+      check?.(args);
+    };
+  }
+
+  function checkTurn({ tokens }: TurnArgs): void {
+    if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > config.maxTurnTokens) {
+      reject('INVALID_ARGUMENT', `tokens must be an integer in [1, ${config.maxTurnTokens}]`);
+    }
+  }
+
+  function checkSuspend({ tier }: SuspendArgs): void {
+    if (tier !== 'host' && tier !== 'disk') reject('INVALID_ARGUMENT', "tier must be 'host' or 'disk'");
+    if (state.pinned) reject('INVALID_STATE', `agent ${agentId} is pinned: unpin it first`);
+  }
+
+  function checkFork({ childId, childCapability }: ForkArgs): void {
+    if (typeof childId !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/.test(childId) || childId === agentId) {
+      reject('INVALID_ARGUMENT', 'childId must be 1 to 128 letters, digits, ".", "_", ":" or "-", and not the parent');
+    }
+    if (typeof childCapability !== 'string' || childCapability.length === 0) reject('INVALID_ARGUMENT', 'a child capability is required');
+  }
+}
+
+function reject(type: string, message: string): never {
+  throw ApplicationFailure.create({ type, message, nonRetryable: true });
+}
+
+/** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
+function holderLost(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure) return cause.timeoutType === 'SCHEDULE_TO_START';
+  return cause instanceof ApplicationFailure && cause.type === 'STALE_HANDLE';
+}

@@ -1,0 +1,178 @@
+// What clients and the agent workflow agree on: the workflow's input and carried state, its updates
+// and query, and the defaults of its timers and timeouts. Safe to import outside a workflow.
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+
+import type { DigestState, Tier } from '../activities/types';
+import type { ModelShape } from '../fabric/types';
+import type { AgentPhase } from './lifecycle';
+
+export type { AgentPhase } from './lifecycle';
+
+export interface AgentModel {
+  /** For people: shown in the memo and the UI. */
+  name: string;
+  shape: ModelShape;
+  tokensPerBlock: number;
+}
+
+export interface AgentTimers {
+  /** A resident agent with no turn for this long moves to the host tier (warm). */
+  idleToWarmMs: number;
+  /** A warm agent stays on the host tier this long, then moves to disk (cold). */
+  warmToColdMs: number;
+}
+
+export interface AgentTimeouts {
+  /**
+   * Schedule-to-start of calls on the holder's worker-specific queue: a call waiting longer means that
+   * worker is gone, and the workflow restores the context from the cold tier on another worker.
+   */
+  holderLossMs: number;
+  /** Start-to-close of one attempt of a call (transfers included). */
+  attemptMs: number;
+  /** Heartbeat timeout: a worker that dies mid-transfer is noticed this soon. */
+  heartbeatMs: number;
+  /** Schedule-to-close: retries of retryable errors (pool exhausted, disk full) give up after this. */
+  operationMs: number;
+}
+
+export interface AgentConfig {
+  timers: AgentTimers;
+  timeouts: AgentTimeouts;
+  /**
+   * `every-turn`: each turn also writes the context's durable copy, so losing a worker loses nothing.
+   * `on-offload`: only offloads to disk (and a draining worker) write it. The tier layer drops a
+   * context's durable copy when the context changes, so an agent whose worker dies between its first turn
+   * after a restore and its next offload to disk cannot be recovered.
+   */
+  durability: 'every-turn' | 'on-offload';
+  /**
+   * `always`: every restore recomputes the digest over every byte (resume of a 1 GiB context from host
+   * memory: about 1.2 s of hashing on this project's machine against 60 ms of copying).
+   * `from-disk`: only restores from disk do; host-tier restores never left this worker's memory.
+   */
+  verifyRestores: 'always' | 'from-disk';
+  maxTurnTokens: number;
+}
+
+export const DEFAULT_AGENT_CONFIG: AgentConfig = {
+  timers: { idleToWarmMs: 10 * 60_000, warmToColdMs: 60 * 60_000 },
+  timeouts: { holderLossMs: 30_000, attemptMs: 10 * 60_000, heartbeatMs: 30_000, operationMs: 30 * 60_000 },
+  durability: 'every-turn',
+  verifyRestores: 'always',
+  maxTurnTokens: 131_072,
+};
+
+/** Where an agent's context sits; `none` before allocation and after release. */
+export type AgentTier = Tier | 'none';
+
+/** Everything the workflow knows about its agent: counts and digests, never bytes. */
+export interface AgentState {
+  phase: AgentPhase;
+  /** Workflow time (ms) the phase began: the warm timer counts from it. */
+  phaseSince: number;
+  /** Workflow time (ms) of the last operation: the idle timer counts from it. */
+  lastUseAt: number;
+  tier: AgentTier;
+  tokens: number;
+  blocks: number;
+  sharedBlocks: number;
+  pinned: boolean;
+  /** This agent's own turns (a fork starts at 0; its prefix is its parent's). */
+  turns: number;
+  digest: DigestState;
+  /** Worker-specific task queue of the worker holding the context's hot and warm blocks. */
+  holder: string | null;
+  /** Next operation id's sequence number: ids are `${agentId}:${n}`, unique across continue-as-new. */
+  nextOperation: number;
+  /** Runs of this workflow so far, counting continue-as-new. */
+  run: number;
+  failovers: number;
+  denials: number;
+  forks: number;
+  lastRestore?: RestoreFigures;
+}
+
+export interface RestoreFigures {
+  bytes: number;
+  transferMs: number;
+  verified: boolean;
+  verifyMs: number;
+  from: Tier;
+}
+
+export interface AgentInput {
+  agentId: string;
+  tenant: string;
+  /** The agent's capability: carried in state and passed to every activity; never logged. */
+  capability: string;
+  model: AgentModel;
+  config: AgentConfig;
+  /** Set on a fork: the parent's worker already made this context, sharing the parent's blocks. */
+  parent?: { agentId: string; holder: string; digest: DigestState; tier: Tier; blocks: number; sharedBlocks: number };
+  /** Set on continue-as-new: the state to carry on from. */
+  carried?: AgentState;
+}
+
+export interface AgentStatus {
+  agentId: string;
+  tenant: string;
+  model: string;
+  phase: AgentPhase;
+  tier: AgentTier;
+  tokens: number;
+  blocks: number;
+  sharedBlocks: number;
+  pinned: boolean;
+  turns: number;
+  /** SHA-256 chain digest of every KV byte of the context. */
+  digest: string;
+  holder: string | null;
+  parentId?: string;
+  run: number;
+  failovers: number;
+  denials: number;
+  forks: number;
+  lastRestore?: RestoreFigures;
+}
+
+/** Updates that touch memory carry the caller's capability: the worker decides, not the workflow. */
+export interface Credentials {
+  capability: string;
+}
+
+export interface TurnArgs extends Credentials {
+  tokens: number;
+}
+
+export interface SuspendArgs extends Credentials {
+  tier: 'host' | 'disk';
+}
+
+export interface ForkArgs extends Credentials {
+  childId: string;
+  /** The child's own capability, minted by the caller. */
+  childCapability: string;
+}
+
+export interface ForkOutcome {
+  childId: string;
+  workflowId: string;
+  child: AgentStatus;
+}
+
+export const turnUpdate = defineUpdate<AgentStatus, [TurnArgs]>('turn');
+export const suspendUpdate = defineUpdate<AgentStatus, [SuspendArgs]>('suspend');
+export const resumeUpdate = defineUpdate<AgentStatus, [Credentials]>('resume');
+export const forkUpdate = defineUpdate<ForkOutcome, [ForkArgs]>('fork');
+export const pinUpdate = defineUpdate<AgentStatus, [Credentials]>('pin');
+export const unpinUpdate = defineUpdate<AgentStatus, [Credentials]>('unpin');
+export const releaseUpdate = defineUpdate<AgentStatus, [Credentials]>('release');
+export const statusQuery = defineQuery<AgentStatus>('status');
+
+export const AGENT_WORKFLOW_TYPE = 'agentWorkflow';
+
+/** One workflow per agent, found by id. */
+export function agentWorkflowId(agentId: string): string {
+  return `kvagent-${agentId}`;
+}

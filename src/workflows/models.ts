@@ -1,0 +1,26 @@
+// Model shapes agents are started with. A worker's pool is made for one shape; an agent of another shape
+// is refused at allocation (INVALID_ARGUMENT), so clients and workers name models from this one list.
+import type { ModelShape } from '../fabric/types';
+import type { AgentModel } from './definitions';
+
+export const MODELS: Readonly<Record<string, AgentModel>> = {
+  // 32 layers x 2 x 8 KV heads x 128 x fp16 = 128 KiB per token, 2 MiB per 16-token block.
+  'llama-3-8b': { name: 'llama-3-8b', shape: { layers: 32, kvHeads: 8, headDim: 128, dtypeBytes: 2 }, tokensPerBlock: 16 },
+  // 256 bytes per token: the shape of tests, where only the bookkeeping matters.
+  tiny: { name: 'tiny', shape: { layers: 2, kvHeads: 2, headDim: 16, dtypeBytes: 2 }, tokensPerBlock: 16 },
+};
+
+/** A catalog name, or a custom shape `LAYERSxKVHEADSxHEADDIMxDTYPEBYTES[/TOKENSPERBLOCK]` (e.g. 32x8x128x2/16). */
+export function modelNamed(name: string): AgentModel {
+  const known = MODELS[name];
+  if (known) return known;
+  const custom = /^(\d+)x(\d+)x(\d+)x(\d+)(?:\/(\d+))?$/.exec(name);
+  if (!custom) throw new Error(`unknown model '${name}': use ${Object.keys(MODELS).join(', ')} or LxHxDxB[/T]`);
+  const [layers, kvHeads, headDim, dtypeBytes, tokensPerBlock] = custom.slice(1).map((v) => (v === undefined ? undefined : Number(v)));
+  const shape: ModelShape = { layers: layers!, kvHeads: kvHeads!, headDim: headDim!, dtypeBytes: dtypeBytes! };
+  return { name, shape, tokensPerBlock: tokensPerBlock ?? 16 };
+}
+
+export function bytesPerToken(shape: ModelShape): number {
+  return shape.layers * 2 * shape.kvHeads * shape.headDim * shape.dtypeBytes;
+}

@@ -1,0 +1,221 @@
+// The agent workflow against the real dev server and an in-process GPU worker: the whole lifecycle with
+// its timers, fork sharing, denials, idempotent retries, search attributes, metrics, and the history
+// figures the issue asks for (events per turn, history size after 100 turns).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { FabricError } from '../../src/fabric/errors';
+import { syntheticKv } from '../../src/activities/synthetic-kv';
+import { ContextDigest } from '../../src/activities/context-digest';
+import { agentWorkflowId } from '../../src/workflows/definitions';
+import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
+
+let cluster: TestCluster;
+const faults = new FaultPlan();
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  await cluster.startWorker({ hooks: faults.hooks });
+});
+afterAll(async () => cluster?.close());
+
+const SHORT_TIMERS = { ...TEST_AGENT_CONFIG, timers: { idleToWarmMs: 1200, warmToColdMs: 1200 } };
+const bytesPerToken = 2 * 2 * 2 * 16 * 2;
+
+/** The digest of an agent's context, recomputed from its turns' synthetic bytes: what a verified restore must match. */
+function expectedDigest(turns: Array<[agentId: string, turn: number, tokens: number]>): string {
+  const digest = ContextDigest.fresh(bytesPerToken);
+  for (const [agentId, turn, tokens] of turns) digest.update(syntheticKv(agentId, turn, tokens, bytesPerToken));
+  return digest.finish().value;
+}
+
+describe('agent lifecycle', () => {
+  it('runs created -> active <-> idle -> warm -> cold -> resumed -> released, with timers and a verified restore', async () => {
+    const agent = await cluster.agents.start({ agentId: 'life-1', tenant: 'acme', model: TINY, config: SHORT_TIMERS });
+    const created = await eventually(async () => ((await agent.status()).tier === 'device' ? agent.status() : undefined));
+    expect(created).toMatchObject({ phase: 'created', tokens: 0, blocks: 0 });
+
+    const afterTurn = await agent.turn(40);
+    expect(afterTurn).toMatchObject({ phase: 'idle', tier: 'device', tokens: 40, blocks: 3, turns: 1 });
+    await agent.turn(8);
+
+    // idle -> warm -> cold on the timers alone.
+    const warm = await eventually(async () => ((await agent.status()).phase === 'warm' ? agent.status() : undefined), 15_000, 'warm');
+    expect(warm.tier).toBe('host');
+    const cold = await eventually(async () => ((await agent.status()).phase === 'cold' ? agent.status() : undefined), 15_000, 'cold');
+    expect(cold).toMatchObject({ tier: 'disk', tokens: 48 });
+    // Timer moves publish the agent's search attributes too: the UI finds it among cold agents.
+    const listed = await eventually(async () => (await cluster.agents.list({ tier: 'disk', phase: 'cold' })).find((a) => a.agentId === 'life-1'));
+    expect(listed).toMatchObject({ tenant: 'acme', tokens: 48, blocks: 3 });
+
+    const resumed = await agent.resume();
+    expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 48 });
+    expect(resumed.lastRestore).toMatchObject({ from: 'disk' });
+    expect(resumed.lastRestore!.bytes).toBeGreaterThan(0);
+    expect(resumed.digest).toBe(expectedDigest([['life-1', 0, 40], ['life-1', 1, 8]]));
+
+    const active = await agent.turn(3);
+    expect(active).toMatchObject({ phase: 'idle', tokens: 51, turns: 3 });
+    expect(active.digest).toBe(expectedDigest([['life-1', 0, 40], ['life-1', 1, 8], ['life-1', 2, 3]]));
+
+    const released = await agent.release();
+    expect(released).toMatchObject({ phase: 'released', tier: 'none' });
+    await expect(agent.turn(1)).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    await recordHistory(cluster.client, 'lifecycle-timers', agentWorkflowId('life-1'));
+  });
+
+  it('suspends on request and turns a cold agent back on with a verified restore first', async () => {
+    const agent = await cluster.agents.start({ agentId: 'life-2', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await agent.turn(20);
+    expect(await agent.suspend('host')).toMatchObject({ phase: 'warm', tier: 'host' });
+    expect(await agent.suspend('disk')).toMatchObject({ phase: 'cold', tier: 'disk' });
+    const next = await agent.turn(4);
+    expect(next).toMatchObject({ phase: 'idle', tier: 'device', tokens: 24 });
+    expect(next.lastRestore?.from).toBe('disk');
+    expect(await agent.pin()).toMatchObject({ pinned: true });
+    await expect(agent.suspend('disk')).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    expect(await agent.unpin()).toMatchObject({ pinned: false });
+    await agent.release();
+  });
+
+  it('rejects invalid updates in the validator, before anything reaches history', async () => {
+    const agent = await cluster.agents.start({ agentId: 'life-3', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await agent.turn(1);
+    const before = (await cluster.agents.workflow('life-3').describe()).historyLength;
+    await expect(agent.turn(0)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(agent.fork('life-3')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(agent.suspend('gpu' as 'disk')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect((await cluster.agents.workflow('life-3').describe()).historyLength).toBe(before);
+    await agent.release();
+  });
+});
+
+describe('fork', () => {
+  it("starts a child agent that shares the parent's prefix blocks copy-on-write, with its own identity", async () => {
+    const parent = await cluster.agents.start({ agentId: 'planner', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await parent.turn(40); // 3 blocks: two full, one holding 8 tokens
+    const { child, status } = await parent.fork('researcher');
+    expect(status).toMatchObject({ agentId: 'researcher', parentId: 'planner', tokens: 40, blocks: 3, sharedBlocks: 3, phase: 'created' });
+    expect(child.capability).not.toBe(parent.capability);
+    expect(await parent.status()).toMatchObject({ sharedBlocks: 3, forks: 1 });
+
+    // The child writes into the shared, partly filled block: it gets its own copy; the full ones stay shared.
+    const childAfter = await child.turn(10);
+    expect(childAfter).toMatchObject({ tokens: 50, blocks: 4, sharedBlocks: 2 });
+    const parentAfter = await parent.turn(2);
+    expect(parentAfter).toMatchObject({ tokens: 42, blocks: 3, sharedBlocks: 2 });
+    expect(childAfter.digest).toBe(expectedDigest([['planner', 0, 40], ['researcher', 0, 10]]));
+    expect(parentAfter.digest).toBe(expectedDigest([['planner', 0, 40], ['planner', 1, 2]]));
+
+    // The child is an agent of its own: found by its search attributes, with its own workflow.
+    const listed = await eventually(async () => {
+      const found = await cluster.agents.list({ tenant: 'acme' });
+      return found.some((a) => a.agentId === 'researcher') ? found : undefined;
+    });
+    expect(listed.find((a) => a.agentId === 'researcher')).toMatchObject({ tenant: 'acme', status: 'RUNNING' });
+
+    // Each side survives a round trip through disk byte-exact.
+    await child.suspend('disk');
+    await parent.suspend('disk');
+    expect((await child.resume()).digest).toBe(childAfter.digest);
+    expect((await parent.resume()).digest).toBe(parentAfter.digest);
+
+    // One agent's capability does not open another agent's context, even in the same tenant.
+    const impostor = cluster.agents.agent('planner', child.capability);
+    await expect(impostor.turn(1)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await recordHistory(cluster.client, 'fork-parent', agentWorkflowId('planner'));
+    await child.release();
+    await parent.release();
+    await recordHistory(cluster.client, 'fork-child', agentWorkflowId('researcher'));
+  });
+});
+
+describe('capabilities', () => {
+  it('denies a resume by the wrong agent with PERMISSION_DENIED, non-retryable, and leaves the agent where it was', async () => {
+    const owner = await cluster.agents.start({ agentId: 'owner', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    const other = await cluster.agents.start({ agentId: 'other', tenant: 'globex', model: TINY, config: TEST_AGENT_CONFIG });
+    await owner.turn(30);
+    await owner.suspend('disk');
+    const started = Date.now();
+    const denied = await cluster.agents.agent('owner', other.capability).resume().catch((err: unknown) => err);
+    expect(denied).toBeInstanceOf(FabricError);
+    expect(denied).toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect(Date.now() - started).toBeLessThan(3000); // not retried
+    expect(await owner.status()).toMatchObject({ phase: 'cold', tier: 'disk', denials: 1 });
+    // The history shows one attempt of the denied restore.
+    const history = await cluster.agents.workflow('owner').fetchHistory();
+    const failed = history.events!.filter((e) => e.activityTaskFailedEventAttributes);
+    expect(failed).toHaveLength(1);
+    expect(failed[0]!.activityTaskFailedEventAttributes!.failure!.applicationFailureInfo).toMatchObject({ type: 'PERMISSION_DENIED', nonRetryable: true });
+    expect((await owner.resume()).tokens).toBe(30);
+    await recordHistory(cluster.client, 'denied-resume', agentWorkflowId('owner'));
+    await owner.release();
+    await other.release();
+  });
+});
+
+describe('idempotency', () => {
+  it('returns the recorded result when an activity is retried after its side effect', async () => {
+    const agent = await cluster.agents.start({ agentId: 'retry-1', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await agent.turn(10);
+    faults.failOnceAfter('retry-1', 'appendTurn');
+    const status = await agent.turn(7);
+    expect(faults.injected).toContainEqual(expect.stringMatching(/^retry-1\/appendTurn@/));
+    expect(status).toMatchObject({ tokens: 17, turns: 2 });
+    expect(status.digest).toBe(expectedDigest([['retry-1', 0, 10], ['retry-1', 1, 7]]));
+
+    faults.failOnceAfter('retry-1', 'offload');
+    expect(await agent.suspend('disk')).toMatchObject({ tier: 'disk' });
+    faults.failOnceAfter('retry-1', 'restore');
+    expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 17, digest: status.digest });
+    faults.failOnceAfter('retry-1', 'release');
+    expect(await agent.release()).toMatchObject({ phase: 'released' });
+
+    const history = await cluster.agents.workflow('retry-1').fetchHistory();
+    const retried = history.events!.filter((e) => (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1);
+    expect(retried).toHaveLength(4);
+    await recordHistory(cluster.client, 'idempotent-retries', agentWorkflowId('retry-1'));
+  });
+});
+
+describe('history', () => {
+  it('stays small: few events per turn, no KV bytes; prints the figures', async () => {
+    const tokensPerTurn = 32;
+    const agent = await cluster.agents.start({ agentId: 'hundred', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await agent.turn(tokensPerTurn);
+    const handle = cluster.agents.workflow('hundred');
+    const before = await handle.describe();
+    for (let i = 1; i < 100; i++) await agent.turn(tokensPerTurn);
+    const after = await handle.describe();
+    const eventsPerTurn = (after.historyLength - before.historyLength) / 99;
+    const history = await handle.fetchHistory();
+    const kinds = new Map<string, number>();
+    for (const event of history.events!.slice(before.historyLength)) {
+      const kind = Object.keys(event).find((k) => k.endsWith('EventAttributes')) ?? 'unknown';
+      kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+    }
+    console.log(
+      `[history] 100 turns of ${tokensPerTurn} tokens (${(tokensPerTurn * bytesPerToken * 100) / 1024} KiB of KV): ` +
+        `${after.historyLength} events, ${after.historySize} bytes; ${eventsPerTurn.toFixed(2)} events per turn: ` +
+        [...kinds].map(([k, n]) => `${k.replace('EventAttributes', '')} ${(n / 99).toFixed(2)}`).join(', '),
+    );
+    expect(eventsPerTurn).toBeLessThanOrEqual(12);
+    // No KV bytes: the history is far smaller than the KV it describes would be in any encoding.
+    expect(after.historySize).toBeLessThan(tokensPerTurn * bytesPerToken * 100);
+    await agent.release();
+  });
+});
+
+describe('metrics', () => {
+  it('serves pool use per tier, transfer bytes, evictions and denials beside the SDK metrics', async () => {
+    const text = await eventually(async () => {
+      const body = await (await fetch(`http://${cluster.metricsAddress}/metrics`)).text();
+      return body.includes('kvfabric_denials') ? body : undefined;
+    });
+    expect(text).toMatch(/kvfabric_pool_blocks\{[^}]*tier="device"/);
+    expect(text).toMatch(/kvfabric_pool_blocks\{[^}]*tier="host"/);
+    expect(text).toMatch(/kvfabric_pool_blocks\{[^}]*tier="disk"/);
+    expect(text).toMatch(/kvfabric_transfer_bytes\{[^}]*direction="to-disk"/);
+    expect(text).toMatch(/kvfabric_denials\{[^}]*action="restore"/);
+    expect(text).toMatch(/temporal_activity_execution_latency|temporal_request/);
+  });
+});

@@ -1,0 +1,218 @@
+// A Temporal cluster for one test file: the dev server (from the Temporal CLI installed at set-up, never
+// downloaded), in-process GPU workers sharing one tier directory, and an AgentClient. Tests use the tiny
+// model shape and short timers, so only the bookkeeping costs time.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+
+import { AgentClient, type AgentConfigOverrides } from '../../src/client/agent-client';
+import { freePort, startDevServer, type DevServer } from '../../src/dev-server/dev-server';
+import type { ActivityHooks } from '../../src/activities';
+import type { WorkerConfig } from '../../src/worker/config';
+import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
+import { MODELS } from '../../src/workflows/models';
+
+export const TINY = MODELS.tiny!;
+
+/** Short enough for tests, long enough that a loaded 2-core machine never trips them by accident. */
+export const TEST_AGENT_CONFIG: AgentConfigOverrides = {
+  timers: { idleToWarmMs: 10 * 60_000, warmToColdMs: 10 * 60_000 },
+  timeouts: { holderLossMs: 4000, attemptMs: 30_000, heartbeatMs: 5000, operationMs: 60_000 },
+};
+
+let metricsAddress: string | undefined;
+
+/** The Temporal runtime of this test process (one per process), quiet, with a Prometheus endpoint. */
+export async function installRuntime(): Promise<string> {
+  if (metricsAddress) return metricsAddress;
+  metricsAddress = `127.0.0.1:${await freePort()}`;
+  Runtime.install({
+    logger: new DefaultLogger('WARN'),
+    telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } },
+  });
+  return metricsAddress;
+}
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Its worker-specific task queue. */
+  holder: string;
+  /** Resolves with the exit code, or the signal that ended it. */
+  exited: Promise<number | string>;
+  output(): string;
+}
+
+export interface TestCluster {
+  server: DevServer;
+  agents: AgentClient;
+  client: Client;
+  taskQueue: string;
+  tierDir: string;
+  /** KVFABRIC_KEYS value shared by every worker of the cluster. */
+  keys: string;
+  metricsAddress: string;
+  workers: GpuWorker[];
+  runs: Promise<unknown>[];
+  startWorker(options?: { hooks?: ActivityHooks; config?: Partial<WorkerConfig> }): Promise<GpuWorker>;
+  /** A worker that runs agent workflows only (no memory), on `taskQueue` (default the cluster's). */
+  startWorkflowWorker(taskQueue?: string): Promise<Worker>;
+  /** A GPU worker in a child process (src/worker/main.ts), to be killed for real. */
+  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[] }): Promise<WorkerProcess>;
+  workerConfig(overrides?: Partial<WorkerConfig>): WorkerConfig;
+  close(): Promise<void>;
+}
+
+export async function startCluster(options: { dynamicConfig?: Record<string, string | number | boolean> } = {}): Promise<TestCluster> {
+  const metrics = await installRuntime();
+  const server = await startDevServer(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {});
+  const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-test-'));
+  const keyId = 'test-key';
+  const key = randomBytes(32);
+  const keys = `${keyId}=${key.toString('base64')}`;
+  const taskQueue = `kvfabric-test-${randomBytes(4).toString('hex')}`;
+  const connection = await Connection.connect({ address: server.address });
+  const client = new Client({ connection });
+  const agents = new AgentClient(client, taskQueue);
+  const workerConnection = await NativeConnection.connect({ address: server.address });
+  const workers: GpuWorker[] = [];
+  const workflowWorkers: Worker[] = [];
+  const processes: ChildProcess[] = [];
+  const runs: Promise<unknown>[] = [];
+
+  const workerConfig = (overrides: Partial<WorkerConfig> = {}): WorkerConfig => ({
+    temporal: { address: server.address, namespace: 'default' },
+    taskQueue,
+    workerId: `w${workers.length}-${randomBytes(3).toString('hex')}`,
+    workflows: true,
+    backend: 'cpu',
+    model: TINY,
+    deviceBlocks: 256,
+    hostBlocks: 256,
+    tierDir,
+    keys: [{ id: keyId, key }],
+    activeKeyId: keyId,
+    maxConcurrentActivities: 8,
+    shutdownGraceMs: 2000,
+    ...overrides,
+  });
+
+  return {
+    server,
+    agents,
+    client,
+    taskQueue,
+    tierDir,
+    keys,
+    metricsAddress: metrics,
+    workers,
+    runs,
+    workerConfig,
+    async startWorker(opts = {}) {
+      const worker = await createGpuWorker({
+        config: workerConfig(opts.config),
+        connection: workerConnection,
+        ...(opts.hooks ? { hooks: opts.hooks } : {}),
+      });
+      workers.push(worker);
+      runs.push(worker.run());
+      return worker;
+    },
+    async startWorkflowWorker(queue = taskQueue) {
+      const worker = await Worker.create({ connection: workerConnection, taskQueue: queue, workflowsPath: workflowsPath() });
+      workflowWorkers.push(worker);
+      runs.push(worker.run());
+      return worker;
+    },
+    async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [] }) {
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join(__dirname, '..', '..', 'src', 'worker', 'main.ts'),
+          ...['--address', server.address, '--task-queue', queue, '--worker-id', workerId],
+          ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
+          ...args,
+        ],
+        { env: { ...process.env, KVFABRIC_KEYS: keys }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      processes.push(child);
+      let output = '';
+      const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
+      await new Promise<void>((resolve, reject) => {
+        const onData = (chunk: Buffer) => {
+          output += chunk.toString();
+          if (output.includes('kvfabric GPU worker ready')) resolve();
+        };
+        child.stdout!.on('data', onData);
+        child.stderr!.on('data', onData);
+        void exited.then((how) => reject(new Error(`worker ${workerId} exited (${how}) before it was ready:\n${output}`)));
+      });
+      return { child, holder: `${queue}@${workerId}`, exited, output: () => output };
+    },
+    async close() {
+      for (const child of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      for (const worker of workflowWorkers) if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const worker of workers) worker.shutdown();
+      await Promise.allSettled(runs);
+      await connection.close();
+      await workerConnection.close();
+      await server.stop();
+      rmSync(tierDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Test-only fault injection: fail an activity once, after its side effect was applied and recorded. */
+export class FaultPlan {
+  private readonly planned = new Set<string>();
+  readonly injected: string[] = [];
+
+  failOnceAfter(agentId: string, activity: string): void {
+    this.planned.add(`${agentId}/${activity}`);
+  }
+
+  readonly hooks: ActivityHooks = {
+    afterApplied: (activity, request) => {
+      const key = `${request.agentId}/${activity}`;
+      if (!this.planned.delete(key)) return;
+      this.injected.push(`${key}@${request.operationId}`);
+      throw new Error(`injected fault after ${activity} applied operation ${request.operationId}`);
+    },
+  };
+}
+
+/** Writes a workflow run's history as a replay fixture when KVFABRIC_RECORD_HISTORIES names a directory. */
+export async function recordHistory(client: Client, name: string, workflowId: string, runId?: string): Promise<void> {
+  const directory = process.env.KVFABRIC_RECORD_HISTORIES;
+  if (!directory) return;
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  // The proto package's own codec both ways (see replay.test.ts): the SDK's historyToJSON trips over the
+  // second protobufjs copy that @temporalio/common carries.
+  const json = temporal.api.history.v1.History.toObject(history as temporal.api.history.v1.History, { longs: String, enums: String, bytes: String });
+  mkdirSync(directory, { recursive: true });
+  writeFileSync(join(directory, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
+}
