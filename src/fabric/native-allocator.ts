@@ -124,6 +124,9 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   pageDiskKeys(ctx: ContextHandle): Float64Array {
     return this.pool.pageDiskKeys(ctx);
   }
+  forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void {
+    this.pool.forgetDiskCopies(ctx, diskKeys);
+  }
   pageResidency(ctx: ContextHandle): PageResidency[] {
     return Array.from(this.pool.pageTiers(ctx), (tier) => PAGE_RESIDENCY[tier] ?? 'disk');
   }

@@ -38,6 +38,7 @@ export interface NativePool {
   takeFreedDiskKeys(): Float64Array;
   pageDiskKeys(ctx: number): Float64Array;
   pageTiers(ctx: number): Uint8Array;
+  forgetDiskCopies(ctx: number, diskKeys: Float64Array): void;
 }
 
 interface NativeBinding {

@@ -150,6 +150,8 @@ export interface TierPrimitives {
   takeFreedDiskKeys(): Float64Array;
   /** Each page's disk key, 0 where the page has no disk copy. */
   pageDiskKeys(ctx: ContextHandle): Float64Array;
+  /** Forgets disk copies whose files are gone so the next spill rewrites them; INTEGRITY if one was a page's only copy. */
+  forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void;
   /** Each page's residency. */
   pageResidency(ctx: ContextHandle): PageResidency[];
 }

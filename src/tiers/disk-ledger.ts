@@ -45,6 +45,11 @@ export class DiskLedger {
     return unused;
   }
 
+  /** Whether a block copy or manifest in this process still uses the segment. */
+  uses(segmentId: string): boolean {
+    return this.segmentUsers.has(segmentId);
+  }
+
   get liveKeys(): number {
     return this.refs.size;
   }

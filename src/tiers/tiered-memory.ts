@@ -51,6 +51,8 @@ export class TieredMemory {
   private waitingForRoom = 0;
   private maintenance: Promise<void> = Promise.resolve();
   private maintenanceQueued = false;
+  private readonly gcCandidates = new Set<string>();
+  private gc: Promise<void> = Promise.resolve();
 
   constructor(options: TieredMemoryOptions) {
     this.pool = options.pool;
@@ -89,7 +91,8 @@ export class TieredMemory {
       const entry = this.touch(contextId);
       await this.restoreLocked(contextId, entry);
       await this.withRoom('device', entry, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv));
-      if (entry.manifest) await this.dropManifest(contextId, entry); // it no longer describes the context
+      // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
+      // beats none if this process dies before then (the caller knows which version it trusts).
       await this.collectFreedDiskCopies();
       this.scheduleMaintenance();
     });
@@ -252,7 +255,7 @@ export class TieredMemory {
   }
 
   /** Writes disk copies of every page that lacks one, then a manifest naming them all. */
-  private async spillLocked(contextId: string, entry: Entry, dropHostFrames: boolean): Promise<void> {
+  private async spillLocked(contextId: string, entry: Entry, dropHostFrames: boolean, rewritten = false): Promise<void> {
     const cold = this.requireCold();
     const version = entry.version + 1;
     const { lease, blocks } = this.pool.beginSpill(entry.handle);
@@ -273,8 +276,14 @@ export class TieredMemory {
       await this.deleteSegments(orphaned).catch(() => undefined);
       throw err;
     }
-    if (blocks === 0 && entry.manifest) return; // already durable and unchanged: keep the version (retries stay idempotent)
-    const pages = Array.from(this.pool.pageDiskKeys(entry.handle), (key) => this.ledger.ref(key));
+    if (blocks === 0 && entry.manifest) return; // every append leaves a page without a disk copy: unchanged, keep the version
+    const pageKeys = this.pool.pageDiskKeys(entry.handle);
+    if (await this.forgetMissingCopies(entry, pageKeys, written)) {
+      // Another process removed files our pages still pointed at: the bytes are in memory, write them again.
+      if (rewritten) throw new FabricError('INTEGRITY', `context ${contextId}: disk copies keep vanishing`);
+      return this.spillLocked(contextId, entry, dropHostFrames, true);
+    }
+    const pages = Array.from(pageKeys, (key) => this.ledger.ref(key));
     const stats = this.pool.contextStats(entry.handle);
     const manifest: ContextManifest = {
       contextId,
@@ -297,6 +306,22 @@ export class TieredMemory {
     if (previous) await this.deleteSegments(this.ledger.releaseManifest(previous));
   }
 
+  /**
+   * Pages whose disk copy sits in a segment this spill did not write may point at a file another process
+   * deleted (the directory is shared). Forgets those copies; true when there were any.
+   */
+  private async forgetMissingCopies(entry: Entry, pageKeys: Float64Array, written: readonly ColdBlockRef[]): Promise<boolean> {
+    const fresh = new Set(written.map((ref) => ref.segmentId));
+    const older = new Set(Array.from(pageKeys, (key) => this.ledger.ref(key).segmentId).filter((id) => !fresh.has(id)));
+    if (older.size === 0) return false;
+    const present = new Set(await this.requireCold().listSegments());
+    const lost = Array.from(pageKeys).filter((key) => !present.has(this.ledger.ref(key).segmentId));
+    if (lost.length === 0) return false;
+    this.pool.forgetDiskCopies(entry.handle, Float64Array.from(lost));
+    await this.collectFreedDiskCopies();
+    return true;
+  }
+
   private async dropManifest(contextId: string, entry: Entry): Promise<void> {
     const cold = this.requireCold();
     const pages = entry.manifest ?? [];
@@ -310,9 +335,42 @@ export class TieredMemory {
     if (freed.length > 0) await this.deleteSegments(this.ledger.forget(freed));
   }
 
-  private async deleteSegments(segmentIds: string[]): Promise<void> {
-    if (!this.cold) return;
-    for (const segmentId of segmentIds) await this.cold.deleteSegment(segmentId);
+  /**
+   * Segments this process no longer uses are deleted only when no manifest in the shared directory names
+   * them either: a fork's manifest written by another process may still need its parent's segments.
+   */
+  private deleteSegments(segmentIds: string[]): Promise<void> {
+    if (!this.cold || segmentIds.length === 0) return this.gc;
+    for (const id of segmentIds) this.gcCandidates.add(id);
+    this.gc = this.gc.then(() => this.collectGarbage()).catch(() => undefined);
+    return this.gc;
+  }
+
+  private async collectGarbage(): Promise<void> {
+    const cold = this.requireCold();
+    if (this.gcCandidates.size === 0) return;
+    const candidates = [...this.gcCandidates];
+    this.gcCandidates.clear();
+    const orphans = new Set(await cold.orphanSegments());
+    for (const id of candidates) {
+      if (orphans.has(id) && !this.ledger.uses(id)) await cold.deleteSegment(id);
+    }
+  }
+
+  /**
+   * Deletes segments that no manifest names, nothing in this process uses, and that are older than
+   * minAgeMs (default one hour: younger ones may belong to an offload still writing its manifest).
+   * For operators: files left by processes that died between a segment and its manifest. Returns how many.
+   */
+  async sweepOrphanSegments(minAgeMs = 60 * 60 * 1000): Promise<number> {
+    const cold = this.requireCold();
+    let deleted = 0;
+    for (const id of await cold.orphanSegments({ minAgeMs })) {
+      if (this.ledger.uses(id)) continue;
+      await cold.deleteSegment(id);
+      deleted++;
+    }
+    return deleted;
   }
 
   // ---- making room ----
@@ -445,10 +503,13 @@ export class TieredMemory {
 
   // ---- helpers ----
 
+  /** Where the pages are: an offloaded context whose pages a resident fork keeps on the device is 'device'. */
   private residencyOf(entry: Entry): Residency {
     const stats = this.pool.contextStats(entry.handle);
     if (stats.resident) return 'device';
-    return stats.diskOnlyPages > 0 ? 'disk' : 'host';
+    if (stats.diskOnlyPages > 0) return 'disk';
+    if (stats.hostPages > 0 || stats.blocks === 0) return 'host';
+    return 'device';
   }
 
   private entry(contextId: string): Entry {

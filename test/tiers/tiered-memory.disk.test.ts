@@ -71,11 +71,11 @@ describe('TieredMemory with the disk tier', () => {
     await memory.offload('a', 'disk'); // a repeated offload is a no-op
     expect(memory.durableVersion('a')).toBe(version);
     expectSameBytes(await memory.read('a', 0, 11), tokenBytes(11, 1)); // a read restores
-    await memory.append('a', tokenBytes(2, 9)); // the stale durable copy is dropped
-    expect(memory.durableVersion('a')).toBe(0);
+    await memory.append('a', tokenBytes(2, 9)); // the last durable copy stays until a newer one replaces it
+    expect(memory.durableVersion('a')).toBe(version);
     await memory.checkpoint('a'); // durable while staying resident
     expect(memory.residency('a')).toBe('device');
-    expect(memory.durableVersion('a')).toBeGreaterThan(0);
+    expect(memory.durableVersion('a')).toBe(version + 1);
     await memory.release('a');
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 0 }, diskOnlyBlocks: 0, diskCopies: 0 });
     expect(await filesIn(directory)).toEqual([]);
@@ -97,6 +97,75 @@ describe('TieredMemory with the disk tier', () => {
     await memory.release('parent');
     await memory.release('child');
     expect(await filesIn(directory)).toEqual([]);
+  });
+
+  it('reports the pages of an offloaded parent that a resident fork keeps on the device as device', async () => {
+    const { memory } = await open();
+    memory.create('parent', 1);
+    await memory.append('parent', tokenBytes(8, 1));
+    await memory.fork('parent', 'child');
+    await memory.offload('parent', 'disk');
+    expect(memory.residency('parent')).toBe('device');
+    expect(memory.durableVersion('parent')).toBeGreaterThan(0);
+    await memory.offload('child', 'host');
+    expect(memory.residency('parent')).toBe('host');
+  });
+
+  describe('two processes sharing the directory', () => {
+    async function second() {
+      const otherPool = new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 32, hostBlockCount: 32 });
+      const otherCold = await ColdStore.open({ directory, keyRing: new KeyRing([{ id: 'k1', key }], 'k1') });
+      const memory = new TieredMemory({ pool: otherPool, cold: otherCold, deviceLowWatermark: 0, hostLowWatermark: 0 });
+      return { memory, close: async () => (otherPool.close(), await otherCold.close()) };
+    }
+
+    it('keeps the segments of a parent that the manifest of a fork written elsewhere still names', async () => {
+      const { memory: a } = await open();
+      a.create('parent', 1);
+      await a.append('parent', tokenBytes(8, 1));
+      await a.checkpoint('parent');
+      await a.fork('parent', 'child');
+      await a.append('child', tokenBytes(4, 2));
+      await a.checkpoint('child');
+      const b = await second();
+      try {
+        await b.memory.recover('parent');
+        await b.memory.append('parent', tokenBytes(4, 3));
+        await b.memory.checkpoint('parent'); // replaces the manifest that named the shared prefix
+        await b.memory.release('parent');
+        await b.memory.recover('child');
+        expectSameBytes(await b.memory.read('child', 0, 12), concatBytes(tokenBytes(8, 1), tokenBytes(4, 2)));
+        await b.memory.release('child');
+      } finally {
+        await b.close();
+      }
+    });
+
+    it('rewrites disk copies another process deleted before naming them in a manifest', async () => {
+      const { memory: a, cold } = await open();
+      a.create('parent', 1);
+      await a.append('parent', tokenBytes(8, 1));
+      await a.checkpoint('parent');
+      await a.fork('parent', 'child'); // shares the parent's disk copies, has no manifest of its own
+      const b = await second();
+      try {
+        await b.memory.recover('parent');
+        await b.memory.release('parent'); // nothing on disk names the prefix now: b deletes its segment
+      } finally {
+        await b.close();
+      }
+      expect(await cold.listSegments()).toEqual([]);
+      await a.offload('child', 'disk');
+      await a.restore('child');
+      expectSameBytes(await a.read('child', 0, 8), tokenBytes(8, 1));
+      const c = await second();
+      try {
+        await c.memory.recover('child');
+        expectSameBytes(await c.memory.read('child', 0, 8), tokenBytes(8, 1));
+      } finally {
+        await c.close();
+      }
+    });
   });
 
   it('restores in a new process what a killed process wrote, from the manifests alone', async () => {

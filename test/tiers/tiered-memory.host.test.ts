@@ -43,7 +43,7 @@ describe('TieredMemory across device and host', () => {
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 3 }, sharedBlocks: 2 });
     await memory.restore('child');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, host: { usedBlocks: 0 }, sharedBlocks: 2 });
-    expect(memory.residency('parent')).toBe('host'); // its pages are on the device, with the child's
+    expect(memory.residency('parent')).toBe('device'); // offloaded, but its pages came back with the child's
     await memory.restore('parent');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, sharedBlocks: 2 });
     expectSameBytes(await memory.read('parent', 0, 8), tokenBytes(8, 1));

@@ -202,6 +202,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::takeFreedDiskKeys>("takeFreedDiskKeys"),
                          InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
                          InstanceMethod<&PoolWrap::pageTiers>("pageTiers"),
+                         InstanceMethod<&PoolWrap::forgetDiskCopies>("forgetDiskCopies"),
                      });
 }
 
@@ -581,6 +582,15 @@ Napi::Value PoolWrap::pageTiers(const Napi::CallbackInfo& info) {
   Napi::Uint8Array out = Napi::Uint8Array::New(env, tiers.size());
   for (size_t i = 0; i < tiers.size(); ++i) out[i] = static_cast<uint8_t>(tiers[i]);
   return out;
+}
+
+Napi::Value PoolWrap::forgetDiskCopies(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  const Handle ctx = handleArg(info, 0, "context");
+  const std::vector<uint64_t> keys = diskKeysArg(info, 1);
+  check(env, pool->forgetDiskCopies(ctx, keys.data(), keys.size()));
+  return env.Undefined();
 }
 
 Napi::Value PoolWrap::takeFreedDiskKeys(const Napi::CallbackInfo& info) {

@@ -52,6 +52,7 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value takeFreedDiskKeys(const Napi::CallbackInfo& info);
   Napi::Value pageDiskKeys(const Napi::CallbackInfo& info);
   Napi::Value pageTiers(const Napi::CallbackInfo& info);
+  Napi::Value forgetDiskCopies(const Napi::CallbackInfo& info);
 
   SpillLease& spillLease(Napi::Env env, uint32_t id);
   MoveLease& fillLease(Napi::Env env, uint32_t id);

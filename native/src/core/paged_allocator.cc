@@ -914,6 +914,28 @@ Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) cons
   return Status::ok();
 }
 
+Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ContextSlot* c = findLocked(ctx);
+  if (!c) return staleContext();
+  if (c->busy) return busyContext();
+  auto named = [&](uint64_t key) { return key != 0 && std::find(keys, keys + count, key) != keys + count; };
+  for (uint32_t b : c->pages) {
+    if (named(blocks_[b].diskKey) && blocks_[b].tier == Tier::kNone) {
+      return Status(Code::kIntegrity, "a page's only copy was on disk and its file is gone");
+    }
+  }
+  try {
+    freedDiskKeys_.reserve(freedDiskKeys_.size() + count);
+  } catch (const std::bad_alloc&) {
+    return outOfMemory();
+  }
+  for (uint32_t b : c->pages) {
+    if (named(blocks_[b].diskKey)) setDiskKeyLocked(b, 0);
+  }
+  return Status::ok();
+}
+
 Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextSlot* c = findLocked(ctx);

@@ -258,6 +258,9 @@ class PagedAllocator {
   std::vector<uint64_t> takeFreedDiskKeys();
   // Each page's disk key, 0 where the page has no disk copy (what a manifest records).
   Status pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const;
+  // Forgets the disk copies named by keys on the context's pages (their files are gone), so the next spill
+  // writes them again; kIntegrity, changing nothing, when such a page has no other copy.
+  Status forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count);
   // Each page's tier: kDevice, kHost, or kNone when only its disk copy remains.
   Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
 
