@@ -8,7 +8,7 @@ import { msToNumber } from '@temporalio/common/lib/time';
 
 import { AgentClient, type AgentHandle } from '../client/agent-client';
 import { registerSearchAttributes } from '../client/search-attributes';
-import { temporalSettings } from '../client/temporal-settings';
+import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags } from '../client/temporal-settings';
 import { FabricError } from '../fabric/errors';
 import type { AgentStatus } from '../workflows/definitions';
 
@@ -47,13 +47,7 @@ async function main(argv: string[]): Promise<void> {
       durability: { type: 'string' },
       verify: { type: 'string' },
       'task-queue': { type: 'string' },
-      address: { type: 'string' },
-      namespace: { type: 'string' },
-      tls: { type: 'boolean' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
-      'tls-ca': { type: 'string' },
-      'tls-server-name': { type: 'string' },
+      ...TEMPORAL_FLAG_OPTIONS,
       json: { type: 'boolean' },
       help: { type: 'boolean' },
     },
@@ -63,15 +57,7 @@ async function main(argv: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const settings = temporalSettings({
-    address: values.address,
-    namespace: values.namespace,
-    tls: values.tls,
-    tlsCert: values['tls-cert'],
-    tlsKey: values['tls-key'],
-    tlsCa: values['tls-ca'],
-    tlsServerName: values['tls-server-name'],
-  });
+  const settings = temporalSettingsFromFlags(values);
   const agents = await AgentClient.connect(settings, values['task-queue'] ?? process.env.KVFABRIC_TASK_QUEUE ?? 'kvfabric');
   const print = (status: AgentStatus) => console.log(values.json ? JSON.stringify(status) : describe(status));
   const agent = (): AgentHandle => {

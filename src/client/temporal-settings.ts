@@ -22,6 +22,43 @@ export interface TemporalFlags {
   tlsServerName?: string;
 }
 
+/** The connection flags every kvfabric command line takes, in node:util parseArgs form. */
+export const TEMPORAL_FLAG_OPTIONS = {
+  address: { type: 'string' },
+  namespace: { type: 'string' },
+  tls: { type: 'boolean' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'tls-ca': { type: 'string' },
+  'tls-server-name': { type: 'string' },
+} as const;
+
+interface ParsedTemporalFlags {
+  address?: string;
+  namespace?: string;
+  tls?: boolean;
+  'tls-cert'?: string;
+  'tls-key'?: string;
+  'tls-ca'?: string;
+  'tls-server-name'?: string;
+}
+
+/** Settings from parsed TEMPORAL_FLAG_OPTIONS values, falling back to the environment. */
+export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
+  return temporalSettings(
+    {
+      address: values.address,
+      namespace: values.namespace,
+      tls: values.tls,
+      tlsCert: values['tls-cert'],
+      tlsKey: values['tls-key'],
+      tlsCa: values['tls-ca'],
+      tlsServerName: values['tls-server-name'],
+    },
+    env,
+  );
+}
+
 export function temporalSettings(flags: TemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
   const address = flags.address ?? env.TEMPORAL_ADDRESS ?? 'localhost:7233';
   const namespace = flags.namespace ?? env.TEMPORAL_NAMESPACE ?? 'default';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
-import { temporalSettings, type TemporalSettings } from '../client/temporal-settings';
+import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { AgentModel } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 
@@ -62,13 +62,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     args: argv,
     strict: true,
     options: {
-      address: { type: 'string' },
-      namespace: { type: 'string' },
-      tls: { type: 'boolean' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
-      'tls-ca': { type: 'string' },
-      'tls-server-name': { type: 'string' },
+      ...TEMPORAL_FLAG_OPTIONS,
       'task-queue': { type: 'string' },
       'worker-id': { type: 'string' },
       'no-workflows': { type: 'boolean' },
@@ -93,15 +87,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!keys.some((k) => k.id === activeKeyId)) throw new Error(`active key '${activeKeyId}' is not among the keys given`);
   const metricsAddress = values.metrics ?? env.KVFABRIC_METRICS;
   return {
-    temporal: temporalSettings({
-      address: values.address,
-      namespace: values.namespace,
-      tls: values.tls,
-      tlsCert: values['tls-cert'],
-      tlsKey: values['tls-key'],
-      tlsCa: values['tls-ca'],
-      tlsServerName: values['tls-server-name'],
-    }, env),
+    temporal: temporalSettingsFromFlags(values, env),
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
     workerId: values['worker-id'] ?? env.KVFABRIC_WORKER_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
     workflows: !values['no-workflows'],

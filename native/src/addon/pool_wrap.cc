@@ -27,22 +27,12 @@ Napi::Uint8Array viewOf(Napi::Env env, Napi::ArrayBuffer buffer) {
   return Napi::Uint8Array::New(env, buffer.ByteLength(), buffer, 0);
 }
 
-// Copies an append's bytes and commits it off the JS thread.
-class AppendWorker final : public Napi::AsyncWorker {
- public:
-  AppendWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool,
-               AppendLease lease, Napi::Uint8Array source)
-      : Napi::AsyncWorker(env, "kvfabric.append"),
-        deferred_(deferred),
-        pool_(std::move(pool)),
-        lease_(std::move(lease)),
-        source_(Napi::Persistent(source)),
-        data_(source.Data()) {}
+// Async work whose outcome is a Status: resolves with undefined, or rejects with the FabricError.
+class StatusWorker : public Napi::AsyncWorker {
+ protected:
+  StatusWorker(Napi::Env env, const char* name, Napi::Promise::Deferred deferred)
+      : Napi::AsyncWorker(env, name), deferred_(deferred) {}
 
-  void Execute() override {
-    lease_.copyFrom(data_);
-    status_ = lease_.commit();
-  }
   void OnOK() override {
     if (status_.isOk()) {
       deferred_.Resolve(Env().Undefined());
@@ -52,13 +42,31 @@ class AppendWorker final : public Napi::AsyncWorker {
   }
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
- private:
   Napi::Promise::Deferred deferred_;
+  Status status_;
+};
+
+// Copies an append's bytes and commits it off the JS thread.
+class AppendWorker final : public StatusWorker {
+ public:
+  AppendWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool,
+               AppendLease lease, Napi::Uint8Array source)
+      : StatusWorker(env, "kvfabric.append", deferred),
+        pool_(std::move(pool)),
+        lease_(std::move(lease)),
+        source_(Napi::Persistent(source)),
+        data_(source.Data()) {}
+
+  void Execute() override {
+    lease_.copyFrom(data_);
+    status_ = lease_.commit();
+  }
+
+ private:
   std::shared_ptr<PagedAllocator> pool_;  // declared before lease_: the lease dies first
   AppendLease lease_;
   Napi::Reference<Napi::Uint8Array> source_;
   const uint8_t* data_;
-  Status status_;
 };
 
 // Copies a read's bytes into a JS-owned buffer off the JS thread.
@@ -89,29 +97,19 @@ class ReadWorker final : public Napi::AsyncWorker {
 };
 
 // Copies a demote or promote between the tiers and commits it off the JS thread.
-class MoveWorker final : public Napi::AsyncWorker {
+class MoveWorker final : public StatusWorker {
  public:
   MoveWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool, MoveLease lease)
-      : Napi::AsyncWorker(env, "kvfabric.move"), deferred_(deferred), pool_(std::move(pool)), lease_(std::move(lease)) {}
+      : StatusWorker(env, "kvfabric.move", deferred), pool_(std::move(pool)), lease_(std::move(lease)) {}
 
   void Execute() override {
     lease_.copy();
     status_ = lease_.commit();
   }
-  void OnOK() override {
-    if (status_.isOk()) {
-      deferred_.Resolve(Env().Undefined());
-    } else {
-      deferred_.Reject(fabricError(Env(), status_).Value());
-    }
-  }
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
  private:
-  Napi::Promise::Deferred deferred_;
   std::shared_ptr<PagedAllocator> pool_;
   MoveLease lease_;
-  Status status_;
 };
 
 Napi::Float64Array keysToArray(Napi::Env env, const std::vector<uint64_t>& keys) {

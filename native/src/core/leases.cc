@@ -1,0 +1,197 @@
+// The lease classes: each holds what one operation reserved under the allocator's lock while its bytes
+// move without it, and gives everything back when destroyed uncommitted.
+#include <algorithm>
+#include <string>
+
+#include "paged_allocator.h"
+
+namespace kvfabric {
+
+// ---- leases ----
+
+AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    context_ = other.context_;
+    tokens_ = other.tokens_;
+    bytes_ = other.bytes_;
+    copied_ = other.copied_;
+    cow_ = other.cow_;
+    cowSourceFrame_ = other.cowSourceFrame_;
+    cowBlock_ = other.cowBlock_;
+    newBlocks_ = std::move(other.newBlocks_);
+    grants_ = std::move(other.grants_);
+    runs_ = std::move(other.runs_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void AppendLease::reset() {
+  if (pool_) pool_->abortAppend(this);
+  pool_ = nullptr;
+  tokens_ = bytes_ = 0;
+  copied_ = cow_ = false;
+  newBlocks_.clear();
+  grants_.clear();
+  runs_.clear();
+}
+
+void AppendLease::copyFrom(const uint8_t* src) {
+  if (!pool_ || copied_) return;
+  BlockMemory& device = pool_->device_.memory();
+  pool_->scrubGrants(grants_);
+  if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
+  const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
+  for (const SlotRun& run : runs_) {
+    device.writeSlots(run.frame, run.slot, run.count, src);
+    src += run.count * bytesPerToken;
+  }
+  copied_ = true;
+}
+
+Status AppendLease::commit() {
+  if (!pool_) return Status::ok();  // an empty append
+  if (!copied_) {
+    reset();
+    return Status(Code::kInvalidState, "append committed before its bytes were copied; nothing was appended");
+  }
+  pool_->commitAppend(this);
+  pool_ = nullptr;
+  reset();
+  return Status::ok();
+}
+
+ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    bytes_ = other.bytes_;
+    wholeBlock_ = other.wholeBlock_;
+    runs_ = std::move(other.runs_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void ReadLease::reset() {
+  if (pool_) pool_->endRead(this);
+  pool_ = nullptr;
+  bytes_ = 0;
+  wholeBlock_ = false;
+  runs_.clear();
+}
+
+void ReadLease::copyTo(uint8_t* dst) const {
+  if (!pool_) return;
+  if (wholeBlock_) {
+    const SlotRun& run = runs_.front();
+    pool_->arena(run.tier).memory().readBlock(run.frame, dst);
+    return;
+  }
+  const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
+  for (const SlotRun& run : runs_) {
+    pool_->arena(run.tier).memory().readSlots(run.frame, run.slot, run.count, dst);
+    dst += run.count * bytesPerToken;
+  }
+}
+
+MoveLease& MoveLease::operator=(MoveLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    kind_ = other.kind_;
+    context_ = other.context_;
+    copied_ = other.copied_;
+    moves_ = std::move(other.moves_);
+    diskKeys_ = std::move(other.diskKeys_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void MoveLease::reset() {
+  if (pool_) pool_->abortMove(this);
+  pool_ = nullptr;
+  copied_ = false;
+  moves_.clear();
+  diskKeys_.clear();
+}
+
+uint64_t MoveLease::bytes() const { return pool_ ? moves_.size() * pool_->layout_.blockBytes : 0; }
+
+void MoveLease::copy() {
+  if (!pool_ || copied_ || kind_ == Kind::kFill) return;
+  for (const Move& move : moves_) {  // no moves, no host tier needed
+    BlockMemory& device = pool_->device_.memory();
+    BlockMemory& host = pool_->host_.memory();
+    if (kind_ == Kind::kDemote) {
+      device.readBlock(move.fromFrame, host.hostAddress(move.to.frame));
+    } else {
+      device.writeBlock(move.to.frame, host.hostAddress(move.fromFrame));
+    }
+  }
+  copied_ = true;
+}
+
+Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
+  if (!pool_ || kind_ != Kind::kFill) return Status(Code::kInvalidState, "not a fill in progress");
+  if (index >= moves_.size()) return Status(Code::kOutOfRange, "fill has " + std::to_string(moves_.size()) + " blocks");
+  if (length != pool_->layout_.blockBytes) {
+    return Status(Code::kInvalidArgument, "a block is " + std::to_string(pool_->layout_.blockBytes) + " bytes, got " +
+                                              std::to_string(length));
+  }
+  Move& move = moves_[index];
+  pool_->host_.memory().writeBlock(move.to.frame, src);
+  move.written = true;
+  return Status::ok();
+}
+
+Status MoveLease::commit() {
+  if (!pool_) return Status::ok();  // nothing to move
+  const bool complete = kind_ == Kind::kFill
+                            ? std::all_of(moves_.begin(), moves_.end(), [](const Move& m) { return m.written; })
+                            : copied_;
+  if (!complete) {
+    reset();
+    return Status(Code::kInvalidState, "move committed before every block was copied; nothing moved");
+  }
+  pool_->commitMove(this);
+  pool_ = nullptr;
+  reset();
+  return Status::ok();
+}
+
+SpillLease& SpillLease::operator=(SpillLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = other.pool_;
+    context_ = other.context_;
+    runs_ = std::move(other.runs_);
+    other.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void SpillLease::reset() {
+  if (pool_) pool_->abortSpill(this);
+  pool_ = nullptr;
+  runs_.clear();
+}
+
+void SpillLease::copyBlock(size_t index, uint8_t* dst) const {
+  if (!pool_ || index >= runs_.size()) return;
+  const SlotRun& run = runs_[index];
+  pool_->arena(run.tier).memory().readBlock(run.frame, dst);
+}
+
+Status SpillLease::commit(const uint64_t* diskKeys, size_t count, bool dropHostFrames) {
+  if (!pool_) return Status(Code::kInvalidState, "no spill in progress");
+  Status st = pool_->commitSpill(this, diskKeys, count, dropHostFrames);
+  if (!st.isOk()) return st;  // the lease stays open: the caller may retry or drop it
+  pool_ = nullptr;
+  return Status::ok();
+}
+
+}  // namespace kvfabric
