@@ -10,7 +10,6 @@
 import { FabricError } from './errors';
 import { computeLayout, validatePoolOptions } from './layout';
 import type {
-  BlockHandle,
   BlockLayout,
   ContextHandle,
   ContextStats,

@@ -426,7 +426,7 @@ export class TieredMemory {
   /** Demotes LRU resident, unpinned, idle contexts until `blocks` more device blocks are free; false if none moved. */
   private async evictDevice(blocks: number, requester?: Entry): Promise<boolean> {
     const target = this.pool.stats().freeBlocks + blocks;
-    return this.evict(requester, (s) => s.resident && s.devicePages > 0, () => this.pool.stats().freeBlocks >= target, (id, entry) =>
+    return this.evict(requester, (s) => s.resident && s.devicePages > 0, () => this.pool.stats().freeBlocks >= target, (_id, entry) =>
       this.demoteLocked(entry),
     );
   }
