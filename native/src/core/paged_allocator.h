@@ -347,6 +347,9 @@ class PagedAllocator {
   Status beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, MoveLease* lease);
   void commitMove(MoveLease* lease);
   void abortMove(MoveLease* lease);
+  // One value per page of a context, taken from its block's metadata (the per-page views).
+  template <typename T, typename Field>
+  Status perPage(Handle ctx, std::vector<T>* out, Field field) const;
   Status commitSpill(SpillLease* lease, const uint64_t* diskKeys, size_t count, bool dropHostFrames);
   void abortSpill(SpillLease* lease);
 

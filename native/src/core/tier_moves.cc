@@ -249,7 +249,8 @@ std::vector<uint64_t> PagedAllocator::takeFreedDiskKeys() {
   return out;
 }
 
-Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const {
+template <typename T, typename Field>
+Status PagedAllocator::perPage(Handle ctx, std::vector<T>* out, Field field) const {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextSlot* c = findLocked(ctx);
   if (!c) return staleContext();
@@ -258,8 +259,16 @@ Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) cons
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
-  for (size_t i = 0; i < c->pages.size(); ++i) (*out)[i] = blocks_[c->pages[i]].diskKey;
+  for (size_t i = 0; i < c->pages.size(); ++i) (*out)[i] = field(blocks_[c->pages[i]]);
   return Status::ok();
+}
+
+Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const {
+  return perPage(ctx, out, [](const BlockMeta& m) { return m.diskKey; });
+}
+
+Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
+  return perPage(ctx, out, [](const BlockMeta& m) { return m.tier; });
 }
 
 Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count) {
@@ -281,19 +290,6 @@ Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t
   for (uint32_t b : c->pages) {
     if (named(blocks_[b].diskKey)) setDiskKeyLocked(b, 0);
   }
-  return Status::ok();
-}
-
-Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const ContextSlot* c = findLocked(ctx);
-  if (!c) return staleContext();
-  try {
-    out->resize(c->pages.size());
-  } catch (const std::bad_alloc&) {
-    return outOfMemory();
-  }
-  for (size_t i = 0; i < c->pages.size(); ++i) (*out)[i] = blocks_[c->pages[i]].tier;
   return Status::ok();
 }
 
