@@ -11,6 +11,9 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 
 import { AgentClient, type AgentHandle } from '../src/client/agent-client';
 import { startDevServer } from '../src/dev-server/dev-server';
+import { CapabilityIssuer } from '../src/security/capability-issuer';
+import { ed25519PublicOf } from '../src/security/key-list';
+import { CodecKeyRing } from '../src/security/payload-codec';
 import { createGpuWorker } from '../src/worker/gpu-worker';
 import { MODELS, bytesPerToken } from '../src/workflows/models';
 
@@ -24,6 +27,8 @@ async function main(): Promise<void> {
   const server = await startDevServer();
   const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-measure-'));
   const key = randomBytes(32);
+  const signing = [{ id: 's', key: randomBytes(32) }];
+  const codecKeys = [{ id: 'c', key: randomBytes(32) }];
   const connection = await NativeConnection.connect({ address: server.address });
   const taskQueue = 'kvfabric-measure';
   const worker = await createGpuWorker({
@@ -40,12 +45,19 @@ async function main(): Promise<void> {
       tierDir,
       keys: [{ id: 'k', key }],
       activeKeyId: 'k',
+      trustedKeys: signing.map(({ id, key: seed }) => ({ id, key: ed25519PublicOf(seed) })),
+      codecKeys,
+      activeCodecKeyId: 'c',
       maxConcurrentActivities: 8,
       shutdownGraceMs: 5000,
     },
   });
   const running = worker.run();
-  const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, taskQueue);
+  const agents = await AgentClient.connect(
+    { address: server.address, namespace: 'default' },
+    { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) },
+    taskQueue,
+  );
   const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
   try {
     // ---- history: 100 turns ----

@@ -6,7 +6,8 @@ import { FabricError } from '../fabric/errors';
 import type { BlockLayout, ModelShape } from '../fabric/types';
 import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
-import { authorize, grantFor } from './capability';
+import type { CapabilityClaims } from '../security/claims';
+import type { CapabilityCheck, Presented } from './capability';
 import { ContextDigest, type DigestState } from './context-digest';
 import type { GrantStore } from './grant-store';
 import { syntheticKv } from './synthetic-kv';
@@ -38,6 +39,9 @@ export class AgentMemory {
   readonly tiers: TieredMemory;
   readonly layout: BlockLayout;
   private readonly grants: GrantStore;
+  private readonly capabilities: CapabilityCheck;
+  /** Tenant of every context this worker holds: statistics go to one tenant at a time. */
+  private readonly tenants = new Map<string, string>();
   private readonly cold: Pick<ColdStore, 'readManifest'>;
   private readonly observer: MemoryObserver | undefined;
 
@@ -45,6 +49,8 @@ export class AgentMemory {
     tiers: TieredMemory;
     layout: BlockLayout;
     grants: GrantStore;
+    /** Verifies presented tokens (public keys only), epochs and the audit log of denials. */
+    capabilities: CapabilityCheck;
     /** The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything. */
     cold: Pick<ColdStore, 'readManifest'>;
     observer?: MemoryObserver;
@@ -52,22 +58,23 @@ export class AgentMemory {
     this.tiers = options.tiers;
     this.layout = options.layout;
     this.grants = options.grants;
+    this.capabilities = options.capabilities;
     this.cold = options.cold;
     this.observer = options.observer;
   }
 
   // ---- who may touch what ----
 
-  /** Throws PERMISSION_DENIED for a wrong capability or tenant, STALE_HANDLE for a context nobody granted. */
-  async admit(contextId: string, tenant: string, capability: string, action: string): Promise<void> {
-    const grant = await this.grants.get(contextId);
-    if (!grant) throw new FabricError('STALE_HANDLE', `no context ${contextId}`);
-    try {
-      authorize(grant, tenant, capability, action);
-    } catch (err) {
-      this.observer?.denied(action);
-      throw err;
-    }
+  /**
+   * The claims of a token that allows the call, whose context's grant agrees with it. PERMISSION_DENIED
+   * for any refused token (before the grant is even read), STALE_HANDLE for a context nobody granted.
+   */
+  async admit(call: Presented): Promise<CapabilityClaims> {
+    const claims = await this.capabilities.claimsFor(call);
+    const grant = await this.grants.get(call.contextId);
+    if (!grant) throw new FabricError('STALE_HANDLE', `no context ${call.contextId}`);
+    await this.capabilities.agree(call, grant, claims);
+    return claims;
   }
 
   /** STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
@@ -92,13 +99,16 @@ export class AgentMemory {
 
   // ---- lifecycle ----
 
-  /** Creates the context and its grant. A context of that id granted to another capability is denied. */
-  async create(contextId: string, tenant: string, capability: string, checkpoint: boolean): Promise<void> {
+  /** Creates the context and its grant. A context of that id granted to another agent or tenant is denied. */
+  async create(call: Presented, checkpoint: boolean): Promise<void> {
+    const { contextId } = call;
+    const claims = await this.capabilities.claimsFor(call);
     const existing = await this.grants.get(contextId);
-    if (existing) await this.admit(contextId, tenant, capability, 'allocate');
+    if (existing) await this.capabilities.agree(call, existing, claims);
     if (this.tiers.has(contextId)) return; // an earlier attempt created it here
-    await this.grants.put(grantFor(contextId, tenant, capability));
-    this.tiers.create(contextId, tenantIdOf(tenant));
+    if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub });
+    this.tiers.create(contextId, tenantIdOf(claims.ten));
+    this.tenants.set(contextId, claims.ten);
     this.placed.set(contextId, 'device');
     if (checkpoint) await this.tiers.checkpoint(contextId);
   }
@@ -114,33 +124,62 @@ export class AgentMemory {
       throw err;
     }
     await this.tiers.recover(contextId);
+    this.tenants.set(contextId, tenant);
     this.placed.set(contextId, 'disk');
     this.observer?.transferred('recover', 0);
   }
 
-  async share(parentId: string, childId: string, tenant: string, childCapability: string, checkpoint: boolean): Promise<void> {
+  /**
+   * Forks `parentId` (already admitted with `parent`'s claims) into the child the call names. The
+   * child's token must be for the child, in the parent's tenant, with at most the parent's rights.
+   */
+  async share(parentId: string, parent: CapabilityClaims, child: Presented, checkpoint: boolean): Promise<void> {
+    const childId = child.contextId;
+    const claims = await this.capabilities.childClaims(child, parent);
     const existing = await this.grants.get(childId);
     if (existing) {
-      // Ours only if made for this very child capability (a retry whose record was lost with its worker).
-      try {
-        authorize(existing, tenant, childCapability, 'fork');
-      } catch {
-        throw new FabricError('INVALID_ARGUMENT', `context ${childId} already exists`);
-      }
+      // Ours only if made for this very child (a retry whose record was lost with its worker).
+      if (existing.tenant !== claims.ten || existing.agentId !== claims.sub) throw new FabricError('INVALID_ARGUMENT', `context ${childId} already exists`);
     } else {
-      await this.grants.put(grantFor(childId, tenant, childCapability));
+      await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub });
     }
     if (!this.tiers.has(childId)) await this.tiers.fork(parentId, childId);
+    this.tenants.set(childId, claims.ten);
     this.placed.set(childId, this.tiers.residency(childId));
     if (checkpoint) await this.tiers.checkpoint(childId);
   }
 
-  async release(contextId: string): Promise<number> {
+  /**
+   * Frees the context, then revokes every token of it up to the releasing one's epoch (the record
+   * outlives the grant: a replayed token stays refused), then drops the grant.
+   */
+  async release(contextId: string, claims: CapabilityClaims): Promise<number> {
     const tokens = this.tiers.contextStats(contextId).tokens;
     await this.tiers.release(contextId);
+    await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
+    this.tenants.delete(contextId);
     this.placed.delete(contextId);
     return tokens;
+  }
+
+  /** Accepts `next` as the context's capability (see CapabilityCheck.renewal); touches no tier. */
+  async renew(current: CapabilityClaims, next: Presented): Promise<void> {
+    await this.capabilities.renewal(next, current);
+  }
+
+  /** Totals over one tenant's contexts on this worker: nothing about any other tenant. */
+  tenantStats(tenant: string): { contexts: number; tokens: number; blocks: number; sharedBlocks: number } {
+    const totals = { contexts: 0, tokens: 0, blocks: 0, sharedBlocks: 0 };
+    for (const [contextId, owner] of this.tenants) {
+      if (owner !== tenant || !this.tiers.has(contextId)) continue;
+      const stats = this.tiers.contextStats(contextId);
+      totals.contexts++;
+      totals.tokens += stats.tokens;
+      totals.blocks += stats.blocks;
+      totals.sharedBlocks += stats.sharedBlocks;
+    }
+    return totals;
   }
 
   // ---- turns ----

@@ -1,43 +1,126 @@
-// The one place a presented capability is checked. Until the security issue lands, a capability is an
-// opaque random token the client mints at agent start; the worker keeps only its SHA-256 in a grant and
-// compares digests in constant time. The Ed25519 verification replaces `grantFor` and `authorize` here;
-// callers already pass the presented token and the context's grant, so nothing else changes.
-import { createHash, timingSafeEqual } from 'node:crypto';
-
+// The one place a presented capability is checked, before anything touches the tier layer. A token must
+// be authentic and current (CapabilityVerifier: Ed25519, trusted key id, expiry), name this tenant,
+// agent, context and calling workflow, carry the right the action needs, and have an epoch no lower than
+// the context's revocation record. Then the worker's own grant (who created the context) must agree:
+// the token is necessary, not sufficient. Every refusal is audited (never the token) and counted.
 import { FabricError } from '../fabric/errors';
+import { CapabilityDenied, type CapabilityVerifier } from '../security/capability-verifier';
+import type { CapabilityClaims, DenialReason, Right } from '../security/claims';
+import type { AuditSink } from '../security/audit-log';
+import type { EpochStore } from '../security/epochs';
+
+export type Action = 'allocate' | 'recover' | 'append' | 'pin' | 'unpin' | 'fork' | 'offload' | 'restore' | 'release' | 'renew';
+
+/** The right each worker action needs. Pinning decides where the context lives, as offloading does. */
+export const RIGHT_FOR: Record<Action, Right> = {
+  allocate: 'append',
+  recover: 'resume',
+  append: 'append',
+  pin: 'offload',
+  unpin: 'offload',
+  fork: 'fork',
+  offload: 'offload',
+  restore: 'resume',
+  release: 'release',
+  // Renewing proves possession of the agent's token; the replacement may not add rights (renewal()).
+  renew: 'resume',
+};
 
 /** Who may touch a context, as recorded by the worker that created it. Holds no secret. */
 export interface Grant {
   contextId: string;
   tenant: string;
-  /** SHA-256 (hex) of the capability presented at creation. */
-  capabilityDigest: string;
+  agentId: string;
 }
 
-const CAPABILITY = /^[\x21-\x7e]{16,1024}$/;
+/** A call as the worker sees it: what is asked, by whom, from which workflow, with which token. */
+export interface Presented {
+  contextId: string;
+  agentId: string;
+  tenant: string;
+  workflowId: string;
+  action: Action;
+  token: unknown;
+}
 
-export function checkCapabilityFormat(capability: unknown): asserts capability is string {
-  // The message never echoes the value: a malformed token may still be someone's secret.
-  if (typeof capability !== 'string' || !CAPABILITY.test(capability)) {
-    throw new FabricError('INVALID_ARGUMENT', 'capability must be 16 to 1024 printable ASCII characters');
+export class CapabilityCheck {
+  constructor(
+    private readonly verifier: CapabilityVerifier,
+    private readonly epochs: EpochStore,
+    private readonly audit: AuditSink | undefined,
+    private readonly onDenied: (action: string) => void = () => undefined,
+  ) {}
+
+  /** The token's claims if it allows the call; PERMISSION_DENIED (audited) otherwise. */
+  async claimsFor(call: Presented): Promise<CapabilityClaims> {
+    return this.checked(call, await this.verified(call));
+  }
+
+  /** The grant must name the token's tenant and agent: a valid token for a context someone else holds is refused. */
+  async agree(call: Presented, grant: Grant, claims: CapabilityClaims): Promise<void> {
+    if (grant.contextId !== claims.ctx || grant.tenant !== claims.ten || grant.agentId !== claims.sub) await this.deny(call, 'not-owner');
+  }
+
+  /**
+   * A fork's child token: for the child context and agent, bound to the child's workflow, in the
+   * parent's tenant (a child token of another tenant is a cross-tenant share), with at most the
+   * parent's rights and no later expiry.
+   */
+  async childClaims(call: Presented, parent: CapabilityClaims): Promise<CapabilityClaims> {
+    const child = await this.verified(call);
+    if (child.ten !== parent.ten) return this.deny(call, 'cross-tenant');
+    // The child needs no particular right to come into being: only none beyond its parent's.
+    await this.checked(call, child, false);
+    if (!child.rights.every((right) => parent.rights.includes(right)) || child.exp > parent.exp) return this.deny(call, 'rights-escalation');
+    return child;
+  }
+
+  /**
+   * A renewal's replacement token: same tenant, agent, context and workflow as the call, no right the
+   * current token lacks, and newer than it. Accepting it revokes every older token, the current one too.
+   */
+  async renewal(call: Presented, current: CapabilityClaims): Promise<CapabilityClaims> {
+    const next = await this.checked(call, await this.verified(call), false);
+    if (!next.rights.every((right) => current.rights.includes(right))) return this.deny(call, 'rights-escalation');
+    if (next.epoch <= current.epoch) return this.deny(call, 'revoked');
+    await this.revoke(call.contextId, next.epoch);
+    return next;
+  }
+
+  private async verified(call: Presented): Promise<CapabilityClaims> {
+    try {
+      return this.verifier.verify(call.token);
+    } catch (err) {
+      if (err instanceof CapabilityDenied) return this.deny(call, err.reason);
+      throw err;
+    }
+  }
+
+  private async checked(call: Presented, claims: CapabilityClaims, needsRight = true): Promise<CapabilityClaims> {
+    const reason = mismatch(claims, call, needsRight);
+    if (reason) return this.deny(call, reason);
+    if (claims.epoch < (await this.epochs.minimum(call.contextId))) return this.deny(call, 'revoked');
+    return claims;
+  }
+
+  /** Release and hand-off: tokens of the context with a lower epoch are refused from now on. */
+  async revoke(contextId: string, minimumEpoch: number): Promise<void> {
+    await this.epochs.raise(contextId, minimumEpoch);
+  }
+
+  async deny(call: Presented, reason: DenialReason): Promise<never> {
+    this.onDenied(call.action);
+    await this.audit?.denied({ agent: call.agentId, tenant: call.tenant, context: call.contextId, action: call.action, reason }).catch(() => undefined);
+    // The message names the reason, never the token.
+    throw new FabricError('PERMISSION_DENIED', `${call.action} of context ${call.contextId} denied: ${reason}`);
   }
 }
 
-export function grantFor(contextId: string, tenant: string, capability: string): Grant {
-  checkCapabilityFormat(capability);
-  return { contextId, tenant, capabilityDigest: digestOf(capability) };
-}
-
-/** PERMISSION_DENIED unless `presented` is the capability the grant was made for, for that tenant. */
-export function authorize(grant: Grant, tenant: string, presented: unknown, action: string): void {
-  const ok =
-    typeof presented === 'string' &&
-    CAPABILITY.test(presented) &&
-    grant.tenant === tenant &&
-    timingSafeEqual(Buffer.from(digestOf(presented), 'hex'), Buffer.from(grant.capabilityDigest, 'hex'));
-  if (!ok) throw new FabricError('PERMISSION_DENIED', `${action} of context ${grant.contextId}: the capability presented does not grant it`);
-}
-
-function digestOf(capability: string): string {
-  return createHash('sha256').update(`kvfabric.capability.v1\0${capability}`).digest('hex');
+function mismatch(claims: CapabilityClaims, call: Presented, needsRight: boolean): DenialReason | undefined {
+  if (claims.ten !== call.tenant) return 'wrong-tenant';
+  if (claims.ctx !== call.contextId) return 'wrong-context';
+  if (claims.sub !== call.agentId) return 'wrong-agent';
+  if (claims.wf !== call.workflowId) return 'wrong-workflow';
+  if (needsRight && !claims.rights.includes(RIGHT_FOR[call.action])) return 'missing-right';
+  return undefined;
 }

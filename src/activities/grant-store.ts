@@ -1,12 +1,13 @@
 // Grants live beside the cold tier, in a directory every worker reaches, so a worker that adopts a
 // context after another one died can still check who may touch it. One small JSON file per context,
-// written to a temp name, synced and renamed, so readers never see half a grant. The files hold digests only;
-// the security issue's signed capabilities make them unnecessary (see capability.ts).
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+// written to a temp name, synced and renamed, so readers never see half a grant. A grant names the
+// context's tenant and owning agent and holds no secret: capabilities are checked against it (capability.ts).
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
+import { writeAtomically } from '../tiers/cold/durable-file';
 import type { Grant } from './capability';
 
 export class GrantStore {
@@ -19,22 +20,9 @@ export class GrantStore {
 
   /** Durable before it returns: the context it guards is durable from its first checkpoint on. */
   async put(grant: Grant): Promise<void> {
-    const file = this.fileOf(grant.contextId);
-    const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-    const handle = await open(temp, 'w', 0o600);
-    try {
-      await handle.writeFile(JSON.stringify(grant));
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, file);
-    const directory = await open(this.directory, 'r');
-    try {
-      await directory.sync(); // the rename itself
-    } finally {
-      await directory.close();
-    }
+    await writeAtomically(this.directory, this.nameOf(grant.contextId), `the grant of context ${grant.contextId}`, (file) =>
+      file.writeFile(JSON.stringify(grant)),
+    );
   }
 
   /**
@@ -59,18 +47,21 @@ export class GrantStore {
   }
 
   private fileOf(contextId: string): string {
+    return join(this.directory, this.nameOf(contextId));
+  }
+
+  private nameOf(contextId: string): string {
     // Hashed names: context ids are arbitrary strings, file names are not.
-    return join(this.directory, `${createHash('sha256').update(contextId).digest('hex').slice(0, 40)}.grant.json`);
+    return `${createHash('sha256').update(contextId).digest('hex').slice(0, 40)}.grant.json`;
   }
 }
 
 function parseGrant(text: string): Grant | undefined {
   try {
     const value = JSON.parse(text) as Record<string, unknown>;
-    const { contextId, tenant, capabilityDigest } = value;
-    if (typeof contextId !== 'string' || typeof tenant !== 'string' || typeof capabilityDigest !== 'string') return undefined;
-    if (!/^[0-9a-f]{64}$/.test(capabilityDigest)) return undefined;
-    return { contextId, tenant, capabilityDigest };
+    const { contextId, tenant, agentId } = value;
+    if (typeof contextId !== 'string' || typeof tenant !== 'string' || typeof agentId !== 'string') return undefined;
+    return { contextId, tenant, agentId };
   } catch {
     return undefined;
   }

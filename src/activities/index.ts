@@ -2,7 +2,11 @@
 // queue: whichever worker takes one holds the context afterwards and answers with its own
 // worker-specific queue. Context activities run on that queue. Every call is checked against the
 // context's grant, applied at most once per operation id, and reports FabricErrors by code.
-import { log } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
+
+import type { CapabilityClaims } from '../security/claims';
+import { agentWorkflowId } from '../workflows/definitions';
+import type { Action, Presented } from './capability';
 
 import type { AgentMemory } from './agent-memory';
 import { withFailureCodes } from './failures';
@@ -20,6 +24,7 @@ import type {
   PlacementActivities,
   RecoverRequest,
   ReleaseResult,
+  RenewRequest,
   RestoreRequest,
   RestoreResult,
   ShareRequest,
@@ -32,6 +37,7 @@ import type {
 export type * from './types';
 export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
 export { GrantStore } from './grant-store';
+export { CapabilityCheck, RIGHT_FOR, type Action, type Grant, type Presented } from './capability';
 export { OperationJournal } from './operation-journal';
 
 export interface ActivityHooks {
@@ -44,8 +50,8 @@ export interface ActivityHooks {
 
 interface Operation {
   activity: string;
-  /** The action named in a denial. */
-  action: string;
+  /** The action checked against the token's rights and named in a denial. */
+  action: Action;
   /** Whether the context must already be held by this worker. */
   held: boolean;
 }
@@ -64,14 +70,20 @@ export function createActivities(options: {
    * Admission, at-most-once application with heartbeats, then the after-applied hook. `progress` names
    * the phase a long call is in; the heartbeat reports it.
    */
-  function operate<T>(op: Operation, request: ContextRequest, apply: () => Promise<T>, progress: () => Progress = () => ({ phase: op.activity })): Promise<T> {
+  function operate<T>(
+    op: Operation,
+    request: ContextRequest,
+    apply: (claims: CapabilityClaims | undefined) => Promise<T>,
+    progress: () => Progress = () => ({ phase: op.activity }),
+  ): Promise<T> {
     return withFailureCodes(async () => {
       // A recorded operation answers from the journal: a retried release must not need its deleted grant.
+      let claims: CapabilityClaims | undefined;
       if (!journal.has(request.agentId, request.operationId)) {
-        await memory.admit(request.agentId, request.tenant, request.capability, op.action);
+        claims = await memory.admit(presented(request, op.action));
         if (op.held) memory.requireHeld(request.agentId);
       }
-      const result = await journal.run(request.agentId, request.operationId, () => withHeartbeat(progress, apply));
+      const result = await journal.run(request.agentId, request.operationId, () => withHeartbeat(progress, () => apply(claims)));
       memory.noticeEvictions();
       hooks?.afterApplied?.(op.activity, request);
       return result;
@@ -84,7 +96,7 @@ export function createActivities(options: {
         memory.checkShape(request.shape, request.tokensPerBlock);
         // No admission: the grant is made here (memory.create refuses an id granted to someone else).
         const result = await journal.run(request.agentId, request.operationId, async () => {
-          await memory.create(request.agentId, request.tenant, request.capability, request.checkpoint);
+          await memory.create(presented(request, 'allocate'), request.checkpoint);
           log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
           return { holder, ...memory.snapshot(request.agentId), digest: emptyDigest() };
         });
@@ -132,8 +144,17 @@ export function createActivities(options: {
     },
 
     share(request: ShareRequest): Promise<ShareResult> {
-      return operate({ activity: 'share', action: 'fork', held: true }, request, async () => {
-        await memory.share(request.agentId, request.childId, request.tenant, request.childCapability, request.checkpoint);
+      return operate({ activity: 'share', action: 'fork', held: true }, request, async (parent) => {
+        const child: Presented = {
+          contextId: request.childId,
+          agentId: request.childId,
+          tenant: request.tenant,
+          // The child's token is bound to the child's own workflow, which starts after this share.
+          workflowId: agentWorkflowId(request.childId),
+          action: 'fork',
+          token: request.childCapability,
+        };
+        await memory.share(request.agentId, parent!, child, request.checkpoint);
         return { parent: memory.snapshot(request.agentId), child: memory.snapshot(request.childId) };
       });
     },
@@ -162,15 +183,35 @@ export function createActivities(options: {
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ activity: 'release', action: 'release', held: true }, request, async () => {
-        const releasedTokens = await memory.release(request.agentId);
+      return operate({ activity: 'release', action: 'release', held: true }, request, async (claims) => {
+        const releasedTokens = await memory.release(request.agentId, claims!);
         log.info('context released', { agentId: request.agentId });
         return { releasedTokens };
+      });
+    },
+
+    renew(request: RenewRequest): Promise<void> {
+      return operate({ activity: 'renew', action: 'renew', held: false }, request, async (current) => {
+        await memory.renew(current!, { ...presented(request, 'renew'), token: request.next });
+        log.info('capability renewed', { agentId: request.agentId });
       });
     },
   };
 
   return { placement, context };
+}
+
+/** The call as the capability check sees it: the calling workflow comes from Temporal, not from the request. */
+function presented(request: ContextRequest, action: Action): Presented {
+  return {
+    contextId: request.agentId,
+    agentId: request.agentId,
+    tenant: request.tenant,
+    // Absent only outside a workflow's activity: an empty id matches no token.
+    workflowId: Context.current().info.workflowExecution?.workflowId ?? '',
+    action,
+    token: request.capability,
+  };
 }
 
 /** Runs `work` and measures it, in milliseconds to two decimals. */

@@ -13,7 +13,7 @@ export type Tier = 'device' | 'host' | 'disk';
 export interface ContextRequest {
   agentId: string;
   tenant: string;
-  /** Opaque until the security issue lands; checked by the worker, never logged. */
+  /** A signed capability (src/security); checked by the worker before anything else, never logged. */
   capability: string;
   /** Unique per call within the agent (the workflow's operation counter): a retry carries the same id. */
   operationId: string;
@@ -102,6 +102,11 @@ export interface RestoreResult extends TransferResult {
   verifyMs: number;
 }
 
+export interface RenewRequest extends ContextRequest {
+  /** The replacement capability; `capability` is the one it replaces. */
+  next: string;
+}
+
 export interface ReleaseResult {
   releasedTokens: number;
 }
@@ -123,4 +128,6 @@ export interface ContextActivities {
   offload(request: OffloadRequest): Promise<TransferResult>;
   restore(request: RestoreRequest): Promise<RestoreResult>;
   release(request: ContextRequest): Promise<ReleaseResult>;
+  /** Accepts a replacement capability and revokes every older token of the context. */
+  renew(request: RenewRequest): Promise<void>;
 }

@@ -1,12 +1,13 @@
 // The kvfabric CLI: start an agent, run a turn, suspend, resume, fork, pin, unpin, release, status, list.
 // Connection flags and environment are the worker's (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*).
 // Calls on an agent act with its capability: --capability or KVFABRIC_CAPABILITY. `start` and `fork` print
-// the new agent's capability once; nothing else ever prints one.
+// the new agent's capability once (`renew` its replacement); nothing else ever prints one.
 import { parseArgs } from 'node:util';
 
 import { msToNumber } from '@temporalio/common/lib/time';
 
 import { AgentClient, type AgentHandle } from '../client/agent-client';
+import { clientSecurityFromEnv } from '../client/client-security';
 import { registerSearchAttributes } from '../client/search-attributes';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags } from '../client/temporal-settings';
 import { FabricError } from '../fabric/errors';
@@ -22,10 +23,13 @@ const USAGE = `Usage: kvfabric <command> [args] [options]
   resume <agent>                                           restores and verifies the context
   fork <agent> <child>                                     prints the child's capability
   pin <agent> | unpin <agent> | release <agent>
+  renew <agent>                                            new capability (fresh expiry), old one revoked; prints it
   status <agent>
   list [--tenant T] [--tier device|host|disk] [--phase P] [--all]
   setup                                                    registers the search attributes on a cluster
 
+Keys (environment or files, never flags): KVFABRIC_CODEC_KEYS (payload codec, required),
+         KVFABRIC_SIGNING_KEYS (capability issuer: start and fork mint capabilities with it).
 Options: --capability C (KVFABRIC_CAPABILITY), --task-queue Q (KVFABRIC_TASK_QUEUE, default kvfabric),
          --address, --namespace, --tls, --tls-cert, --tls-key, --tls-ca, --tls-server-name, --json`;
 
@@ -58,7 +62,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const settings = temporalSettingsFromFlags(values);
-  const agents = await AgentClient.connect(settings, values['task-queue'] ?? process.env.KVFABRIC_TASK_QUEUE ?? 'kvfabric');
+  const agents = await AgentClient.connect(settings, clientSecurityFromEnv(), values['task-queue'] ?? process.env.KVFABRIC_TASK_QUEUE ?? 'kvfabric');
   const print = (status: AgentStatus) => console.log(values.json ? JSON.stringify(status) : describe(status));
   const agent = (): AgentHandle => {
     const capability = values.capability ?? process.env.KVFABRIC_CAPABILITY;
@@ -116,6 +120,11 @@ async function main(argv: string[]): Promise<void> {
       case 'release':
         print(await agent().release());
         break;
+      case 'renew': {
+        const renewed = await agent().renew();
+        console.log(values.json ? JSON.stringify({ agentId: renewed.agentId, capability: renewed.capability }) : `renewed agent ${renewed.agentId}; the old capability is revoked\ncapability: ${renewed.capability}`);
+        break;
+      }
       case 'status':
         print(await agents.status(required(agentId, 'agent id')));
         break;

@@ -1,8 +1,6 @@
 // The client library: start agents, drive them through updates, read their status and find them by
 // search attributes. Failures come back as FabricErrors with the worker's stable codes
 // (PERMISSION_DENIED for a wrong capability, INTEGRITY for bytes that did not verify, ...).
-import { randomBytes } from 'node:crypto';
-
 import {
   Client,
   Connection,
@@ -24,6 +22,7 @@ import {
   forkUpdate,
   pinUpdate,
   releaseUpdate,
+  renewUpdate,
   resumeUpdate,
   statusQuery,
   suspendUpdate,
@@ -36,6 +35,10 @@ import {
 } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
+import { readClaimsUnverified } from '../security/capability-issuer';
+import type { Right } from '../security/claims';
+import { dataConverterOf } from '../security/data-converter';
+import type { ClientSecurity } from './client-security';
 import type { TemporalSettings } from './temporal-settings';
 
 export interface AgentConfigOverrides {
@@ -52,7 +55,10 @@ export interface StartAgentOptions {
   /** A catalog name (see workflows/models.ts) or a model (default llama-3-8b). */
   model?: string | AgentModel;
   config?: AgentConfigOverrides;
-  /** The agent's capability; a fresh random one when absent. Keep it: every later call needs it. */
+  /**
+   * The agent's capability; minted by this client's issuer when absent (all rights, bound to the agent's
+   * workflow). Keep it: every later call needs it.
+   */
   capability?: string;
 }
 
@@ -80,10 +86,6 @@ export interface ListFilter {
 /** Agent ids name workflows, cold-tier files and metrics: a conservative alphabet (the fork validator's). */
 const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
-export function newCapability(): string {
-  return randomBytes(24).toString('base64url');
-}
-
 export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
   return {
     timers: { ...DEFAULT_AGENT_CONFIG.timers, ...overrides.timers },
@@ -99,12 +101,34 @@ export class AgentClient {
     readonly client: Client,
     /** The shared task queue the GPU workers poll. */
     readonly taskQueue: string,
+    /** Signing keys (control plane only) and capability lifetime; the codec is the Client's own. */
+    readonly security: Omit<ClientSecurity, 'codec'> = {},
     readonly connection?: Connection,
   ) {}
 
-  static async connect(settings: TemporalSettings, taskQueue = 'kvfabric'): Promise<AgentClient> {
+  static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
     const connection = await Connection.connect({ address: settings.address, ...(settings.tls ? { tls: settings.tls } : {}) });
-    return new AgentClient(new Client({ connection, namespace: settings.namespace }), taskQueue, connection);
+    const client = new Client({ connection, namespace: settings.namespace, dataConverter: dataConverterOf(security.codec) });
+    return new AgentClient(client, taskQueue, security, connection);
+  }
+
+  /** A capability for a new agent: every right, bound to its workflow, at a fresh epoch. */
+  mintCapability(agentId: string, tenant: string, rights?: readonly Right[]): string {
+    return this.issuer().mint({ tenant, agentId, workflowId: agentWorkflowId(agentId), ...(rights ? { rights } : {}), ...this.lifetime() });
+  }
+
+  /** A fork's capability: the parent's tenant, at most its rights, expiring no later. */
+  mintChildCapability(parentCapability: string, childId: string): string {
+    return this.issuer().mintChild(parentCapability, { agentId: childId, workflowId: agentWorkflowId(childId) });
+  }
+
+  private issuer() {
+    if (!this.security.issuer) throw new FabricError('INVALID_ARGUMENT', 'this client holds no signing key (KVFABRIC_SIGNING_KEYS): pass a capability minted by the control plane');
+    return this.security.issuer;
+  }
+
+  private lifetime(): { lifetimeS?: number } {
+    return this.security.capabilityLifetimeS === undefined ? {} : { lifetimeS: this.security.capabilityLifetimeS };
   }
 
   async start(options: StartAgentOptions): Promise<AgentHandle> {
@@ -113,7 +137,7 @@ export class AgentClient {
     }
     tenantIdOf(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
     const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'llama-3-8b');
-    const capability = options.capability ?? newCapability();
+    const capability = options.capability ?? this.mintCapability(options.agentId, options.tenant);
     const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability, model, config: agentConfig(options.config) };
     try {
       await this.client.workflow.start<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
@@ -194,7 +218,8 @@ export class AgentHandle {
   }
 
   /** Forks a child agent sharing this agent's blocks; the child gets its own capability. */
-  async fork(childId: string, childCapability = newCapability()): Promise<{ child: AgentHandle; status: AgentStatus }> {
+  async fork(childId: string, childCapability?: string): Promise<{ child: AgentHandle; status: AgentStatus }> {
+    childCapability ??= this.agents.mintChildCapability(this.capability, childId);
     const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability });
     return { child: this.agents.agent(childId, childCapability), status: outcome.child };
   }
@@ -209,6 +234,17 @@ export class AgentHandle {
 
   release(): Promise<AgentStatus> {
     return this.update(releaseUpdate, { capability: this.capability });
+  }
+
+  /**
+   * Replaces this agent's capability with a fresh one (a new expiry; `next` or one minted by this
+   * client's issuer) in the workflow too, and revokes the old one: returns the handle acting with the new.
+   */
+  async renew(next?: string): Promise<AgentHandle> {
+    const current = readClaimsUnverified(this.capability);
+    next ??= this.agents.mintCapability(this.agentId, current.ten, current.rights);
+    await this.update(renewUpdate, { capability: this.capability, next });
+    return this.agents.agent(this.agentId, next);
   }
 
   status(): Promise<AgentStatus> {

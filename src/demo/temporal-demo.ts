@@ -9,6 +9,10 @@ import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { AgentClient, type AgentHandle } from '../client/agent-client';
+import { CapabilityIssuer } from '../security/capability-issuer';
+import { startCodecServer } from '../security/codec-server';
+import { ed25519PublicOf, type RawKey } from '../security/key-list';
+import { CodecKeyRing, EncryptionCodec } from '../security/payload-codec';
 import { ContextDigest } from '../activities/context-digest';
 import { syntheticKv } from '../activities/synthetic-kv';
 import { ensureTemporalCli } from '../dev-server/temporal-cli';
@@ -39,22 +43,33 @@ async function main(): Promise<void> {
   rmSync(DEMO_DIR, { recursive: true, force: true }); // a fresh history each run; kept afterwards for `npm run demo:ui`
   mkdirSync(DEMO_DIR, { recursive: true });
   const dbFile = join(DEMO_DIR, 'temporal.db');
+  // Keys for this run only, handed to the worker in its environment: the control plane (this process)
+  // signs capabilities, the worker gets the public key; both seal payloads with the codec key.
+  const signing: RawKey[] = [{ id: 'demo-sign', key: randomBytes(32) }];
+  const codecKeys: RawKey[] = [{ id: 'demo-codec', key: randomBytes(32) }];
+  const codec = new CodecKeyRing(codecKeys);
+  const uiPort = await preferredPort(8233);
+  const codecToken = randomBytes(24).toString('base64url');
+  const codecServer = await startCodecServer({ codec: new EncryptionCodec(codec), token: codecToken, uiOrigin: `http://localhost:${uiPort}`, port: await preferredPort(8234) });
+  // The dev server's UI has no identity provider, so no access token to pass: the token is the endpoint's path.
+  const codecEndpoint = `${codecServer.url}/${codecToken}`;
   const server = await startDevServer({
     cli,
     dbFile,
     port: await preferredPort(7233),
-    ui: { port: await preferredPort(8233) },
+    ui: { port: uiPort, codecEndpoint },
     logFile: join(DEMO_DIR, 'temporal-server.log'),
   });
   let worker: WorkerProcess | undefined;
   try {
     console.log(`temporal dev server  ${server.address} (SQLite ${relative(dbFile)}), Web UI ${server.uiUrl}`);
-    worker = await startWorker(server);
+    console.log(`codec server         ${codecServer.url} (AES-256-GCM payloads; the UI decodes through it, anyone else sees ciphertext)`);
+    worker = await startWorker(server, { trusted: signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) })), codecKeys });
     console.log(
       `GPU worker           pid ${worker.child.pid}: ${MODEL.name}, ${BYTES_PER_TOKEN / 1024} KiB per token; 64 device blocks (128 MiB), ` +
         `128 host blocks (256 MiB), cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
     );
-    const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, TASK_QUEUE);
+    const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec, issuer: new CapabilityIssuer(signing) }, TASK_QUEUE);
     try {
       const figures = await scenario(agents);
       await summary(agents, figures, worker.metrics);
@@ -69,10 +84,12 @@ async function main(): Promise<void> {
       console.log(`\nworker stopped (exit ${code})${drained !== undefined ? `, drained ${drained} held contexts to the cold tier` : ''}`);
     }
     if (keep) {
-      console.log(`Web UI stays up at ${server.uiUrl} -- Ctrl-C to stop`);
+      console.log(`Web UI stays up at ${server.uiUrl} -- Ctrl-C to stop. It decodes payloads through the codec server;`);
+      console.log(`the CLI does too: temporal workflow show -w kvagent-acme-planner --codec-endpoint ${codecServer.url} --codec-auth "Bearer <token>"`);
       await new Promise<void>((done) => process.once('SIGINT', () => done()));
     }
     await server.stop();
+    await codecServer.close();
     console.log(`dev server stopped; the history stays in ${relative(dbFile)}: \`npm run demo:ui\` serves it at http://localhost:8233 again`);
   }
 }
@@ -232,7 +249,11 @@ interface WorkerProcess {
   log(): string;
 }
 
-async function startWorker(server: DevServer): Promise<WorkerProcess> {
+function keyText(keys: readonly RawKey[]): string {
+  return keys.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(',');
+}
+
+async function startWorker(server: DevServer, keys: { trusted: RawKey[]; codecKeys: RawKey[] }): Promise<WorkerProcess> {
   uiUrl = server.uiUrl ?? '';
   const metrics = `127.0.0.1:${await freePort()}`;
   const key = randomBytes(32).toString('base64');
@@ -245,8 +266,11 @@ async function startWorker(server: DevServer): Promise<WorkerProcess> {
       ...['--address', server.address, '--task-queue', TASK_QUEUE, '--worker-id', 'demo-gpu-1', '--model', MODEL.name],
       ...['--device-blocks', '64', '--host-blocks', '128', '--tier-dir', join(DEMO_DIR, 'tiers'), '--metrics', metrics],
     ],
-    // The master key is generated for this run and handed over in the environment only.
-    { cwd: ROOT, env: { ...process.env, KVFABRIC_KEYS: `demo=${key}` }, stdio: ['ignore', 'pipe', 'pipe'] },
+    // Keys are generated for this run and handed over in the environment only; the worker gets no signing key.
+    {
+      cwd: ROOT,
+      env: { ...process.env, KVFABRIC_KEYS: `demo=${key}`, KVFABRIC_TRUSTED_KEYS: keyText(keys.trusted), KVFABRIC_CODEC_KEYS: keyText(keys.codecKeys) },
+      stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const logFile = createWriteStream(join(DEMO_DIR, 'worker.log'));
   let log = '';

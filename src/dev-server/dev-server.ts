@@ -18,8 +18,11 @@ export interface DevServerOptions {
   dbFile?: string;
   /** Front-end gRPC port (default: a free one). */
   port?: number;
-  /** Serve the Web UI, on this port (default: a free one) or not at all. */
-  ui?: boolean | { port: number };
+  /**
+   * Serve the Web UI, on this port (default: a free one) or not at all; `codecEndpoint` points the UI at
+   * a codec server so it shows decoded payloads (`--ui-codec-endpoint`).
+   */
+  ui?: boolean | { port: number; codecEndpoint?: string };
   searchAttributes?: ReadonlyArray<{ name: string; type: string }>;
   /** Dynamic config values, e.g. { 'limit.historyCount.suggestContinueAsNew': 60 }. */
   dynamicConfig?: Record<string, string | number | boolean>;
@@ -43,6 +46,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'warn'];
   if (uiPort === undefined) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
+  if (typeof options.ui === 'object' && options.ui.codecEndpoint) args.push('--ui-codec-endpoint', options.ui.codecEndpoint);
   if (options.dbFile) args.push('--db-filename', options.dbFile);
   for (const { name, type } of options.searchAttributes ?? AGENT_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=${type}`);
   for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);

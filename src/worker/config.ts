@@ -5,6 +5,8 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
+import { keyListFromEnv, type RawKey } from '../security/key-list';
+import { parseKeyList } from '../security/key-list';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { AgentModel } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
@@ -32,6 +34,11 @@ export interface WorkerConfig {
   tierDir: string;
   keys: MasterKeySetting[];
   activeKeyId: string;
+  /** Ed25519 public keys (raw 32 bytes) by key id: the capability issuers this worker trusts. No private key. */
+  trustedKeys: RawKey[];
+  /** AES-256 keys of the Temporal payload codec; the active one encodes, every one decodes. */
+  codecKeys: RawKey[];
+  activeCodecKeyId: string;
   /** host:port of the Prometheus endpoint (SDK and kvfabric metrics); none when absent. */
   metricsAddress?: string;
   maxConcurrentActivities: number;
@@ -54,6 +61,9 @@ Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto)
             --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
 Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRIC_KEY_FILE; one id=base64 per line)
             --active-key id (KVFABRIC_ACTIVE_KEY, default the first key)
+            KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key[,...]" (or KVFABRIC_TRUSTED_KEYS_FILE)
+            KVFABRIC_CODEC_KEYS="id=base64 AES-256 key[,...]" (or KVFABRIC_CODEC_KEYS_FILE),
+            KVFABRIC_CODEC_ACTIVE_KEY (default the first)
 Operations: --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
             --shutdown-grace-ms n (default 30000)`;
 
@@ -85,6 +95,11 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const keys = parseKeys(env.KVFABRIC_KEYS, values['key-file'] ?? env.KVFABRIC_KEY_FILE);
   const activeKeyId = values['active-key'] ?? env.KVFABRIC_ACTIVE_KEY ?? keys[0]!.id;
   if (!keys.some((k) => k.id === activeKeyId)) throw new Error(`active key '${activeKeyId}' is not among the keys given`);
+  const trustedKeys = keyListFromEnv(env, 'KVFABRIC_TRUSTED_KEYS');
+  if (!trustedKeys) throw new Error('no capability key: set KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key"');
+  const codecKeys = keyListFromEnv(env, 'KVFABRIC_CODEC_KEYS');
+  if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key"');
+  const activeCodecKeyId = env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id;
   const metricsAddress = values.metrics ?? env.KVFABRIC_METRICS;
   return {
     temporal: temporalSettingsFromFlags(values, env),
@@ -98,6 +113,9 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     tierDir,
     keys,
     activeKeyId,
+    trustedKeys,
+    codecKeys,
+    activeCodecKeyId,
     ...(metricsAddress ? { metricsAddress } : {}),
     maxConcurrentActivities: positiveInteger('--max-concurrent-activities', values['max-concurrent-activities'] ?? '8'),
     shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
@@ -107,20 +125,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
 function parseKeys(inline: string | undefined, file: string | undefined): MasterKeySetting[] {
   const source = inline ?? (file ? readFileSync(file, 'utf8') : undefined);
   if (!source) throw new Error('no master key: set KVFABRIC_KEYS="id=base64key" or --key-file');
-  const keys = source
-    .split(/[,\n]/)
-    .map((entry) => entry.trim())
-    .filter((entry) => entry.length > 0 && !entry.startsWith('#'))
-    .map((entry, i) => {
-      const at = entry.indexOf('=');
-      if (at <= 0) throw new Error(`master key ${i + 1} must be id=base64`);
-      // Only the position is named in errors: the value is secret.
-      const key = Buffer.from(entry.slice(at + 1), 'base64');
-      if (key.length !== 32) throw new Error(`master key ${i + 1} ('${entry.slice(0, at)}') must be 32 bytes of base64`);
-      return { id: entry.slice(0, at), key };
-    });
-  if (keys.length === 0) throw new Error('no master key given');
-  return keys;
+  return parseKeyList(source, 'master keys (KVFABRIC_KEYS)');
 }
 
 function positiveInteger(flag: string, text: string, zeroAllowed = false): number {

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 
-import { AgentMemory, GrantStore, createActivities, type ActivityHooks } from '../activities';
+import { AgentMemory, CapabilityCheck, GrantStore, createActivities, type ActivityHooks } from '../activities';
+import { AuditLog, CapabilityVerifier, CodecKeyRing, EpochStore, dataConverterOf } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
 import { createPool } from './backend';
@@ -44,7 +45,14 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));
   const tiers = new TieredMemory({ pool, cold });
   const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
-  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, cold, observer: metrics });
+  // Public keys only: this process can check capabilities but never mint one.
+  const capabilities = new CapabilityCheck(
+    new CapabilityVerifier(config.trustedKeys),
+    await EpochStore.open(join(config.tierDir, 'epochs')),
+    new AuditLog(join(config.tierDir, 'audit', `denials-${config.workerId}.jsonl`), config.workerId),
+    (action) => metrics.denied(action),
+  );
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics });
   const holder = `${config.taskQueue}@${config.workerId}`;
   const activities = createActivities({ memory, holder, ...(hooks ? { hooks } : {}) });
 
@@ -55,6 +63,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     namespace: config.temporal.namespace,
     maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
     shutdownGraceTime: config.shutdownGraceMs,
+    dataConverter: dataConverterOf(new CodecKeyRing(config.codecKeys, config.activeCodecKeyId)),
   };
   const shared = await Worker.create({
     ...common,

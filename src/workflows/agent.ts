@@ -31,6 +31,7 @@ import {
   forkUpdate,
   pinUpdate,
   releaseUpdate,
+  renewUpdate,
   resumeUpdate,
   statusQuery,
   suspendUpdate,
@@ -43,6 +44,7 @@ import {
   type Credentials,
   type ForkArgs,
   type ForkOutcome,
+  type RenewArgs,
   type SuspendArgs,
   type TurnArgs,
 } from './definitions';
@@ -98,6 +100,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   setHandler(pinUpdate, handler(pin), { validator: validator<Credentials>() });
   setHandler(unpinUpdate, handler(unpin), { validator: validator<Credentials>() });
   setHandler(releaseUpdate, handler(release), { validator: validator<Credentials>() });
+  setHandler(renewUpdate, handler(renew), { validator: validator<RenewArgs>(checkRenew) });
 
   await allocated;
 
@@ -232,10 +235,20 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     return statusOf(input, state);
   }
 
+  /**
+   * Replaces the capability the workflow acts with on its own (timers, failover): the worker checks the
+   * replacement and revokes every older token of the context, the presented one included.
+   */
+  async function renew({ capability, next }: RenewArgs): Promise<AgentStatus> {
+    await onHolder((activities) => activities.renew({ ...request(capability), next }));
+    state.capability = next;
+    return statusOf(input, state);
+  }
+
   async function demoteOnTimer(timer: 'idle-timeout' | 'warm-timeout'): Promise<void> {
     // Re-check under the queue: a turn or a suspend may have run since the timer fired.
     if (state.pinned || timerOf(state.phase) !== timer || !canTake(state.phase, timer) || Date.now() < dueAt(timer)) return;
-    await demote(input.capability, timer === 'idle-timeout' ? 'host' : 'disk');
+    await demote(ownCapability(), timer === 'idle-timeout' ? 'host' : 'disk');
     move(timer);
   }
 
@@ -293,7 +306,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   async function failover(): Promise<void> {
-    const placed = await placement.recover(request(input.capability));
+    const placed = await placement.recover(request(ownCapability()));
     state.holder = placed.holder;
     absorb(placed);
     state.failovers++;
@@ -337,6 +350,11 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
 
   function request(capability: string): ContextRequest {
     return { agentId, tenant, capability, operationId: nextOperationId() };
+  }
+
+  /** The capability the workflow acts with when no caller gave one: the latest renewal, else the first. */
+  function ownCapability(): string {
+    return state.capability ?? input.capability;
   }
 
   function nextOperationId(): string {
@@ -404,6 +422,10 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   function checkSuspend({ tier }: SuspendArgs): void {
     if (tier !== 'host' && tier !== 'disk') reject('INVALID_ARGUMENT', "tier must be 'host' or 'disk'");
     if (state.pinned) reject('INVALID_STATE', `agent ${agentId} is pinned: unpin it first`);
+  }
+
+  function checkRenew({ next }: RenewArgs): void {
+    if (typeof next !== 'string' || next.length === 0) reject('INVALID_ARGUMENT', 'a replacement capability is required');
   }
 
   function checkFork({ childId, childCapability }: ForkArgs): void {

@@ -91,6 +91,11 @@ export interface AgentState {
   denials: number;
   forks: number;
   lastRestore?: RestoreFigures;
+  /**
+   * The capability timers and failover act with, once a `renew` replaced the one the agent started with
+   * (which expires). Sealed by the payload codec like all state.
+   */
+  capability?: string;
 }
 
 export interface RestoreFigures {
@@ -155,6 +160,11 @@ export interface ForkArgs extends Credentials {
   childCapability: string;
 }
 
+export interface RenewArgs extends Credentials {
+  /** The replacement, minted by the control plane: same agent, context and workflow, no more rights. */
+  next: string;
+}
+
 export interface ForkOutcome {
   childId: string;
   workflowId: string;
@@ -168,6 +178,7 @@ export const forkUpdate = defineUpdate<ForkOutcome, [ForkArgs]>('fork');
 export const pinUpdate = defineUpdate<AgentStatus, [Credentials]>('pin');
 export const unpinUpdate = defineUpdate<AgentStatus, [Credentials]>('unpin');
 export const releaseUpdate = defineUpdate<AgentStatus, [Credentials]>('release');
+export const renewUpdate = defineUpdate<AgentStatus, [RenewArgs]>('renew');
 export const statusQuery = defineQuery<AgentStatus>('status');
 
 export const AGENT_WORKFLOW_TYPE = 'agentWorkflow';

@@ -8,20 +8,17 @@ import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { AgentMemory, type MemoryObserver } from '../../src/activities/agent-memory';
-import { authorize, grantFor } from '../../src/activities/capability';
+import type { MemoryObserver } from '../../src/activities/agent-memory';
 import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/activities/context-digest';
 import { toApplicationFailure } from '../../src/activities/failures';
-import { GrantStore } from '../../src/activities/grant-store';
 import { OperationJournal } from '../../src/activities/operation-journal';
 import { syntheticKv } from '../../src/activities/synthetic-kv';
 import { tenantIdOf } from '../../src/activities/tenant-id';
 import { FabricError } from '../../src/fabric/errors';
-import { NativeAllocator } from '../../src/fabric/native-allocator';
-import { ColdStore, KeyRing } from '../../src/tiers/cold';
-import { TieredMemory } from '../../src/tiers/tiered-memory';
 import { parseWorkerConfig } from '../../src/worker/config';
 import { MODELS } from '../../src/workflows/models';
+import { openMemory } from '../security/memory-fixture';
+import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
 
 const BPT = 256;
 
@@ -77,22 +74,7 @@ describe('operation journal', () => {
   });
 });
 
-describe('capabilities', () => {
-  it('grants hold digests only and deny other tokens and tenants', () => {
-    const token = 'a'.repeat(32);
-    const grant = grantFor('ctx', 'acme', token);
-    expect(JSON.stringify(grant)).not.toContain(token);
-    expect(() => authorize(grant, 'acme', token, 'resume')).not.toThrow();
-    expect(() => authorize(grant, 'acme', 'b'.repeat(32), 'resume')).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
-    expect(() => authorize(grant, 'globex', token, 'resume')).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
-    expect(() => authorize(grant, 'acme', 42, 'resume')).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
-    try {
-      authorize(grant, 'acme', 'c'.repeat(32), 'resume');
-    } catch (err) {
-      expect((err as Error).message).not.toContain('c'.repeat(32));
-    }
-  });
-
+describe('tenants', () => {
   it('maps tenants to stable non-zero ids', () => {
     expect(tenantIdOf('acme')).toBe(tenantIdOf('acme'));
     expect(tenantIdOf('acme')).not.toBe(tenantIdOf('globex'));
@@ -117,12 +99,17 @@ describe('failure codes', () => {
 describe('worker configuration', () => {
   const key = randomBytes(32).toString('base64');
   it('reads flags before the environment and keys only from the environment or a file', () => {
+    const security = { KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
     const config = parseWorkerConfig(['--tier-dir', '/tmp/t', '--model', 'tiny', '--device-blocks', '64', '--backend', 'cpu', '--no-workflows'], {
+      ...security,
       KVFABRIC_KEYS: `k1=${key}`,
       TEMPORAL_ADDRESS: 'temporal:7233',
       KVFABRIC_HOST_BLOCKS: '32',
     });
-    expect(config).toMatchObject({ tierDir: '/tmp/t', deviceBlocks: 64, hostBlocks: 32, backend: 'cpu', workflows: false, activeKeyId: 'k1' });
+    expect(config).toMatchObject({ tierDir: '/tmp/t', deviceBlocks: 64, hostBlocks: 32, backend: 'cpu', workflows: false, activeKeyId: 'k1', activeCodecKeyId: 'test-codec-1' });
+    expect(config.trustedKeys.map((k) => k.id)).toEqual(['test-sign-1']);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_CODEC_KEYS: security.KVFABRIC_CODEC_KEYS })).toThrow(/KVFABRIC_TRUSTED_KEYS/);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: security.KVFABRIC_TRUSTED_KEYS })).toThrow(/KVFABRIC_CODEC_KEYS/);
     expect(config.temporal).toEqual({ address: 'temporal:7233', namespace: 'default' });
     expect(config.model).toBe(MODELS.tiny);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], {})).toThrow(/no master key/);
@@ -137,15 +124,7 @@ describe('AgentMemory over tiered memory', () => {
   afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
   async function open(dir: string, blockCount = 64, observer?: MemoryObserver) {
-    const pool = new NativeAllocator({ shape: MODELS.tiny!.shape, blockCount, hostBlockCount: 64 });
-    const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
-    const grants = await GrantStore.open(join(dir, 'grants'));
-    const memory = new AgentMemory({ tiers: new TieredMemory({ pool, cold }), layout: pool.layout, grants, cold, ...(observer ? { observer } : {}) });
-    const close = async () => {
-      await cold.close();
-      pool.close();
-    };
-    return { memory, close };
+    return openMemory(dir, { blockCount, ...(observer ? { observer } : {}) });
   }
 
   function tempDir(): string {
@@ -157,8 +136,8 @@ describe('AgentMemory over tiered memory', () => {
   it('appends each turn once, verifies restores, and tells an applied turn from a missing one', async () => {
     const dir = tempDir();
     const a = await open(dir);
-    const token = 'x'.repeat(24);
-    await a.memory.create('ctx', 'acme', token, true);
+    const token = a.token('ctx');
+    await a.memory.create(a.call('ctx', 'acme', 'allocate', token), true);
     const t0 = await a.memory.appendTurn('ctx', 0, 21, emptyDigest());
     expect(t0.alreadyApplied).toBe(false);
     const t1 = await a.memory.appendTurn('ctx', 1, 9, t0.digest);
@@ -172,13 +151,13 @@ describe('AgentMemory over tiered memory', () => {
     await a.memory.checkpoint('ctx');
     // Another process adopts it from the cold tier and verifies every byte.
     const b = await open(dir);
-    await b.memory.admit('ctx', 'acme', token, 'recover');
+    await b.memory.admit(b.call('ctx', 'acme', 'recover', token));
     await b.memory.recover('ctx', 'acme');
     await b.memory.restore('ctx');
     expect(await b.memory.verify('ctx', t1.digest)).toEqual(t1.digest);
     await expect(b.memory.verify('ctx', t0.digest)).resolves.toEqual(t1.digest); // a verified prefix, and more
     await expect(b.memory.verify('ctx', { ...t1.digest, value: '00'.repeat(32) })).rejects.toMatchObject({ code: 'INTEGRITY' });
-    await expect(b.memory.admit('ctx', 'acme', 'y'.repeat(24), 'restore')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(b.memory.admit(b.call('ctx', 'acme', 'restore', b.token('other')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.
     const c = await open(dir);
     await expect(c.memory.recover('ctx', 'globex')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
@@ -192,17 +171,16 @@ describe('AgentMemory over tiered memory', () => {
     const evictions: string[] = [];
     const denials: string[] = [];
     const observer: MemoryObserver = { transferred: () => undefined, evicted: (from, to) => evictions.push(`${from}->${to}`), denied: (action) => denials.push(action) };
-    const { memory, close } = await open(tempDir(), 8, observer);
-    const token = 'z'.repeat(24);
-    await memory.create('old', 'acme', token, false);
+    const { memory, close, token: mint, call } = await open(tempDir(), 8, observer);
+    await memory.create(call('old', 'acme', 'allocate', mint('old')), false);
     await memory.appendTurn('old', 0, 64, emptyDigest()); // 4 of 8 device blocks
-    await memory.create('new', 'acme', token, false);
+    await memory.create(call('new', 'acme', 'allocate', mint('new')), false);
     await memory.appendTurn('new', 0, 96, emptyDigest()); // 6 more: 'old' has to make room
     await memory.tiers.idle();
     memory.noticeEvictions();
     expect(evictions).toEqual(['device->host']);
-    await expect(memory.admit('new', 'acme', 'q'.repeat(24), 'turn')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
-    expect(denials).toEqual(['turn']);
+    await expect(memory.admit(call('new', 'acme', 'append', mint('old')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect(denials).toEqual(['append']);
     await close();
   });
 });

@@ -62,7 +62,7 @@ it('restores a killed worker\'s agents from the cold tier on another worker', as
 it('drains a gracefully stopped worker to the cold tier, so nothing is lost even without per-turn durability', async () => {
   // A queue of its own, so no worker of the previous test takes this agent's placement.
   const queue = `drain-${randomBytes(3).toString('hex')}`;
-  const agents = new AgentClient(cluster.client, queue);
+  const agents = new AgentClient(cluster.client, queue, cluster.agents.security);
   await cluster.startWorkflowWorker(queue);
   const leaving = await cluster.spawnWorker({ workerId: 'leaving', taskQueue: queue, args: ['--no-workflows'] });
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };

@@ -17,6 +17,10 @@ import type { ActivityHooks } from '../../src/activities';
 import type { WorkerConfig } from '../../src/worker/config';
 import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
 import { MODELS } from '../../src/workflows/models';
+import { CapabilityIssuer } from '../../src/security/capability-issuer';
+import { dataConverterOf } from '../../src/security/data-converter';
+import { CodecKeyRing } from '../../src/security/payload-codec';
+import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
 
 export const TINY = MODELS.tiny!;
 
@@ -48,10 +52,16 @@ export interface WorkerProcess {
   output(): string;
 }
 
+/** The data converter of every test client and worker: payloads sealed with the test codec key. */
+export const TEST_DATA_CONVERTER = dataConverterOf(new CodecKeyRing(TEST_CODEC_KEYS));
+
 export interface TestCluster {
   server: DevServer;
   agents: AgentClient;
+  /** Reads and writes through the payload codec. */
   client: Client;
+  /** No codec: sees history as anyone without the codec keys does. */
+  rawClient: Client;
   taskQueue: string;
   tierDir: string;
   /** KVFABRIC_KEYS value shared by every worker of the cluster. */
@@ -77,8 +87,9 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
   const keys = `${keyId}=${key.toString('base64')}`;
   const taskQueue = `kvfabric-test-${randomBytes(4).toString('hex')}`;
   const connection = await Connection.connect({ address: server.address });
-  const client = new Client({ connection });
-  const agents = new AgentClient(client, taskQueue);
+  const client = new Client({ connection, dataConverter: TEST_DATA_CONVERTER });
+  const rawClient = new Client({ connection });
+  const agents = new AgentClient(client, taskQueue, { issuer: new CapabilityIssuer(TEST_SIGNING_KEYS) });
   const workerConnection = await NativeConnection.connect({ address: server.address });
   const workers: GpuWorker[] = [];
   const workflowWorkers: Worker[] = [];
@@ -97,6 +108,9 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     tierDir,
     keys: [{ id: keyId, key }],
     activeKeyId: keyId,
+    trustedKeys: TEST_TRUSTED_KEYS,
+    codecKeys: TEST_CODEC_KEYS,
+    activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
     maxConcurrentActivities: 8,
     shutdownGraceMs: 2000,
     ...overrides,
@@ -106,6 +120,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     server,
     agents,
     client,
+    rawClient,
     taskQueue,
     tierDir,
     keys,
@@ -124,7 +139,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       return worker;
     },
     async startWorkflowWorker(queue = taskQueue) {
-      const worker = await Worker.create({ connection: workerConnection, taskQueue: queue, workflowsPath: workflowsPath() });
+      const worker = await Worker.create({ connection: workerConnection, taskQueue: queue, workflowsPath: workflowsPath(), dataConverter: TEST_DATA_CONVERTER });
       workflowWorkers.push(worker);
       runs.push(worker.run());
       return worker;
@@ -140,7 +155,9 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
           ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
           ...args,
         ],
-        { env: { ...process.env, KVFABRIC_KEYS: keys }, stdio: ['ignore', 'pipe', 'pipe'] },
+        {
+          env: { ...process.env, KVFABRIC_KEYS: keys, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) },
+          stdio: ['ignore', 'pipe', 'pipe'] },
       );
       processes.push(child);
       let output = '';

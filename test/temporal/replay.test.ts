@@ -1,5 +1,6 @@
 // Determinism guard: histories recorded from real runs (test/temporal/histories, written by
-// `npm run record:histories`) are replayed against the current workflow code. A change that would break
+// `npm run record:histories`, payloads sealed with the committed test codec key) are replayed against the
+// current workflow code with the same data converter. A change that would break
 // running agents -- reordered commands, a new activity before an old one, a removed timer -- fails here.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { expect, it } from 'vitest';
 
 import { workflowsPath } from '../../src/worker/gpu-worker';
+import { TEST_DATA_CONVERTER } from './harness';
 
 const HISTORIES = join(__dirname, 'histories');
 
@@ -21,8 +23,22 @@ it('replays every recorded agent history without a determinism error', async () 
     history: temporal.api.history.v1.History.fromObject(JSON.parse(readFileSync(join(HISTORIES, file), 'utf8'))),
   }));
   const failures: string[] = [];
-  for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath() }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath(), dataConverter: TEST_DATA_CONVERTER }, histories)) {
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
   expect(failures).toEqual([]);
 }, 120_000);
+
+it('holds the fixtures sealed: every payload but the (indexed, public) search attributes is encrypted', () => {
+  const plain: string[] = [];
+  const walk = (value: unknown, path: string): void => {
+    if (Array.isArray(value)) return value.forEach((item, i) => walk(item, `${path}[${i}]`));
+    if (!value || typeof value !== 'object') return;
+    const record = value as Record<string, unknown>;
+    const encoding = (record.metadata as Record<string, string> | undefined)?.encoding;
+    if (encoding !== undefined && Buffer.from(encoding, 'base64').toString() !== 'binary/encrypted' && !path.includes('searchAttributes')) plain.push(path);
+    for (const [key, child] of Object.entries(record)) walk(child, `${path}.${key}`);
+  };
+  for (const file of readdirSync(HISTORIES).filter((name) => name.endsWith('.json'))) walk(JSON.parse(readFileSync(join(HISTORIES, file), 'utf8')), file);
+  expect(plain).toEqual([]);
+});

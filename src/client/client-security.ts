@@ -1,0 +1,27 @@
+// What a client process holds: the payload codec keys (every client needs them to read or write agent
+// workflows) and, in the control plane only, the capability signing keys that mint agents' tokens.
+// From the environment or files, never flags.
+import { CapabilityIssuer } from '../security/capability-issuer';
+import { keyListFromEnv } from '../security/key-list';
+import { CodecKeyRing } from '../security/payload-codec';
+
+export interface ClientSecurity {
+  codec: CodecKeyRing;
+  /** Absent: this client acts only with capabilities it is given, and cannot start or fork agents itself. */
+  issuer?: CapabilityIssuer;
+  /** Lifetime of minted capabilities, seconds (default 24 h). */
+  capabilityLifetimeS?: number;
+}
+
+export function clientSecurityFromEnv(env: NodeJS.ProcessEnv = process.env): ClientSecurity {
+  const codecKeys = keyListFromEnv(env, 'KVFABRIC_CODEC_KEYS');
+  if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key" (or KVFABRIC_CODEC_KEYS_FILE)');
+  const signing = keyListFromEnv(env, 'KVFABRIC_SIGNING_KEYS');
+  const lifetime = env.KVFABRIC_CAPABILITY_LIFETIME_S === undefined ? undefined : Number(env.KVFABRIC_CAPABILITY_LIFETIME_S);
+  if (lifetime !== undefined && (!Number.isSafeInteger(lifetime) || lifetime < 1)) throw new Error('KVFABRIC_CAPABILITY_LIFETIME_S must be a positive integer');
+  return {
+    codec: new CodecKeyRing(codecKeys, env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id),
+    ...(signing ? { issuer: new CapabilityIssuer(signing, env.KVFABRIC_SIGNING_ACTIVE_KEY ?? signing[0]!.id) } : {}),
+    ...(lifetime !== undefined ? { capabilityLifetimeS: lifetime } : {}),
+  };
+}

@@ -1,0 +1,85 @@
+// The worker's side: checks a compact JWS capability with public keys only, selected by key id, so keys
+// rotate by adding the new public key to every worker before the issuer signs with it. Strict on purpose:
+// exactly {alg: EdDSA, typ: JWT, kid} in the header (no "none", no HMAC, no embedded or remote keys), a
+// bounded length, issuer, audience and time checks with a small clock skew, and every claim well typed.
+import { verify, type KeyObject } from 'node:crypto';
+
+import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, isRight, type CapabilityClaims, type DenialReason } from './claims';
+import { ed25519PublicKey, type RawKey } from './key-list';
+
+/** Far above a real token (about 500 bytes): parsing stays cheap whatever is presented. */
+export const MAX_CAPABILITY_LENGTH = 2048;
+export const CLOCK_SKEW_S = 30;
+
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+export class CapabilityDenied extends Error {
+  constructor(readonly reason: DenialReason) {
+    super(`capability refused: ${reason}`);
+    this.name = 'CapabilityDenied';
+  }
+}
+
+export class CapabilityVerifier {
+  private readonly keys: Map<string, KeyObject>;
+
+  constructor(
+    trustedKeys: readonly RawKey[],
+    private readonly clock: () => number = Date.now,
+  ) {
+    this.keys = new Map(trustedKeys.map((k) => [k.id, ed25519PublicKey(k.key)]));
+  }
+
+  /** The claims of an authentic, current token; CapabilityDenied with the reason otherwise. */
+  verify(token: unknown): CapabilityClaims {
+    if (typeof token !== 'string') throw new CapabilityDenied('malformed');
+    if (token.length > MAX_CAPABILITY_LENGTH) throw new CapabilityDenied('oversized');
+    if (!COMPACT_JWS.test(token)) throw new CapabilityDenied('malformed');
+    const [headerPart, payloadPart, signaturePart] = token.split('.') as [string, string, string];
+
+    const header = parseJson(headerPart);
+    if (!header || Object.keys(header).sort().join() !== 'alg,kid,typ' || header.alg !== 'EdDSA' || header.typ !== 'JWT' || typeof header.kid !== 'string') {
+      throw new CapabilityDenied('bad-header');
+    }
+    const key = this.keys.get(header.kid);
+    if (!key) throw new CapabilityDenied('unknown-key');
+    const signature = Buffer.from(signaturePart, 'base64url');
+    if (signature.length !== 64 || !verify(null, Buffer.from(`${headerPart}.${payloadPart}`), key, signature)) {
+      throw new CapabilityDenied('bad-signature');
+    }
+
+    // Authentic from here on; still checked field by field (a key compromise must not mean a crash).
+    const claims = parseJson(payloadPart);
+    if (!claims || !wellTyped(claims)) throw new CapabilityDenied('bad-claims');
+    if (claims.iss !== CAPABILITY_ISSUER) throw new CapabilityDenied('wrong-issuer');
+    if (claims.aud !== CAPABILITY_AUDIENCE) throw new CapabilityDenied('wrong-audience');
+    const now = this.clock() / 1000;
+    if (claims.exp <= now - CLOCK_SKEW_S) throw new CapabilityDenied('expired');
+    if (claims.nbf > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
+    return claims;
+  }
+}
+
+function parseJson(part: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function wellTyped(c: Record<string, unknown>): c is Record<string, unknown> & CapabilityClaims {
+  const names = [c.ten, c.sub, c.ctx, c.wf];
+  const times = [c.iat, c.nbf, c.exp, c.epoch];
+  return (
+    names.every((name) => typeof name === 'string' && SAFE_NAME.test(name)) &&
+    times.every((n) => Number.isSafeInteger(n) && (n as number) >= 0) &&
+    typeof c.jti === 'string' &&
+    c.jti.length <= 64 &&
+    Array.isArray(c.rights) &&
+    c.rights.length <= 6 &&
+    c.rights.every(isRight)
+  );
+}

@@ -1,0 +1,61 @@
+// What a capability says: who (tenant, agent), on what (context, the workflow it is bound to), may do
+// which actions, until when, at which epoch. Workers accept a token only if every claim matches the
+// call and the context's own records (grant, epoch); the token is necessary, never sufficient.
+
+export const RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release'] as const;
+export type Right = (typeof RIGHTS)[number];
+
+/** Fixed strings in every token: a token minted for another system or audience is not ours. */
+export const CAPABILITY_ISSUER = 'kvfabric-control-plane';
+export const CAPABILITY_AUDIENCE = 'kvfabric-worker';
+
+export interface CapabilityClaims {
+  iss: typeof CAPABILITY_ISSUER;
+  aud: typeof CAPABILITY_AUDIENCE;
+  /** Tenant name. Sharing (fork) never crosses it. */
+  ten: string;
+  /** Agent id: the identity acting on the context. */
+  sub: string;
+  /** Context id (not a block id: blocks move and are reused). */
+  ctx: string;
+  /** Workflow id the token is bound to: only that workflow's activities may present it. */
+  wf: string;
+  rights: Right[];
+  /**
+   * The context's generation when minted. A worker refuses tokens below the context's recorded epoch,
+   * which release (and hand-off) raise past every token seen so far.
+   */
+  epoch: number;
+  /** Unique token id: names the token in the issuer's records without carrying it. */
+  jti: string;
+  /** Seconds since the epoch (JWT NumericDate). */
+  iat: number;
+  nbf: number;
+  exp: number;
+}
+
+/** Why a presented capability was refused: stable codes for the audit log and for tests. */
+export type DenialReason =
+  | 'malformed'
+  | 'oversized'
+  | 'bad-header'
+  | 'unknown-key'
+  | 'bad-signature'
+  | 'bad-claims'
+  | 'wrong-issuer'
+  | 'wrong-audience'
+  | 'expired'
+  | 'not-yet-valid'
+  | 'wrong-tenant'
+  | 'wrong-agent'
+  | 'wrong-context'
+  | 'wrong-workflow'
+  | 'missing-right'
+  | 'revoked'
+  | 'not-owner'
+  | 'cross-tenant'
+  | 'rights-escalation';
+
+export function isRight(value: unknown): value is Right {
+  return typeof value === 'string' && (RIGHTS as readonly string[]).includes(value);
+}

@@ -1,0 +1,196 @@
+// The attack table: every way a caller might get at a context it does not own. Each case expects
+// PERMISSION_DENIED with its reason, checks that the tier layer was not touched at all (no read, no
+// write), that the context's bytes and the pool are as they were, and that the denial was audited
+// without the token.
+import { createHmac, randomBytes, sign } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { emptyDigest, type DigestState } from '../../src/activities/context-digest';
+import type { Action } from '../../src/activities/capability';
+import { CapabilityIssuer, readClaimsUnverified, signCompact } from '../../src/security/capability-issuer';
+import { CapabilityVerifier } from '../../src/security/capability-verifier';
+import { ed25519PrivateKey, ed25519PublicOf } from '../../src/security/key-list';
+import { agentWorkflowId } from '../../src/workflows/definitions';
+import { openMemory, type MemoryFixture } from './memory-fixture';
+import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
+
+let dir: string;
+let fx: MemoryFixture;
+let owner: string;
+let digest: DigestState;
+let released: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'kvfabric-attacks-'));
+  fx = await openMemory(dir);
+  owner = fx.token('planner');
+  await fx.memory.create(fx.call('planner', 'acme', 'allocate', owner), true);
+  digest = (await fx.memory.appendTurn('planner', 0, 40, emptyDigest())).digest;
+  // Tokens older than the owner's are revoked for this context (as after a hand-off).
+  await fx.capabilities.revoke('planner', readClaimsUnverified(owner).epoch);
+  // A context released by its owner: its token must not work again.
+  released = fx.token('gone');
+  await fx.memory.create(fx.call('gone', 'acme', 'allocate', released), false);
+  await fx.memory.release('gone', readClaimsUnverified(released));
+});
+afterAll(async () => {
+  await fx?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+const claimsOf = () => readClaimsUnverified(owner);
+const header = { alg: 'EdDSA', typ: 'JWT', kid: TEST_SIGNING_KEYS[0]!.id };
+
+interface Attack {
+  name: string;
+  reason: string;
+  token: () => unknown;
+  context?: string;
+  action?: Action;
+}
+
+const ATTACKS: Attack[] = [
+  {
+    name: 'forged signature (same key id, attacker key)',
+    reason: 'bad-signature',
+    token: () => signCompact(header, claimsOf(), ed25519PrivateKey(randomBytes(32))),
+  },
+  {
+    name: 'unknown key id',
+    reason: 'unknown-key',
+    token: () => new CapabilityIssuer([{ id: 'evil', key: randomBytes(32) }]).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner') }),
+  },
+  {
+    name: 'a key the worker does not trust (retired issuer key)',
+    reason: 'unknown-key',
+    token: () => new CapabilityIssuer([{ id: 'retired-2023', key: randomBytes(32) }]).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner') }),
+  },
+  { name: 'expired', reason: 'expired', token: () => new CapabilityIssuer(TEST_SIGNING_KEYS, undefined, () => Date.now() - 7200_000).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner'), lifetimeS: 3600 }) },
+  { name: 'not yet valid', reason: 'not-yet-valid', token: () => fx.token('planner', 'acme', { notBeforeS: 3600 }) },
+  { name: 'wrong agent', reason: 'wrong-agent', token: () => fx.token('mallory', 'acme', { contextId: 'planner', workflowId: agentWorkflowId('planner') }) },
+  { name: 'wrong context (another agent of the same tenant)', reason: 'wrong-context', token: () => fx.token('critic') },
+  { name: 'wrong tenant', reason: 'wrong-tenant', token: () => fx.token('planner', 'globex') },
+  { name: 'wrong workflow', reason: 'wrong-workflow', token: () => fx.token('planner', 'acme', { workflowId: 'kvagent-mallory' }) },
+  { name: 'missing right (read-only token appends)', reason: 'missing-right', token: () => fx.token('planner', 'acme', { rights: ['read', 'resume'] }) },
+  { name: 'revoked by epoch', reason: 'revoked', token: () => fx.token('planner', 'acme', { epoch: claimsOf().epoch - 1 }) },
+  { name: 'replay after release', reason: 'revoked', token: () => released, context: 'gone', action: 'restore' },
+  {
+    name: 'tampered claims (rights widened, signature kept)',
+    reason: 'bad-signature',
+    token: () => {
+      const limited = fx.token('planner', 'acme', { rights: ['read'] });
+      const [h, , s] = limited.split('.');
+      return `${h}.${b64({ ...readClaimsUnverified(limited), rights: ['append', 'read'] })}.${s}`;
+    },
+  },
+  { name: 'alg "none"', reason: 'bad-header', token: () => `${b64({ alg: 'none', typ: 'JWT', kid: header.kid })}.${b64(claimsOf())}.AA` },
+  { name: 'alg "none", empty signature', reason: 'malformed', token: () => `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claimsOf())}.` },
+  {
+    name: 'algorithm confusion (HS256 keyed with the public key)',
+    reason: 'bad-header',
+    token: () => {
+      const input = `${b64({ alg: 'HS256', typ: 'JWT', kid: header.kid })}.${b64(claimsOf())}`;
+      return `${input}.${createHmac('sha256', TEST_TRUSTED_KEYS[0]!.key).update(input).digest('base64url')}`;
+    },
+  },
+  {
+    name: 'embedded key in the header',
+    reason: 'bad-header',
+    token: () => {
+      const evil = randomBytes(32);
+      const jwk = { kty: 'OKP', crv: 'Ed25519', x: ed25519PublicOf(evil).toString('base64url') };
+      const input = `${b64({ ...header, jwk })}.${b64(claimsOf())}`;
+      return `${input}.${sign(null, Buffer.from(input), ed25519PrivateKey(evil)).toString('base64url')}`;
+    },
+  },
+  { name: 'oversized', reason: 'oversized', token: () => `${owner}${'A'.repeat(4096)}` },
+  { name: 'garbage string', reason: 'malformed', token: () => 'definitely not a token' },
+  { name: 'not a string', reason: 'malformed', token: () => ({ capability: owner }) },
+];
+
+describe('capability attacks', () => {
+  it.each(ATTACKS)('$name: PERMISSION_DENIED ($reason), nothing read or changed, audited', async (attack) => {
+    const context = attack.context ?? 'planner';
+    const before = { pool: fx.memory.tiers.stats(), snapshot: context === 'planner' ? fx.memory.snapshot('planner') : undefined };
+    const calls = fx.tierCalls.length;
+    const token = attack.token();
+    const denied = fx.memory.admit(fx.call(context, 'acme', attack.action ?? 'append', token));
+    await expect(denied).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining(attack.reason) });
+    const message = ((await denied.catch((err: unknown) => err)) as Error).message;
+    if (typeof token === 'string') expect(message).not.toContain(token.slice(0, 40));
+
+    expect(fx.tierCalls.slice(calls)).toEqual([]); // the tier layer was not touched: nothing read, nothing written
+    expect(fx.memory.tiers.stats()).toEqual(before.pool);
+    if (before.snapshot) expect(fx.memory.snapshot('planner')).toEqual(before.snapshot);
+
+    const lines = readFileSync(fx.auditFile, 'utf8').trim().split('\n');
+    const last = JSON.parse(lines.at(-1)!) as Record<string, unknown>;
+    expect(last).toMatchObject({ agent: context, tenant: 'acme', context, reason: attack.reason });
+    if (typeof token === 'string') expect(lines.join('\n')).not.toContain(token.split('.')[2] || token.slice(0, 40));
+  });
+
+  it("leaves the owner's context intact: the owner's token still works and the bytes verify", async () => {
+    const claims = await fx.memory.admit(fx.call('planner', 'acme', 'restore', owner));
+    expect(claims).toMatchObject({ ten: 'acme', sub: 'planner', ctx: 'planner', wf: agentWorkflowId('planner') });
+    expect(await fx.memory.verify('planner', digest)).toEqual(digest);
+    expect(readFileSync(fx.auditFile, 'utf8')).not.toContain(owner.split('.')[2]!);
+  });
+
+  it('refuses a valid token whose tenant the grant does not name (the token is necessary, not sufficient)', async () => {
+    // Authentic and consistent with the call, but the context was created by tenant acme: the grant decides.
+    const calls = fx.tierCalls.length;
+    const foreign = fx.token('planner', 'globex');
+    await expect(fx.memory.admit(fx.call('planner', 'globex', 'append', foreign))).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('not-owner') });
+    expect(fx.tierCalls.slice(calls)).toEqual([]);
+    // A context nobody created is not a permission question.
+    await expect(fx.memory.admit(fx.call('nobody', 'acme', 'append', fx.token('nobody')))).rejects.toMatchObject({ code: 'STALE_HANDLE' });
+  });
+});
+
+describe('renewal', () => {
+  it('refuses a replacement with more rights, an older epoch or another identity; accepts a fresh one and revokes the old', async () => {
+    const limited = fx.token('renewing', 'acme', { rights: ['resume', 'append'] });
+    await fx.memory.create(fx.call('renewing', 'acme', 'allocate', limited), false);
+    const current = await fx.memory.admit(fx.call('renewing', 'acme', 'renew', limited));
+    const replace = (token: string) => fx.memory.renew(current, fx.call('renewing', 'acme', 'renew', token));
+    const later = { epoch: current.epoch + 10 };
+    await expect(replace(fx.token('renewing', 'acme', { ...later, rights: ['resume', 'append', 'release'] }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
+    await expect(replace(fx.token('renewing', 'acme', { rights: ['resume'], epoch: current.epoch }))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
+    await expect(replace(fx.token('other', 'acme', later))).rejects.toMatchObject({ message: expect.stringContaining('wrong-context') });
+    await expect(replace(fx.token('renewing', 'globex', later))).rejects.toMatchObject({ message: expect.stringContaining('wrong-tenant') });
+    const next = fx.token('renewing', 'acme', { ...later, rights: ['resume'] });
+    await replace(next);
+    await expect(fx.memory.admit(fx.call('renewing', 'acme', 'restore', limited))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
+    await expect(fx.memory.admit(fx.call('renewing', 'acme', 'restore', next))).resolves.toMatchObject({ rights: ['resume'] });
+  });
+});
+
+describe('verifier', () => {
+  it('accepts tokens of every trusted key id during a rotation, and drops a retired one', () => {
+    const oldKey = { id: 'k-old', key: randomBytes(32) };
+    const newKey = { id: 'k-new', key: randomBytes(32) };
+    const pub = (k: { id: string; key: Buffer }) => ({ id: k.id, key: ed25519PublicOf(k.key) });
+    const request = { tenant: 'acme', agentId: 'a', workflowId: agentWorkflowId('a') };
+    const before = new CapabilityIssuer([oldKey]).mint(request);
+    const after = new CapabilityIssuer([oldKey, newKey], 'k-new').mint(request);
+    const during = new CapabilityVerifier([pub(oldKey), pub(newKey)]);
+    expect(during.verify(before).sub).toBe('a');
+    expect(during.verify(after).sub).toBe('a');
+    const retired = new CapabilityVerifier([pub(newKey)]);
+    expect(retired.verify(after).sub).toBe('a');
+    expect(() => retired.verify(before)).toThrow(/unknown-key/);
+  });
+
+  it('mints fork tokens in the parent tenant with at most its rights and no later expiry', () => {
+    const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
+    const parent = issuer.mint({ tenant: 'acme', agentId: 'p', workflowId: agentWorkflowId('p'), rights: ['resume', 'append', 'fork'], lifetimeS: 600 });
+    const child = readClaimsUnverified(issuer.mintChild(parent, { agentId: 'c', workflowId: agentWorkflowId('c'), rights: ['append', 'release'] }));
+    expect(child).toMatchObject({ ten: 'acme', sub: 'c', ctx: 'c', wf: 'kvagent-c', rights: ['append'] });
+    expect(child.exp).toBeLessThanOrEqual(readClaimsUnverified(parent).exp);
+  });
+});

@@ -1,0 +1,85 @@
+// An AgentMemory over a real native pool, cold tier and capability check (public keys only), plus an
+// issuer holding the matching private key: what a worker and the control plane hold, in one process.
+import { join } from 'node:path';
+
+import { AgentMemory, type MemoryObserver } from '../../src/activities/agent-memory';
+import { CapabilityCheck, type Action, type Presented } from '../../src/activities/capability';
+import { GrantStore } from '../../src/activities/grant-store';
+import { NativeAllocator } from '../../src/fabric/native-allocator';
+import { AuditLog } from '../../src/security/audit-log';
+import { CapabilityIssuer, type MintRequest } from '../../src/security/capability-issuer';
+import { CapabilityVerifier } from '../../src/security/capability-verifier';
+import { EpochStore } from '../../src/security/epochs';
+import type { RawKey } from '../../src/security/key-list';
+import { ColdStore, KeyRing } from '../../src/tiers/cold';
+import { TieredMemory } from '../../src/tiers/tiered-memory';
+import { agentWorkflowId } from '../../src/workflows/definitions';
+import { MODELS } from '../../src/workflows/models';
+import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
+
+export interface MemoryFixture {
+  memory: AgentMemory;
+  issuer: CapabilityIssuer;
+  auditFile: string;
+  capabilities: CapabilityCheck;
+  /** Every tier-layer method AgentMemory called, in order: a denied call must add none. */
+  tierCalls: string[];
+  /** A token for `agentId` (its own context and workflow, every right) with any claim overridden. */
+  token(agentId: string, tenant?: string, overrides?: Partial<MintRequest>): string;
+  /** A call as an activity of the agent's own workflow presents it. */
+  call(agentId: string, tenant: string, action: Action, token: unknown): Presented;
+  close(): Promise<void>;
+}
+
+export async function openMemory(
+  dir: string,
+  options: { blockCount?: number; observer?: MemoryObserver; trusted?: RawKey[]; clock?: () => number } = {},
+): Promise<MemoryFixture> {
+  const pool = new NativeAllocator({ shape: MODELS.tiny!.shape, blockCount: options.blockCount ?? 64, hostBlockCount: 64 });
+  const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
+  const grants = await GrantStore.open(join(dir, 'grants'));
+  const auditFile = join(dir, 'audit', 'denials.jsonl');
+  const capabilities = new CapabilityCheck(
+    new CapabilityVerifier(options.trusted ?? TEST_TRUSTED_KEYS, options.clock),
+    await EpochStore.open(join(dir, 'epochs')),
+    new AuditLog(auditFile, 'test-worker'),
+    (action) => options.observer?.denied(action),
+  );
+  const tierCalls: string[] = [];
+  const memory = new AgentMemory({
+    tiers: recorded(new TieredMemory({ pool, cold }), tierCalls),
+    layout: pool.layout,
+    grants,
+    capabilities,
+    cold,
+    ...(options.observer ? { observer: options.observer } : {}),
+  });
+  const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
+  return {
+    memory,
+    issuer,
+    auditFile,
+    capabilities,
+    tierCalls,
+    token: (agentId, tenant = 'acme', overrides = {}) => issuer.mint({ tenant, agentId, workflowId: agentWorkflowId(agentId), ...overrides }),
+    call: (agentId, tenant, action, token) => ({ contextId: agentId, agentId, tenant, workflowId: agentWorkflowId(agentId), action, token }),
+    close: async () => {
+      await cold.close();
+      pool.close();
+    },
+  };
+}
+
+/** The real tier layer, with each method call noted by name (a recording wrapper, not a stand-in). */
+function recorded<T extends object>(target: T, calls: string[]): T {
+  return new Proxy(target, {
+    get(object, property) {
+      const value: unknown = Reflect.get(object, property, object);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push(String(property));
+        return (value as (...a: unknown[]) => unknown).apply(object, args);
+      };
+    },
+  });
+}

@@ -1,0 +1,97 @@
+// The payload codec (AES-256-GCM, key id in metadata, key rotation) and the codec server the Web UI and
+// CLI decode through (bearer or path credentials, CORS for the UI's origin only).
+import { randomBytes } from 'node:crypto';
+
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startCodecServer, type CodecServer } from '../../src/security/codec-server';
+import { CodecKeyRing, EncryptionCodec, METADATA_KEY_ID } from '../../src/security/payload-codec';
+
+const k1 = { id: 'c1', key: randomBytes(32) };
+const k2 = { id: 'c2', key: randomBytes(32) };
+const SECRET = { capability: 'eyJhbGciOiJFZERTQSJ9.secret-capability.sig', digest: 'ab'.repeat(32) };
+const payload = (): Payload => defaultPayloadConverter.toPayload(SECRET);
+const text = (p: Payload) => Buffer.from(p.data ?? []).toString('latin1') + JSON.stringify(p.metadata, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString('latin1') : v));
+
+describe('payload codec', () => {
+  it('seals payloads so neither data nor metadata shows, and opens them again', async () => {
+    const codec = new EncryptionCodec(new CodecKeyRing([k1]));
+    const [sealed] = await codec.encode([payload()]);
+    expect(text(sealed!)).not.toContain('secret-capability');
+    expect(text(sealed!)).not.toContain(SECRET.digest);
+    expect(Buffer.from(sealed!.metadata![METADATA_KEY_ID]!).toString()).toBe('c1');
+    const [opened] = await codec.decode([sealed!]);
+    expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(SECRET);
+  });
+
+  it('rotates: the new active key seals, old payloads still open, a ring without the old key refuses them', async () => {
+    const [old] = await new EncryptionCodec(new CodecKeyRing([k1])).encode([payload()]);
+    const rotated = new EncryptionCodec(new CodecKeyRing([k1, k2], 'c2'));
+    const [fresh] = await rotated.encode([payload()]);
+    expect(Buffer.from(fresh!.metadata![METADATA_KEY_ID]!).toString()).toBe('c2');
+    expect((await rotated.decode([old!, fresh!])).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual([SECRET, SECRET]);
+    await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toThrow(/'c1'/);
+  });
+
+  it('detects tampering and relabelled key ids', async () => {
+    const ring = new CodecKeyRing([k1, { id: 'c3', key: k1.key }]);
+    const codec = new EncryptionCodec(ring);
+    const [sealed] = await codec.encode([payload()]);
+    const flipped = Buffer.from(sealed!.data!);
+    flipped[20]! ^= 1;
+    await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toThrow();
+    // Same key bytes under another id: the key id is bound as associated data.
+    await expect(codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }])).rejects.toThrow();
+  });
+});
+
+describe('codec server', () => {
+  const token = randomBytes(24).toString('base64url');
+  const uiOrigin = 'http://localhost:8233';
+  let server: CodecServer;
+  let sealed: Payload;
+  beforeAll(async () => {
+    const codec = new EncryptionCodec(new CodecKeyRing([k1]));
+    server = await startCodecServer({ codec, token, uiOrigin });
+    [sealed] = (await codec.encode([payload()])) as [Payload];
+  });
+  afterAll(async () => server?.close());
+
+  const body = () =>
+    JSON.stringify({
+      payloads: [{ metadata: Object.fromEntries(Object.entries(sealed.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(sealed.data!).toString('base64') }],
+    });
+  const post = (path: string, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', ...headers }, body: body() });
+
+  it('refuses requests without credentials or with wrong ones, saying nothing of the payloads', async () => {
+    for (const response of [await post('/decode'), await post('/decode', { Authorization: 'Bearer wrong-token-wrong-token' }), await post('/wrong-token-wrong-token/decode'), await post('/decode', { Authorization: `Basic ${token}` })]) {
+      expect(response.status).toBe(401);
+      expect(await response.text()).not.toContain('secret-capability');
+    }
+  });
+
+  it('decodes for a bearer token, and for the token as the endpoint path (UIs without an access token)', async () => {
+    for (const response of [await post('/decode', { Authorization: `Bearer ${token}`, Origin: uiOrigin }), await post(`/${token}/decode`)]) {
+      expect(response.status).toBe(200);
+      const { payloads } = (await response.json()) as { payloads: Array<{ data: string }> };
+      expect(JSON.parse(Buffer.from(payloads[0]!.data, 'base64').toString())).toEqual(SECRET);
+    }
+    const encoded = await post('/encode', { Authorization: `Bearer ${token}` });
+    expect(encoded.status).toBe(200);
+    expect(await encoded.text()).not.toContain('secret-capability');
+  });
+
+  it("answers CORS preflight for the UI's origin only", async () => {
+    const preflight = (origin: string) =>
+      fetch(`${server.url}/decode`, { method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type,x-namespace' } });
+    const ok = await preflight(uiOrigin);
+    expect(ok.status).toBe(204);
+    expect(ok.headers.get('access-control-allow-origin')).toBe(uiOrigin);
+    expect(ok.headers.get('access-control-allow-headers')).toMatch(/Authorization/);
+    expect(ok.headers.get('access-control-allow-methods')).toMatch(/POST/);
+    const other = await preflight('http://evil.example');
+    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
