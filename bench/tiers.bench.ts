@@ -1,7 +1,9 @@
 // Host-tier copy throughput on the CPU backend: demote (device -> host) and promote (host -> device)
 // of one context, against a plain memory copy of the same bytes measured in the same run.
-//   npx tsx bench/tiers.bench.ts [--mib 1024] [--rounds 5]
+//   npx tsx bench/tiers.bench.ts [--mib 1024] [--rounds 5] [--json build/bench/tiers.json]
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 
 import { NativeAllocator } from '../src/fabric';
 import { printTable } from './measure';
@@ -13,6 +15,8 @@ const option = (name: string, fallback: number) => {
 };
 const mib = option('--mib', 1024);
 const rounds = option('--rounds', 5);
+const jsonAt = args.indexOf('--json');
+const jsonPath = jsonAt >= 0 ? args[jsonAt + 1] : undefined;
 
 const LLAMA_3_8B = { layers: 32, kvHeads: 8, headDim: 128, dtypeBytes: 2 }; // 2 MiB blocks
 const blockBytes = 2 * 1024 * 1024;
@@ -60,6 +64,10 @@ async function main(): Promise<void> {
       ['promote: host -> device', best.promote.toFixed(2), (best.promote / best.memcpy).toFixed(2)],
     ],
   );
+  if (jsonPath !== undefined) {
+    fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
+    fs.writeFileSync(jsonPath, JSON.stringify({ bytes, blocks, rounds, bestGBps: best }, null, 2));
+  }
 }
 
 void main();

@@ -1,0 +1,150 @@
+// Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
+// alone and through Temporal) and memory. Each runs in its own process (so one's pools are gone before
+// the next allocates), writes its JSON, and this collects them with the machine's description into
+// build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for the
+// README.
+//   npm run bench:all -- [--tokens 8k,32k] [--repeats 3] [--out build/bench]
+// --tokens: resume context sizes; 128k (16 GiB) needs ~40 GiB of RAM for the device and host pools.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { printTable } from './measure';
+
+const args = process.argv.slice(2);
+const option = (name: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+};
+const tokens = option('--tokens') ?? '8k,32k';
+const repeats = option('--repeats') ?? '3';
+const outDir = option('--out') ?? path.join('build', 'bench');
+const GPU_NOTE = 'not measured: no CUDA backend/GPU';
+/** Prefill of Llama-3-8B on an H200, from the issue. */
+const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
+
+function run(name: string, file: string, benchArgs: string[]): unknown {
+  const json = path.join(outDir, `${name}.json`);
+  console.log(`\n=== ${name}: ${file} ${benchArgs.join(' ')}`);
+  const started = Date.now();
+  const result = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, file), ...benchArgs, '--json', json], { stdio: 'inherit' });
+  if (result.status !== 0) throw new Error(`${name} failed (${result.signal ?? result.status})`);
+  console.log(`(${name}: ${((Date.now() - started) / 1000).toFixed(0)} s)`);
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+function machine() {
+  const lscpu = spawnSync('lscpu', { encoding: 'utf8' }).stdout ?? '';
+  return {
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    arch: os.arch(),
+    node: process.version,
+    hypervisor: /Hypervisor vendor:\s*(.+)/.exec(lscpu)?.[1]?.trim() ?? null,
+    gpu: GPU_NOTE,
+  };
+}
+
+const rate = (perSecond: number) => (perSecond >= 1e6 ? `${(perSecond / 1e6).toFixed(2)} M/s` : `${(perSecond / 1e3).toFixed(1)} k/s`);
+const ms = (value: number) => (value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(0)} ms`);
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+
+interface AllocatorJson { results: Array<{ scenario: string; native: number; ts: number; ratio: number }> }
+interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number } }
+interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; notes: string[] }
+interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number }>; notes: string[] }
+interface MemoryJson {
+  forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
+  waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
+}
+
+function main(): void {
+  fs.mkdirSync(outDir, { recursive: true });
+  const started = Date.now();
+  const allocator = run('allocator', 'allocator.bench.ts', ['--seconds', '1']) as AllocatorJson;
+  const tiers = run('tiers', 'tiers.bench.ts', ['--mib', '1024', '--rounds', '5']) as TiersJson;
+  const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '3']) as ColdJson;
+  const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
+  const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
+  const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
+
+  const rows: string[][] = [];
+  for (const r of allocator.results) rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
+  rows.push(['transfer (GPU)', 'device <-> host per block size', GPU_NOTE, '-', '-']);
+  const t = tiers.bestGBps;
+  rows.push(['host tier', `demote, ${gib(tiers.bytes)} context, best of ${tiers.rounds}`, `${t.demote.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, (t.demote / t.memcpy).toFixed(2)]);
+  rows.push(['host tier', `promote, ${gib(tiers.bytes)} context, best of ${tiers.rounds}`, `${t.promote.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, (t.promote / t.memcpy).toFixed(2)]);
+  const c = cold.median;
+  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM + CRC-32, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s`, (c.storeWrite / c.rawWrite).toFixed(2)]);
+  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s`, (c.storeRead / c.rawRead).toFixed(2)]);
+  for (const r of temporal.rows) {
+    const lib = library.rows.find((l) => l.tokens === r.tokens && l.from === r.from);
+    const prefill = PREFILL_H200_MS[r.tokens];
+    const context = `${r.tokens / 1024}k tokens (${gib(r.bytes)}) from ${r.from}`;
+    if (lib) rows.push(['resume, library', context, ms(lib.totalMs), prefill ? `H200 prefill ${ms(prefill)}` : '-', prefill ? (lib.totalMs / prefill).toFixed(2) : '-']);
+    rows.push([
+      'resume, Temporal',
+      `${context}, verified (worker: restore ${ms(r.restoreMs!)} + verify ${ms(r.verifyMs!)})`,
+      ms(r.totalMs),
+      prefill ? `H200 prefill ${ms(prefill)}` : '-',
+      prefill ? (r.totalMs / prefill).toFixed(2) : '-',
+    ]);
+  }
+  for (const f of memory.forks) {
+    rows.push([
+      'memory',
+      `parent + ${f.forks} forks of ${f.prefixTokens} tokens, ${f.turnTokens} own each`,
+      `${f.forkedBlocks} blocks (${gib(f.forkedLlamaBytes)})`,
+      `private copies ${f.privateBlocks} blocks (${gib(f.privateLlamaBytes)})`,
+      (f.forkedBlocks / f.privateBlocks).toFixed(2),
+    ]);
+  }
+  for (const w of memory.waste) {
+    rows.push(['internal waste', `context of ${w.tokens} tokens (${w.blocks} blocks)`, `${w.wasteTokens} slots (${(w.wasteLlamaBytes / 2 ** 20).toFixed(2)} MiB)`, '-', `${(w.wasteFraction * 100).toFixed(2)}%`]);
+  }
+
+  const headers = ['benchmark', 'what', 'figure', 'same-run reference', 'ratio'];
+  const notes = [
+    `resume contexts: ${tokens} tokens at 128 KiB per token (Llama-3-8B: 32 layers, 8 KV heads, head dim 128, bf16); 128k (16 GiB) needs ~40 GiB of RAM for device + host pools: --tokens 8k,32k,128k where it fits`,
+    'CPU backend: "device" memory is host memory; GPU transfer figures wait for the CUDA backend',
+    'memory: block counts from the allocator, bytes at 2 MiB Llama-3-8B blocks',
+    ...cold.notes,
+    ...library.notes,
+  ];
+  const m = machine();
+  const machineLine = `${m.cpu} x${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.os}${m.hypervisor ? ` (${m.hypervisor} VM)` : ''}, Node ${m.node}, no GPU`;
+  const markdown = [
+    `Machine: ${machineLine}; ${new Date().toISOString().slice(0, 10)}.`,
+    '',
+    `| ${headers.join(' | ')} |`,
+    `| ${headers.map(() => '---').join(' | ')} |`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+    '',
+    ...notes.map((n) => `- ${n}`),
+  ].join('\n');
+  const results = {
+    date: new Date().toISOString(),
+    machine: m,
+    options: { tokens, repeats },
+    durationSeconds: Math.round((Date.now() - started) / 1000),
+    allocator,
+    transfer: { gpu: GPU_NOTE },
+    hostTier: tiers,
+    diskTier: cold,
+    resume: { library, temporal, prefillH200Ms: PREFILL_H200_MS },
+    memory,
+    notes,
+  };
+  fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  fs.writeFileSync(path.join(outDir, 'results.md'), `${markdown}\n`);
+  console.log(`\n=== kvfabric benchmarks: ${machineLine}\n`);
+  printTable(headers, rows);
+  console.log();
+  for (const n of notes) console.log(`note: ${n}`);
+  console.log(`\nwrote ${path.join(outDir, 'results.json')} and results.md (${results.durationSeconds} s)`);
+}
+
+main();
