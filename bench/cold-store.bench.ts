@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { ColdStore, KeyRing, type ColdBlockRef } from '../src/tiers/cold';
-import { printTable } from './measure';
+import { dropPageCache, printTable } from './measure';
 
 const args = process.argv.slice(2);
 const option = (name: string) => {
@@ -39,17 +39,6 @@ const notes: string[] = [];
 
 const seconds = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e9;
 const gbps = (bytes: number, s: number) => bytes / s / 1e9;
-
-/** Drops the page cache so the next read pass comes from the device; says whether it could. */
-function dropPageCache(): boolean {
-  spawnSync('sync');
-  try {
-    fs.writeFileSync('/proc/sys/vm/drop_caches', '3');
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Runs dd; retries without O_DIRECT when the file system refuses it. Returns seconds. */
 function timedDd(ddArgs: string[], direct: string, label: string): number {

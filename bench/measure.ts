@@ -1,6 +1,8 @@
 // Timing helpers for benchmarks: run a body repeatedly for a fixed wall time after a warm-up, and
 // report operations per second. Implementations are measured back to back in one run, so ratios
 // between them hold even when absolute figures drift with machine noise.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 
 export interface Rate {
   opsPerSecond: number;
@@ -36,4 +38,15 @@ export function printTable(headers: string[], rows: string[][]): void {
   console.log(line(headers));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const row of rows) console.log(line(row));
+}
+
+/** Drops the page cache so the next read comes from the device; says whether it could (root on Linux). */
+export function dropPageCache(): boolean {
+  spawnSync('sync');
+  try {
+    fs.writeFileSync('/proc/sys/vm/drop_caches', '3');
+    return true;
+  } catch {
+    return false;
+  }
 }

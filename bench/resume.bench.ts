@@ -9,7 +9,6 @@
 //   npx tsx bench/resume.bench.ts [--mode library|temporal] [--tokens 8k,32k] [--repeats 3] [--json FILE]
 // 128k tokens are 16 GiB: with device and host pools of that size it needs ~40 GiB of RAM, so the default
 // token list stops at 32k; pass --tokens 8k,32k,128k on a machine that has the memory.
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,7 +18,7 @@ import { NativeAllocator } from '../src/fabric';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
 import { MODELS, bytesPerToken } from '../src/workflows/models';
-import { printTable } from './measure';
+import { dropPageCache, printTable } from './measure';
 
 const args = process.argv.slice(2);
 const option = (name: string) => {
@@ -62,17 +61,6 @@ export interface ResumeRow {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-/** Drops the page cache so a disk restore reads the device; says whether it could (root on Linux). */
-function dropPageCache(): boolean {
-  spawnSync('sync');
-  try {
-    fs.writeFileSync('/proc/sys/vm/drop_caches', '3');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function libraryRows(): Promise<ResumeRow[]> {
   const rows: ResumeRow[] = [];
   // Distinct random bytes, cycled in 64 MiB chunks: nothing compresses or dedups.
@@ -113,50 +101,10 @@ async function libraryRows(): Promise<ResumeRow[]> {
 }
 
 async function temporalRows(): Promise<ResumeRow[]> {
-  const { DefaultLogger, NativeConnection, Runtime } = await import('@temporalio/worker');
-  const { AgentClient } = await import('../src/client/agent-client');
-  const { startDevServer } = await import('../src/dev-server/dev-server');
-  const { CapabilityIssuer } = await import('../src/security/capability-issuer');
-  const { ed25519PublicOf } = await import('../src/security/key-list');
-  const { CodecKeyRing } = await import('../src/security/payload-codec');
-  const { createGpuWorker } = await import('../src/worker/gpu-worker');
-
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const { startAgentRig } = await import('./agent-rig');
   const rows: ResumeRow[] = [];
   const blocks = Math.ceil(Math.max(...tokenList) / TOKENS_PER_BLOCK) + 64;
-  const server = await startDevServer();
-  const tierDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-resume-bench-'));
-  const signing = [{ id: 's', key: randomBytes(32) }];
-  const codecKeys = [{ id: 'c', key: randomBytes(32) }];
-  const connection = await NativeConnection.connect({ address: server.address });
-  const taskQueue = 'kvfabric-resume-bench';
-  const worker = await createGpuWorker({
-    connection,
-    config: {
-      temporal: { address: server.address, namespace: 'default' },
-      taskQueue,
-      workerId: 'bench',
-      workflows: true,
-      backend: 'cpu',
-      model: LLAMA,
-      deviceBlocks: blocks,
-      hostBlocks: blocks,
-      tierDir,
-      keys: [{ id: 'k', key: randomBytes(32) }],
-      activeKeyId: 'k',
-      trustedKeys: signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) })),
-      codecKeys,
-      activeCodecKeyId: 'c',
-      maxConcurrentActivities: 8,
-      shutdownGraceMs: 5000,
-    },
-  });
-  const running = worker.run();
-  const agents = await AgentClient.connect(
-    { address: server.address, namespace: 'default' },
-    { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) },
-    taskQueue,
-  );
+  const { agents, close } = await startAgentRig({ name: 'resume-bench', model: LLAMA, blocks });
   const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
   try {
     for (const tokens of tokenList) {
@@ -190,12 +138,7 @@ async function temporalRows(): Promise<ResumeRow[]> {
       await agent.release();
     }
   } finally {
-    await agents.close();
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await server.stop();
-    fs.rmSync(tierDir, { recursive: true, force: true });
+    await close();
   }
   return rows;
 }

@@ -2,19 +2,9 @@
 // history size after 100 turns, and the end-to-end time from a resume update to a restored, verified
 // context, for Llama-3-8B-shaped contexts of several sizes on the warm (host) and cold (disk) tiers.
 // Runs its own dev server and an in-process GPU worker.
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-
-import { AgentClient, type AgentHandle } from '../src/client/agent-client';
-import { startDevServer } from '../src/dev-server/dev-server';
-import { CapabilityIssuer } from '../src/security/capability-issuer';
-import { ed25519PublicOf } from '../src/security/key-list';
-import { CodecKeyRing } from '../src/security/payload-codec';
-import { createGpuWorker } from '../src/worker/gpu-worker';
+import { startAgentRig } from '../bench/agent-rig';
+import type { AgentHandle } from '../src/client/agent-client';
 import { MODELS, bytesPerToken } from '../src/workflows/models';
 
 const LLAMA = MODELS['llama-3-8b']!;
@@ -23,41 +13,7 @@ const CONTEXT_TOKENS = [1024, 4096, 8192];
 const REPEATS = 3;
 
 async function main(): Promise<void> {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-  const server = await startDevServer();
-  const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-measure-'));
-  const key = randomBytes(32);
-  const signing = [{ id: 's', key: randomBytes(32) }];
-  const codecKeys = [{ id: 'c', key: randomBytes(32) }];
-  const connection = await NativeConnection.connect({ address: server.address });
-  const taskQueue = 'kvfabric-measure';
-  const worker = await createGpuWorker({
-    connection,
-    config: {
-      temporal: { address: server.address, namespace: 'default' },
-      taskQueue,
-      workerId: 'measure',
-      workflows: true,
-      backend: 'cpu',
-      model: LLAMA,
-      deviceBlocks: 1024, // 2 GiB
-      hostBlocks: 1024,
-      tierDir,
-      keys: [{ id: 'k', key }],
-      activeKeyId: 'k',
-      trustedKeys: signing.map(({ id, key: seed }) => ({ id, key: ed25519PublicOf(seed) })),
-      codecKeys,
-      activeCodecKeyId: 'c',
-      maxConcurrentActivities: 8,
-      shutdownGraceMs: 5000,
-    },
-  });
-  const running = worker.run();
-  const agents = await AgentClient.connect(
-    { address: server.address, namespace: 'default' },
-    { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) },
-    taskQueue,
-  );
+  const { agents, close } = await startAgentRig({ name: 'measure', model: LLAMA, blocks: 1024 }); // 2 GiB each tier
   const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
   try {
     // ---- history: 100 turns ----
@@ -89,12 +45,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    await agents.close();
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await server.stop();
-    rmSync(tierDir, { recursive: true, force: true });
+    await close();
   }
 }
 
