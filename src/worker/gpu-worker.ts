@@ -16,6 +16,7 @@ import { createPool } from './backend';
 import type { WorkerConfig } from './config';
 import { drainToDisk, type DrainReport } from './drain';
 import { WorkerMetrics } from './metrics';
+import { pauseForKillTests } from './test-pause';
 
 export interface GpuWorkerOptions {
   config: WorkerConfig;
@@ -42,6 +43,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     hostBlockCount: config.hostBlocks,
   });
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
+  pauseForKillTests(cold);
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));
   const tiers = new TieredMemory({ pool, cold });
   const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());

@@ -73,14 +73,24 @@ export interface TestCluster {
   /** A worker that runs agent workflows only (no memory), on `taskQueue` (default the cluster's). */
   startWorkflowWorker(taskQueue?: string): Promise<Worker>;
   /** A GPU worker in a child process (src/worker/main.ts), to be killed for real. */
-  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[] }): Promise<WorkerProcess>;
+  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[]; env?: Record<string, string> }): Promise<WorkerProcess>;
   workerConfig(overrides?: Partial<WorkerConfig>): WorkerConfig;
+  /**
+   * Stops the dev server (SIGTERM: graceful; SIGKILL: at once) and starts it again on the same port and
+   * SQLite file. Only for a cluster started with `persistent: true`.
+   */
+  restartServer(signal: 'SIGTERM' | 'SIGKILL'): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startCluster(options: { dynamicConfig?: Record<string, string | number | boolean> } = {}): Promise<TestCluster> {
+export async function startCluster(options: { dynamicConfig?: Record<string, string | number | boolean>; persistent?: boolean } = {}): Promise<TestCluster> {
   const metrics = await installRuntime();
-  const server = await startDevServer(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {});
+  const serverDir = options.persistent ? mkdtempSync(join(tmpdir(), 'kvfabric-server-')) : undefined;
+  const serverOptions = {
+    ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+    ...(serverDir ? { dbFile: join(serverDir, 'temporal.db'), port: await freePort() } : {}),
+  };
+  let server = await startDevServer(serverOptions);
   const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-test-'));
   const keyId = 'test-key';
   const key = randomBytes(32);
@@ -117,7 +127,9 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
   });
 
   return {
-    server,
+    get server() {
+      return server;
+    },
     agents,
     client,
     rawClient,
@@ -144,7 +156,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       runs.push(worker.run());
       return worker;
     },
-    async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [] }) {
+    async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {} }) {
       const child = spawn(
         process.execPath,
         [
@@ -156,7 +168,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
           ...args,
         ],
         {
-          env: { ...process.env, KVFABRIC_KEYS: keys, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) },
+          env: { ...process.env, KVFABRIC_KEYS: keys, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS), ...env },
           stdio: ['ignore', 'pipe', 'pipe'] },
       );
       processes.push(child);
@@ -173,6 +185,15 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       });
       return { child, holder: `${queue}@${workerId}`, exited, output: () => output };
     },
+    async restartServer(signal) {
+      if (!serverDir) throw new Error('restartServer needs a cluster started with persistent: true');
+      if (signal === 'SIGKILL') {
+        process.kill(server.pid, 'SIGKILL');
+        await eventually(async () => (processGone(server.pid) ? true : undefined), 10_000, 'the killed dev server to exit');
+      }
+      await server.stop();
+      server = await startDevServer(serverOptions);
+    },
     async close() {
       for (const child of processes) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       for (const worker of workflowWorkers) if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -182,8 +203,18 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       await workerConnection.close();
       await server.stop();
       rmSync(tierDir, { recursive: true, force: true });
+      if (serverDir) rmSync(serverDir, { recursive: true, force: true });
     },
   };
+}
+
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */

@@ -1,0 +1,52 @@
+// What every fault test checks afterwards: the bytes (the digest the workflow recorded equals the one
+// recomputed here from the synthetic KV of each turn) and the baseline (no context, no used block in any
+// pool, no file left in the cold tier, no grant left).
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { ContextDigest } from '../../src/activities/context-digest';
+import { syntheticKv } from '../../src/activities/synthetic-kv';
+import type { GpuWorker } from '../../src/worker/gpu-worker';
+import { TINY } from '../temporal/harness';
+
+const bytesPerToken = TINY.shape.layers * 2 * TINY.shape.kvHeads * TINY.shape.headDim * TINY.shape.dtypeBytes;
+
+/** The digest of an agent's context after these turns: [agent id, turn number, tokens]. */
+export function expectedDigest(turns: Array<[string, number, number]>): string {
+  const digest = ContextDigest.fresh(bytesPerToken);
+  for (const [agentId, turn, tokens] of turns) digest.update(syntheticKv(agentId, turn, tokens, bytesPerToken));
+  return digest.finish().value;
+}
+
+/** Every file under `directory` (recursively), relative to it. */
+export function filesUnder(directory: string): string[] {
+  const found: string[] = [];
+  const walk = (dir: string, prefix: string): void => {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path, `${prefix}${name}/`);
+      else found.push(`${prefix}${name}`);
+    }
+  };
+  walk(directory, '');
+  return found;
+}
+
+/** Files that hold contexts or their grants (epoch records and the denial audit are kept on purpose). */
+export function contextFiles(tierDir: string): string[] {
+  return [...filesUnder(join(tierDir, 'cold')).map((f) => `cold/${f}`), ...filesUnder(join(tierDir, 'grants')).map((f) => `grants/${f}`)];
+}
+
+/** A worker's pools at baseline: no context, no used block on the device, in host memory or on disk. */
+export function poolBaseline(worker: GpuWorker): { contexts: number; usedBlocks: number; hostUsed: number; diskOnlyBlocks: number; liveSegments: number } {
+  const stats = worker.memory.tiers.stats();
+  return { contexts: stats.contexts, usedBlocks: stats.usedBlocks, hostUsed: stats.host.usedBlocks, diskOnlyBlocks: stats.diskOnlyBlocks, liveSegments: stats.disk.liveSegments };
+}
+
+export const BASELINE = { contexts: 0, usedBlocks: 0, hostUsed: 0, diskOnlyBlocks: 0, liveSegments: 0 };
