@@ -46,6 +46,26 @@ uint64_t handleArg(const Napi::CallbackInfo& info, size_t index, const char* nam
   return integerArg(info, index, name, 0, kMaxSafeInteger);
 }
 
+std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name, const char* item,
+                                      uint64_t min) {
+  Napi::Env env = info.Env();
+  Napi::Value v = info[index];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    throwInvalid(env, std::string(name) + " must be a Float64Array");
+  }
+  Napi::Float64Array array = v.As<Napi::Float64Array>();
+  std::vector<uint64_t> values(array.ElementLength());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double d = array[i];
+    if (!(d >= static_cast<double>(min) && d <= static_cast<double>(kMaxSafeInteger)) || std::floor(d) != d) {
+      throwInvalid(env, std::string(item) + " at position " + std::to_string(i) + " is not an integer in [" +
+                            std::to_string(min) + ", 2^53)");
+    }
+    values[i] = static_cast<uint64_t>(d);
+  }
+  return values;
+}
+
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   Napi::Value v = info[index];
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {

@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "status.h"
 
@@ -30,6 +31,9 @@ uint64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* na
 uint32_t u32Arg(const Napi::CallbackInfo& info, size_t index, const char* name, uint32_t min = 0);
 uint64_t handleArg(const Napi::CallbackInfo& info, size_t index, const char* name);
 uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64_t min, uint64_t max);
+// A Float64Array of integers in [min, 2^53): block handles and disk keys cross as doubles.
+std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name, const char* item,
+                                      uint64_t min);
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name);
 
 constexpr uint64_t kMaxSafeInteger = (uint64_t{1} << 53) - 1;

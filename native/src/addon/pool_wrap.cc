@@ -118,23 +118,9 @@ Napi::Float64Array keysToArray(Napi::Env env, const std::vector<uint64_t>& keys)
   return out;
 }
 
-// Disk keys: a Float64Array of integers in [1, 2^53).
+// Disk keys: a Float64Array of integers in [1, 2^53) (0 means "no disk copy").
 std::vector<uint64_t> diskKeysArg(const Napi::CallbackInfo& info, size_t index) {
-  Napi::Env env = info.Env();
-  Napi::Value v = info[index];
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
-    throwInvalid(env, "disk keys must be a Float64Array");
-  }
-  Napi::Float64Array array = v.As<Napi::Float64Array>();
-  std::vector<uint64_t> keys(array.ElementLength());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const double d = array[i];
-    if (!(d >= 1 && d <= static_cast<double>(kMaxSafeInteger)) || std::floor(d) != d) {
-      throwInvalid(env, "disk key at position " + std::to_string(i) + " is not an integer in [1, 2^53)");
-    }
-    keys[i] = static_cast<uint64_t>(d);
-  }
-  return keys;
+  return integerArrayArg(info, index, "disk keys", "disk key", 1);
 }
 
 // Runs body; any error it throws rejects the promise instead of escaping synchronously.
@@ -419,19 +405,7 @@ Napi::Value PoolWrap::allocateBlocks(const Napi::CallbackInfo& info) {
 Napi::Value PoolWrap::freeBlocks(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto pool = live(env);
-  Napi::Value v = info[0];
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
-    throwInvalid(env, "handles must be a Float64Array");
-  }
-  Napi::Float64Array array = v.As<Napi::Float64Array>();
-  std::vector<Handle> handles(array.ElementLength());
-  for (size_t i = 0; i < handles.size(); ++i) {
-    const double d = array[i];
-    if (!(d >= 0 && d <= static_cast<double>(kMaxSafeInteger)) || std::floor(d) != d) {
-      throwInvalid(env, "block handle at position " + std::to_string(i) + " is not a handle");
-    }
-    handles[i] = static_cast<Handle>(d);
-  }
+  const std::vector<Handle> handles = integerArrayArg(info, 0, "handles", "block handle", 0);
   check(env, pool->freeBlocks(handles.data(), handles.size()));
   return env.Undefined();
 }
