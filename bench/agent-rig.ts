@@ -49,6 +49,8 @@ export async function startAgentRig(options: { name: string; model: AgentModel; 
       activeCodecKeyId: 'c',
       maxConcurrentActivities: 8,
       shutdownGraceMs: 5000,
+      orphanSweepMs: 0,
+      orphanMinAgeMs: 3_600_000,
     },
   });
   const running = worker.run();

@@ -58,6 +58,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
   const signing = [{ id: 's', key: randomBytes(32) }];
   const codecKeys = [{ id: 'c', key: randomBytes(32) }];
   const b64 = (list: Array<{ id: string; key: Buffer }>) => list.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(',');
+  // Workers sharing a tier directory share its master keys: each reads the manifests the other writes.
+  const masterKeys = b64([{ id: 'k', key: randomBytes(32) }]);
   const taskQueue = `kvfabric-load-${randomBytes(3).toString('hex')}`;
   const blocks = String(Math.max(512, options.agents * 8));
   const workers: Array<{ child: ChildProcess; output: () => string; exited: Promise<unknown> }> = [];
@@ -67,7 +69,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
       const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'src', 'worker', 'main.ts'),
         '--address', server.address, '--task-queue', taskQueue, '--worker-id', workerId, '--backend', 'cpu', '--model', 'tiny',
         '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'], {
-        env: { ...process.env, KVFABRIC_KEYS: b64([{ id: 'k', key: randomBytes(32) }]), KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) },
+        env: { ...process.env, KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';

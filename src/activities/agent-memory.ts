@@ -156,11 +156,26 @@ export class AgentMemory {
   async release(contextId: string, claims: CapabilityClaims): Promise<number> {
     const tokens = this.tiers.contextStats(contextId).tokens;
     await this.tiers.release(contextId);
+    await this.forget(contextId, claims);
+    return tokens;
+  }
+
+  /**
+   * Ends a context wherever its bytes are: released when this worker holds it, else its durable copy (if
+   * any is left) is deleted. Returns the tokens freed here (0 when it was not held).
+   */
+  async retire(contextId: string, claims: CapabilityClaims): Promise<number> {
+    if (this.tiers.has(contextId)) return this.release(contextId, claims);
+    await this.tiers.discard(contextId);
+    await this.forget(contextId, claims);
+    return 0;
+  }
+
+  private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {
     await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
     this.tenants.delete(contextId);
     this.placed.delete(contextId);
-    return tokens;
   }
 
   /** Accepts `next` as the context's capability (see CapabilityCheck.renewal); touches no tier. */

@@ -112,6 +112,14 @@ export function createActivities(options: {
         return { holder, ...memory.snapshot(request.agentId) };
       });
     },
+
+    retire(request: ContextRequest): Promise<ReleaseResult> {
+      return operate({ activity: 'retire', action: 'release', held: false }, request, async (claims) => {
+        const releasedTokens = await memory.retire(request.agentId, claims!);
+        log.info('context retired without its holder', { agentId: request.agentId, holder });
+        return { releasedTokens };
+      });
+    },
   };
 
   const context: ContextActivities = {

@@ -116,6 +116,11 @@ export interface PlacementActivities {
   allocate(request: AllocateRequest): Promise<Allocation>;
   /** Adopts a context from the cold tier (its worker is gone). */
   recover(request: RecoverRequest): Promise<Placement>;
+  /**
+   * Ends a context that cannot be adopted (its holder died and no readable durable copy exists): deletes
+   * whatever durable copy remains, revokes its tokens and drops its grant, on whichever worker takes it.
+   */
+  retire(request: ContextRequest): Promise<ReleaseResult>;
 }
 
 /** Run on the holder's worker-specific task queue. */

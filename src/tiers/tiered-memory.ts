@@ -23,6 +23,14 @@ export interface TieredMemoryOptions {
   hostHighWatermark?: number;
   /** Blocks per segment file when spilling (bounds the memory one spill holds; default 64). */
   blocksPerSegment?: number;
+  /**
+   * A segment no manifest names is garbage once it is this old (default one hour): younger ones may
+   * belong to a spill still writing its manifest. A spill slower than half of this re-checks that its
+   * own segments still exist before it writes the manifest.
+   */
+  orphanMinAgeMs?: number;
+  /** Failures of background work (garbage collection of segment files); it is retried later. */
+  onBackgroundError?: (what: string, err: unknown) => void;
 }
 
 interface Entry {
@@ -35,7 +43,8 @@ interface Entry {
 }
 
 export interface TieredStats extends PoolStats {
-  disk: { liveSegments: number; blockCopies: number };
+  /** pendingDeletes: unused segment files whose deletion failed and waits for the next collection. */
+  disk: { liveSegments: number; blockCopies: number; pendingDeletes: number };
 }
 
 export class TieredMemory {
@@ -46,6 +55,8 @@ export class TieredMemory {
   private readonly ledger = new DiskLedger();
   private readonly watermarks: { deviceLow: number; deviceHigh: number; hostLow: number; hostHigh: number };
   private readonly blocksPerSegment: number;
+  private readonly orphanMinAgeMs: number;
+  private readonly onBackgroundError: (what: string, err: unknown) => void;
   private clock = 0;
   /** Operations parked until another one finishes and frees room. */
   private waitingForRoom = 0;
@@ -64,6 +75,8 @@ export class TieredMemory {
       hostHigh: options.hostHighWatermark ?? 0.2,
     };
     this.blocksPerSegment = options.blocksPerSegment ?? 64;
+    this.orphanMinAgeMs = options.orphanMinAgeMs ?? 60 * 60 * 1000;
+    this.onBackgroundError = options.onBackgroundError ?? (() => undefined);
   }
 
   // ---- lifecycle ----
@@ -180,6 +193,24 @@ export class TieredMemory {
     });
   }
 
+  /**
+   * Deletes the durable copy of a context this process does not hold (its holder died and it cannot be
+   * recovered, or it is being given up): the manifest, and the segments it names once nothing else
+   * uses them. A manifest that cannot be read is deleted all the same; its segments are then left to
+   * sweepOrphanSegments. A context this process holds is released instead.
+   */
+  async discard(contextId: string): Promise<void> {
+    if (this.entries.has(contextId)) return this.release(contextId);
+    const cold = this.requireCold();
+    return this.locks.run(contextId, async () => {
+      if (this.entries.has(contextId)) throw new FabricError('BUSY', `context ${contextId} was adopted while being discarded`);
+      const manifest = await cold.readManifest(contextId).catch(() => undefined);
+      await cold.deleteManifest(contextId);
+      const segments = new Set((manifest?.pages ?? []).map((page) => page.segmentId));
+      await this.deleteSegments([...segments].filter((id) => !this.ledger.uses(id)));
+    });
+  }
+
   // ---- inspection ----
 
   has(contextId: string): boolean {
@@ -210,7 +241,7 @@ export class TieredMemory {
   }
 
   stats(): TieredStats {
-    return { ...this.pool.stats(), disk: { liveSegments: this.ledger.liveSegments, blockCopies: this.ledger.liveKeys } };
+    return { ...this.pool.stats(), disk: { liveSegments: this.ledger.liveSegments, blockCopies: this.ledger.liveKeys, pendingDeletes: this.gcCandidates.size } };
   }
 
   /** Resolves when background demotions scheduled so far have finished. */
@@ -258,6 +289,7 @@ export class TieredMemory {
   private async spillLocked(contextId: string, entry: Entry, dropHostFrames: boolean, rewritten = false): Promise<void> {
     const cold = this.requireCold();
     const version = entry.version + 1;
+    const started = Date.now();
     const { lease, blocks } = this.pool.beginSpill(entry.handle);
     const written: ColdBlockRef[] = [];
     let keys: Float64Array | undefined;
@@ -267,6 +299,9 @@ export class TieredMemory {
         for (let i = start; i < Math.min(blocks, start + this.blocksPerSegment); i++) chunk.push(this.pool.spillRead(lease, i));
         written.push(...(await cold.writeSegment({ tenant: entry.tenant, contextId, version }, chunk)));
       }
+      // A slow spill's segments may look like garbage to a sweep by now: check them before the bytes
+      // they hold leave memory.
+      if (Date.now() - started > this.orphanMinAgeMs / 2) await this.requirePresent(written);
       keys = Float64Array.from(written, (ref) => this.ledger.register(ref));
       this.pool.commitSpill(lease, keys, dropHostFrames);
     } catch (err) {
@@ -274,6 +309,10 @@ export class TieredMemory {
       // Segments written before the failure have no users: delete them so nothing leaks.
       const orphaned = keys ? this.ledger.forget(keys) : [...new Set(written.map((ref) => ref.segmentId))];
       await this.deleteSegments(orphaned).catch(() => undefined);
+      if (err instanceof SegmentsVanished) {
+        if (rewritten) throw new FabricError('INTEGRITY', `context ${contextId}: disk copies keep vanishing`);
+        return this.spillLocked(contextId, entry, dropHostFrames, true);
+      }
       throw err;
     }
     if (blocks === 0 && entry.manifest) return; // every append leaves a page without a disk copy: unchanged, keep the version
@@ -304,6 +343,12 @@ export class TieredMemory {
     entry.manifest = pages;
     entry.version = version;
     if (previous) await this.deleteSegments(this.ledger.releaseManifest(previous));
+  }
+
+  /** Throws SegmentsVanished when a segment of `written` is no longer in the directory. */
+  private async requirePresent(written: readonly ColdBlockRef[]): Promise<void> {
+    const present = new Set(await this.requireCold().listSegments());
+    if (written.some((ref) => !present.has(ref.segmentId))) throw new SegmentsVanished();
   }
 
   /**
@@ -340,30 +385,41 @@ export class TieredMemory {
    * them either: a fork's manifest written by another process may still need its parent's segments.
    */
   private deleteSegments(segmentIds: string[]): Promise<void> {
-    if (!this.cold || segmentIds.length === 0) return this.gc;
+    if (!this.cold || (segmentIds.length === 0 && this.gcCandidates.size === 0)) return this.gc;
     for (const id of segmentIds) this.gcCandidates.add(id);
-    this.gc = this.gc.then(() => this.collectGarbage()).catch(() => undefined);
+    this.gc = this.gc.then(() => this.collectGarbage());
     return this.gc;
   }
 
+  /** Never fails: a candidate whose deletion failed stays a candidate for the next collection. */
   private async collectGarbage(): Promise<void> {
     const cold = this.requireCold();
     if (this.gcCandidates.size === 0) return;
-    const candidates = [...this.gcCandidates];
+    const pending = new Set(this.gcCandidates);
     this.gcCandidates.clear();
-    const orphans = new Set(await cold.orphanSegments());
-    for (const id of candidates) {
-      if (orphans.has(id) && !this.ledger.uses(id)) await cold.deleteSegment(id);
+    try {
+      // Fails when any manifest cannot be read (another key ring, damage): its segments cannot be told
+      // from garbage, so nothing is deleted until it can be.
+      const orphans = new Set(await cold.orphanSegments());
+      for (const id of [...pending]) {
+        if (orphans.has(id) && !this.ledger.uses(id)) await cold.deleteSegment(id);
+        pending.delete(id);
+      }
+    } catch (err) {
+      for (const id of pending) this.gcCandidates.add(id);
+      this.onBackgroundError(`deleting ${pending.size} unused segment file(s)`, err);
     }
   }
 
   /**
    * Deletes segments that no manifest names, nothing in this process uses, and that are older than
-   * minAgeMs (default one hour: younger ones may belong to an offload still writing its manifest).
-   * For operators: files left by processes that died between a segment and its manifest. Returns how many.
+   * minAgeMs (default: the orphanMinAgeMs option; younger ones may belong to a spill still writing its
+   * manifest), and retries deletions that failed before. For workers, at start and now and then: files
+   * left by processes that died between a segment and its manifest. Returns how many it deleted.
    */
-  async sweepOrphanSegments(minAgeMs = 60 * 60 * 1000): Promise<number> {
+  async sweepOrphanSegments(minAgeMs = this.orphanMinAgeMs): Promise<number> {
     const cold = this.requireCold();
+    await this.deleteSegments([]);
     let deleted = 0;
     for (const id of await cold.orphanSegments({ minAgeMs })) {
       if (this.ledger.uses(id)) continue;
@@ -536,3 +592,6 @@ export class TieredMemory {
     return this.cold;
   }
 }
+
+/** A segment a spill wrote was deleted (a sweep took it for garbage) before the spill committed. */
+class SegmentsVanished extends Error {}

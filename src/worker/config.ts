@@ -44,6 +44,10 @@ export interface WorkerConfig {
   maxConcurrentActivities: number;
   /** How long shutdown waits for running activities before the drain. */
   shutdownGraceMs: number;
+  /** How often the tier directory is swept for segment files no manifest names (0: only at start). */
+  orphanSweepMs: number;
+  /** How old such a file must be to go: younger ones may belong to a spill still writing its manifest. */
+  orphanMinAgeMs: number;
 }
 
 export const WORKER_USAGE = `Usage: kvfabric-worker [options]
@@ -65,7 +69,9 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
             KVFABRIC_CODEC_KEYS="id=base64 AES-256 key[,...]" (or KVFABRIC_CODEC_KEYS_FILE),
             KVFABRIC_CODEC_ACTIVE_KEY (default the first)
 Operations: --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
-            --shutdown-grace-ms n (default 30000)`;
+            --shutdown-grace-ms n (default 30000)
+            --orphan-sweep-ms n (default 600000; 0: at start only), --orphan-min-age-ms n (default 3600000):
+            delete segment files no manifest names (left by killed workers) once they are that old`;
 
 export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const { values } = parseArgs({
@@ -86,6 +92,8 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       metrics: { type: 'string' },
       'max-concurrent-activities': { type: 'string' },
       'shutdown-grace-ms': { type: 'string' },
+      'orphan-sweep-ms': { type: 'string' },
+      'orphan-min-age-ms': { type: 'string' },
     },
   });
   const backend = values.backend ?? env.KVFABRIC_BACKEND ?? 'auto';
@@ -119,6 +127,8 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     ...(metricsAddress ? { metricsAddress } : {}),
     maxConcurrentActivities: positiveInteger('--max-concurrent-activities', values['max-concurrent-activities'] ?? '8'),
     shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
+    orphanSweepMs: positiveInteger('--orphan-sweep-ms', values['orphan-sweep-ms'] ?? '600000', true),
+    orphanMinAgeMs: positiveInteger('--orphan-min-age-ms', values['orphan-min-age-ms'] ?? '3600000', true),
   };
 }
 

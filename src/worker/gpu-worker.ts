@@ -16,6 +16,7 @@ import { createPool } from './backend';
 import type { WorkerConfig } from './config';
 import { drainToDisk, type DrainReport } from './drain';
 import { WorkerMetrics } from './metrics';
+import { startOrphanSweeper } from './orphan-sweeper';
 import { pauseForKillTests } from './test-pause';
 
 export interface GpuWorkerOptions {
@@ -45,7 +46,12 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
   pauseForKillTests(cold);
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));
-  const tiers = new TieredMemory({ pool, cold });
+  const tiers = new TieredMemory({
+    pool,
+    cold,
+    orphanMinAgeMs: config.orphanMinAgeMs,
+    onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
+  });
   const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
   // Public keys only: this process can check capabilities but never mint one.
   const capabilities = new CapabilityCheck(
@@ -94,9 +100,15 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     memory,
     async run(): Promise<DrainReport> {
       metrics.start();
+      const sweeper = startOrphanSweeper(tiers, {
+        intervalMs: config.orphanSweepMs,
+        minAgeMs: config.orphanMinAgeMs,
+        log: (message, meta) => logger.info(message, { holder, ...meta }),
+      });
       // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
       const outcomes = await Promise.allSettled([shared, own].map((worker) => worker.run().finally(stopAll)));
       metrics.stop();
+      await sweeper.stop();
       const report = await drainToDisk(memory);
       logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
       await cold.close();

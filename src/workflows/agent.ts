@@ -229,7 +229,18 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   async function release({ capability }: Credentials): Promise<AgentStatus> {
-    await onHolder((activities) => activities.release(request(capability)));
+    try {
+      await onHolder((activities) => activities.release(request(capability)));
+    } catch (err) {
+      if (!adoptionImpossible(err)) throw err;
+      // The holder is gone and no durable copy can be adopted: there are no bytes left to free, only the
+      // grant, the tokens and whatever files remain. Any worker ends those.
+      log.warn('context lost with its holder; releasing what is left', { agentId, error: String(err) });
+      await placement.retire(request(capability)).catch((retireErr: unknown) => {
+        // A retried retire whose first attempt finished elsewhere finds no grant: already done.
+        if (!failedWith(retireErr, 'STALE_HANDLE')) throw retireErr;
+      });
+    }
     move('released');
     Object.assign(state, { tier: 'none', holder: null, blocks: 0, sharedBlocks: 0, pinned: false });
     return statusOf(input, state);
@@ -441,6 +452,15 @@ function reject(type: string, message: string): never {
 }
 
 /** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
+/** The failover's recover found no durable copy it could adopt (missing, damaged or stale). */
+function adoptionImpossible(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.activityType === 'recover' && failedWith(err, 'INTEGRITY');
+}
+
+function failedWith(err: unknown, code: string): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === code;
+}
+
 function holderLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;

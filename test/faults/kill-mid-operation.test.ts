@@ -4,7 +4,8 @@
 // writes a flag file and stops there. The kill lands once the flag exists, so it is mid-operation every
 // run. With the default durability (every turn writes the durable copy) a durable copy always exists: the
 // agent's call completes on another worker after a failover, byte-exact, and release leaves no block and
-// no file behind.
+// no file behind. The survivor sweeps orphan segments (those no manifest names, such as the one a worker
+// killed between a segment and its manifest leaves) with a one-second age instead of the default hour.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,21 +62,17 @@ async function killDuring(activity: string, agentId: string, options: { skip?: n
   expect(await doomed.exited).toBe('SIGKILL');
   injected.push(`${activity} (${agentId})`);
 
-  const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir } });
+  const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir, orphanSweepMs: 250, orphanMinAgeMs: 1000 } });
   const leftOver = (): string[] => contextFiles(tierDir);
-  return { agent, status: await outcome, survivor, leftOver };
-}
-
-/** KNOWN GAP (see the append test): at most the one orphan segment the killed worker wrote. */
-function expectOnlyOrphanSegment(left: string[]): void {
-  expect(left.length).toBeLessThanOrEqual(1);
-  for (const file of left) expect(file).toMatch(/^cold\/segments\/[0-9a-f]+\.seg$/);
+  /** Every file of the agent gone (the orphan sweep included), or the files still there after 15 s. */
+  const nothingLeft = async () => eventually(async () => (leftOver().length === 0 ? true : undefined), 15_000, `no files left in ${tierDir} (left: ${leftOver().join(', ')})`);
+  return { agent, status: await outcome, survivor, nothingLeft };
 }
 
 it.concurrent('kill -9 mid-offload over an older durable copy (durability on-offload): a typed error, never the older bytes', async () => {
   const id = 'killed-offload-stale';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, leftOver } = await killDuring('offload', id, { skip: 1, config }, async (a) => {
+  const { agent, status, survivor, nothingLeft } = await killDuring('offload', id, { skip: 1, config }, async (a) => {
     await a.turn(40);
     await a.suspend('disk'); // durable copy: 40 tokens
     await a.resume();
@@ -93,12 +90,12 @@ it.concurrent('kill -9 mid-offload over an older durable copy (durability on-off
   else expect(resumed).toMatchObject({ tokens: 48, digest: expectedDigest([[id, 0, 40], [id, 1, 8]]) });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
-  expectOnlyOrphanSegment(leftOver());
+  await nothingLeft();
 });
 
 it.concurrent('kill -9 during a restore from disk: the resume completes on another worker, verified', async () => {
   const id = 'killed-restore';
-  const { agent, status, survivor, leftOver } = await killDuring('restore', id, {}, async (a) => {
+  const { agent, status, survivor, nothingLeft } = await killDuring('restore', id, {}, async (a) => {
     await a.turn(56);
     await a.suspend('disk');
   }, (a) => a.resume());
@@ -108,12 +105,12 @@ it.concurrent('kill -9 during a restore from disk: the resume completes on anoth
   expect(await agent.turn(4)).toMatchObject({ tokens: 60, digest: expectedDigest([[id, 0, 56], [id, 1, 4]]) });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
-  expect(leftOver()).toEqual([]);
+  await nothingLeft();
 });
 
 it.concurrent('kill -9 during a turn\'s append (its durable copy half written): the turn is applied once, on another worker', async () => {
   const id = 'killed-append';
-  const { agent, status, survivor, leftOver } = await killDuring('appendTurn', id, { skip: 1 }, (a) => a.turn(37).then(() => undefined), (a) => a.turn(20));
+  const { agent, status, survivor, nothingLeft } = await killDuring('appendTurn', id, { skip: 1 }, (a) => a.turn(37).then(() => undefined), (a) => a.turn(20));
   const digest = expectedDigest([[id, 0, 37], [id, 1, 20]]);
   expect(status).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 57, turns: 2, failovers: 1, digest });
   await agent.suspend('disk');
@@ -121,29 +118,22 @@ it.concurrent('kill -9 during a turn\'s append (its durable copy half written): 
   expect(await agent.turn(11)).toMatchObject({ tokens: 68, digest: expectedDigest([[id, 0, 37], [id, 1, 20], [id, 2, 11]]) });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
-  // KNOWN GAP (src/tiers): the segment the killed worker wrote before its manifest is an orphan that no
-  // manifest names; release does not find it and the sweep (sweepOrphanSegments) only takes segments an
-  // hour old. Nothing else is left.
-  expectOnlyOrphanSegment(leftOver());
+  // The segment the killed worker wrote before its manifest goes with the survivor's orphan sweep.
+  await nothingLeft();
 });
 
 it.concurrent('kill -9 mid-offload with no durable copy at all (durability on-offload): a typed error, never wrong bytes', async () => {
   const id = 'killed-offload-volatile';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, leftOver } = await killDuring('offload', id, { config }, async (a) => {
+  const { agent, status, survivor, nothingLeft } = await killDuring('offload', id, { config }, async (a) => {
     await a.turn(64);
   }, (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus));
   expect(status).toBeInstanceOf(FabricError);
   expect(status).toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('manifest is missing') });
-  // KNOWN BUG (src/workflows): the release of an agent whose only copy died with its worker should
-  // complete (free the grant, end the workflow); today it is refused with INTEGRITY (the workflow recovers
-  // the context before releasing it), so the workflow never completes and its grant stays. When fixed:
-  // expect the release to succeed, poolBaseline(survivor) to be BASELINE and leftOver() to be empty.
-  await expect(agent.release()).rejects.toMatchObject({ code: 'INTEGRITY' });
+  // Nothing is left to adopt, so release ends what remains (grant, tokens, files) and the workflow completes.
+  expect(await agent.release()).toMatchObject({ phase: 'released', tier: 'none' });
+  expect(await cluster.agents.workflow(id).result()).toMatchObject({ phase: 'released' });
+  await expect(agent.turn(1)).rejects.toMatchObject({ code: 'INVALID_STATE' });
   expect(poolBaseline(survivor)).toEqual(BASELINE);
-  expect(leftOver().filter((file) => !file.startsWith('cold/segments/')).length).toBe(1); // the grant
+  await nothingLeft();
 });
-
-// KNOWN BUG (src/workflows): release of an agent whose only copy died with its worker is refused with
-// INTEGRITY (the workflow recovers the context before releasing it), so the workflow never completes and
-// its grant stays. Fails today on purpose; `it.fails` flips to a failure when release is fixed.

@@ -315,3 +315,79 @@ describe('TieredMemory with the disk tier', () => {
     expect(await filesIn(directory)).toEqual([]);
   });
 });
+
+describe('TieredMemory: segment files nobody uses', () => {
+  it('keeps deletions that failed (an unreadable manifest in the directory) and finishes them later', async () => {
+    const errors: string[] = [];
+    const { memory } = await open(32, 32, { onBackgroundError: (what) => errors.push(what) });
+    // A manifest written with another master key: its segments cannot be told from garbage, so no
+    // segment may be deleted while it is there.
+    const foreign = await ColdStore.open({ directory, keyRing: new KeyRing([{ id: 'k1', key: randomBytes(32) }], 'k1') });
+    const stranger = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8 }), cold: foreign });
+    stranger.create('foreign', 1);
+    await stranger.append('foreign', tokenBytes(4, 9));
+    await stranger.checkpoint('foreign');
+    await foreign.close();
+
+    memory.create('a', 1);
+    await memory.append('a', tokenBytes(10, 1));
+    await memory.offload('a', 'disk');
+    const before = (await segmentFiles()).length;
+    await memory.release('a');
+    expect(errors).toEqual(['deleting 1 unused segment file(s)']);
+    expect(memory.stats().disk.pendingDeletes).toBe(1);
+    expect((await segmentFiles()).length).toBe(before);
+
+    await fsp.rm(path.join(directory, 'manifests', 'foreign.manifest'), { force: true });
+    const left = await fsp.readdir(path.join(directory, 'manifests'));
+    expect(left.filter((name) => name.startsWith('foreign'))).toEqual([]);
+    expect(await memory.sweepOrphanSegments(60_000)).toBe(0); // the foreign segment is too young for the sweep...
+    expect(memory.stats().disk.pendingDeletes).toBe(0); // ...but the pending deletion went through
+    expect((await segmentFiles()).length).toBe(before - 1);
+  });
+
+  it('discards the durable copy of a context it does not hold, readable or not', async () => {
+    const first = await open();
+    first.memory.create('gone', 1);
+    await first.memory.append('gone', tokenBytes(9, 2));
+    await first.memory.offload('gone', 'disk');
+    first.memory.create('damaged', 1);
+    await first.memory.append('damaged', tokenBytes(5, 3));
+    await first.memory.offload('damaged', 'disk');
+    // Another process (the first one's worker died): it never held either context.
+    const other = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8 }), cold: first.cold });
+    await other.discard('gone');
+    expect((await filesIn(directory)).some((file) => file.includes('gone'))).toBe(false);
+    await expect(first.cold.readManifest('gone')).rejects.toMatchObject({ code: 'INTEGRITY' });
+
+    const manifest = path.join(directory, 'manifests', 'damaged.manifest');
+    await fsp.writeFile(manifest, 'not a manifest');
+    await other.discard('damaged'); // unreadable: the manifest goes, its segments wait for the sweep
+    expect((await filesIn(directory)).filter((file) => file.includes('manifest'))).toEqual([]);
+    // (the first process still has both contexts' disk copies in its ledger; a sweep elsewhere takes the files)
+    expect(await other.sweepOrphanSegments(0)).toBeGreaterThan(0);
+    expect(await filesIn(directory)).toEqual([]);
+  });
+
+  it('a spill slower than half the orphan age re-checks its own segments, so a sweep cannot leave its manifest pointing at nothing', async () => {
+    const { memory, cold } = await open(32, 32, { orphanMinAgeMs: 0 });
+    // A sweep in another process deletes the first segment this spill writes, before its manifest.
+    const writeSegment = cold.writeSegment.bind(cold);
+    let swept = false;
+    cold.writeSegment = async (owner, blocks) => {
+      const refs = await writeSegment(owner, blocks);
+      if (!swept) {
+        swept = true;
+        await cold.deleteSegment(refs[0]!.segmentId);
+      }
+      return refs;
+    };
+    memory.create('a', 1);
+    await memory.append('a', tokenBytes(13, 4));
+    await memory.offload('a', 'disk');
+    expect(swept).toBe(true);
+    const other = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8 }), cold });
+    await other.recover('a');
+    expectSameBytes(await other.read('a', 0, 13), tokenBytes(13, 4));
+  });
+});
