@@ -2,7 +2,7 @@
 // the byte-level checks a workflow cannot do itself (appending a turn's KV, recomputing digests over
 // what a restore brought back). Activities are thin wrappers around this class; it knows nothing of
 // Temporal, so the drain at shutdown and tests use it directly.
-import { FabricError } from '../fabric/errors';
+import { FabricError, isFabricError } from '../fabric/errors';
 import type { BlockLayout, ModelShape } from '../fabric/types';
 import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
@@ -21,6 +21,8 @@ export interface MemoryObserver {
   transferred(direction: TransferDirection, bytes: number): void;
   denied(action: string): void;
   evicted(from: Tier, to: Tier): void;
+  /** A turn's checkpoint found the disk full (the turn stays in memory only). */
+  checkpointSkipped(): void;
 }
 
 /**
@@ -244,17 +246,34 @@ export class AgentMemory {
     return bytes;
   }
 
-  async restore(contextId: string): Promise<number> {
+  /** Brings the context to the device; returns the bytes moved and the tier it came from. */
+  async restore(contextId: string): Promise<{ bytes: number; from: Tier }> {
     const before = this.tiers.contextStats(contextId);
+    const from = this.tiers.residency(contextId);
     await this.tiers.restore(contextId);
     const bytes = Math.max(0, this.tiers.contextStats(contextId).devicePages - before.devicePages) * this.layout.blockBytes;
     this.observer?.transferred('to-device', bytes);
     this.placed.set(contextId, 'device');
-    return bytes;
+    return { bytes, from };
   }
 
   async checkpoint(contextId: string): Promise<void> {
     await this.tiers.checkpoint(contextId);
+  }
+
+  /**
+   * A turn's durable copy. A full disk does not stop the agent: the turn is in memory, the older copy
+   * stays, and false tells the workflow its durable copy lags until a later one succeeds.
+   */
+  async checkpointUnlessDiskFull(contextId: string): Promise<boolean> {
+    try {
+      await this.tiers.checkpoint(contextId);
+      return true;
+    } catch (err) {
+      if (!isFabricError(err, 'STORAGE_FULL')) throw err;
+      this.observer?.checkpointSkipped();
+      return false;
+    }
   }
 
   /**

@@ -127,13 +127,13 @@ export function createActivities(options: {
       let phase = 'append';
       const progress = () => ({ phase, turn: request.turn, tokens: request.tokens });
       return operate({ activity: 'appendTurn', action: 'append', held: true }, request, async () => {
-        const [{ digest, alreadyApplied }, appendMs] = await timed(async () => {
+        const [{ digest, alreadyApplied, durable }, appendMs] = await timed(async () => {
           const applied = await memory.appendTurn(request.agentId, request.turn, request.tokens, request.before);
           phase = 'checkpoint';
-          if (request.checkpoint) await memory.checkpoint(request.agentId);
-          return applied;
+          const copied = request.checkpoint ? await memory.checkpointUnlessDiskFull(request.agentId) : undefined;
+          return { ...applied, durable: copied };
         });
-        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied };
+        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied, ...(durable === undefined ? {} : { durable }) };
       }, progress);
     },
 
@@ -179,14 +179,15 @@ export function createActivities(options: {
       let phase = 'restore';
       const progress = () => ({ phase, tokens: request.expected.tokens, verifiedTokens: memory.verifiedTokens(request.agentId) });
       return operate({ activity: 'restore', action: 'restore', held: true }, request, async () => {
-        const [bytes, transferMs] = await timed(() => memory.restore(request.agentId));
+        const [{ bytes, from }, transferMs] = await timed(() => memory.restore(request.agentId));
         const snapshot = memory.snapshot(request.agentId);
-        if (!request.verify && snapshot.tokens === request.expected.tokens) {
-          return { ...snapshot, bytes, transferMs, digest: request.expected, verified: false, verifyMs: 0 };
+        // Bytes that came from disk are always verified, also when the workflow thought them in host memory.
+        if (!request.verify && from !== 'disk' && snapshot.tokens === request.expected.tokens) {
+          return { ...snapshot, bytes, transferMs, from, digest: request.expected, verified: false, verifyMs: 0 };
         }
         phase = 'verify';
         const [digest, verifyMs] = await timed(() => memory.verify(request.agentId, request.expected));
-        return { ...snapshot, bytes, transferMs, digest, verified: true, verifyMs };
+        return { ...snapshot, bytes, transferMs, from, digest, verified: true, verifyMs };
       }, progress);
     },
 

@@ -62,6 +62,11 @@ export interface TurnResult extends ContextSnapshot {
   appendMs: number;
   /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
   alreadyApplied: boolean;
+  /**
+   * false: a checkpoint was asked for but the disk was full, so the turn is only in memory and the older
+   * durable copy stays until a later checkpoint or offload to disk succeeds. Absent when none was asked.
+   */
+  durable?: boolean;
 }
 
 export interface ShareRequest extends ContextRequest {
@@ -96,6 +101,8 @@ export interface RestoreRequest extends ContextRequest {
 }
 
 export interface RestoreResult extends TransferResult {
+  /** Where the context was: 'disk' also when the workflow thought 'host' (evicted under pressure). */
+  from?: Tier;
   /** Digest recomputed over every byte that came back (the expected one when not verified). */
   digest: DigestState;
   verified: boolean;

@@ -84,7 +84,7 @@ export interface ListFilter {
 }
 
 /** Agent ids name workflows, cold-tier files and metrics: a conservative alphabet (the fork validator's). */
-const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
   return {

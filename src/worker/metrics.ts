@@ -5,6 +5,7 @@
 //   kvfabric_transfer_bytes{direction}       bytes appended and moved between tiers
 //   kvfabric_evictions{from,to}              contexts the tier layer demoted on its own under pressure
 //   kvfabric_denials{action}                 calls refused for a wrong capability or tenant
+//   kvfabric_checkpoints_skipped             turns whose durable copy found the disk full (in memory only)
 import type { MetricCounter, MetricGauge, MetricMeter } from '@temporalio/common';
 
 import type { MemoryObserver, TransferDirection } from '../activities/agent-memory';
@@ -19,6 +20,7 @@ export class WorkerMetrics implements MemoryObserver {
   private readonly transfers: MetricCounter;
   private readonly evictions: MetricCounter;
   private readonly denials: MetricCounter;
+  private readonly skippedCheckpoints: MetricCounter;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -30,6 +32,7 @@ export class WorkerMetrics implements MemoryObserver {
     this.transfers = meter.createCounter('kvfabric_transfer_bytes', 'bytes', 'KV bytes appended or moved between tiers');
     this.evictions = meter.createCounter('kvfabric_evictions', 'contexts', 'Contexts demoted by the tier layer under memory pressure');
     this.denials = meter.createCounter('kvfabric_denials', 'calls', 'Calls denied for a wrong capability or tenant');
+    this.skippedCheckpoints = meter.createCounter('kvfabric_checkpoints_skipped', 'turns', 'Turns whose durable copy found the disk full');
   }
 
   transferred(direction: TransferDirection, bytes: number): void {
@@ -43,6 +46,10 @@ export class WorkerMetrics implements MemoryObserver {
 
   evicted(from: Tier, to: Tier): void {
     this.evictions.add(1, { from, to });
+  }
+
+  checkpointSkipped(): void {
+    this.skippedCheckpoints.add(1);
   }
 
   /** Gauges between events too: background demotions change the tiers without a call. */

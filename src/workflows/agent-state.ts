@@ -50,6 +50,7 @@ export function statusOf(input: AgentInput, state: AgentState): AgentStatus {
     denials: state.denials,
     forks: state.forks,
     ...(state.lastRestore ? { lastRestore: state.lastRestore } : {}),
+    ...(state.durableCopyStale ? { durableCopyStale: true as const } : {}),
   };
 }
 

@@ -154,6 +154,12 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
       absorb(result);
       state.digest = result.digest;
       state.turns++;
+      if (result.durable === false) {
+        state.durableCopyStale = true;
+        log.warn('disk full: the turn is in memory only until a later checkpoint succeeds', { agentId, turn: state.turns });
+      } else if (result.durable) {
+        delete state.durableCopyStale;
+      }
     } finally {
       move('turn-finished');
       touch();
@@ -271,6 +277,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
       state.tier !== 'none' && TIER_DEPTH[state.tier] >= TIER_DEPTH[tier] ? undefined : activities.offload({ ...request(capability), tier }),
     );
     if (moved) absorb(moved);
+    if (tier === 'disk') delete state.durableCopyStale;
   }
 
   /** Whatever the tier -> resident, bytes verified against the recorded digest. */
@@ -296,7 +303,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
       });
     }
     absorb(restored);
-    state.lastRestore = { bytes: restored.bytes, transferMs: restored.transferMs, verified: restored.verified, verifyMs: restored.verifyMs, from };
+    state.lastRestore = { bytes: restored.bytes, transferMs: restored.transferMs, verified: restored.verified, verifyMs: restored.verifyMs, from: restored.from ?? from };
   }
 
   /**

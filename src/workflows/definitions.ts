@@ -91,6 +91,8 @@ export interface AgentState {
   denials: number;
   forks: number;
   lastRestore?: RestoreFigures;
+  /** The last turn's checkpoint found the disk full: the durable copy lacks it until a later one succeeds. */
+  durableCopyStale?: boolean;
   /**
    * The capability timers and failover act with, once a `renew` replaced the one the agent started with
    * (which expires). Sealed by the payload codec like all state.
@@ -139,6 +141,11 @@ export interface AgentStatus {
   denials: number;
   forks: number;
   lastRestore?: RestoreFigures;
+  /**
+   * Present (true) while the durable copy lags the context: a turn's checkpoint found the disk full. A
+   * worker lost meanwhile takes the newest turns with it; a failover then fails typed, never wrong bytes.
+   */
+  durableCopyStale?: true;
 }
 
 /** Updates that touch memory carry the caller's capability: the worker decides, not the workflow. */

@@ -177,7 +177,7 @@ describe('AgentMemory over tiered memory', () => {
   it('reports contexts the tier layer evicts on its own, and denials', async () => {
     const evictions: string[] = [];
     const denials: string[] = [];
-    const observer: MemoryObserver = { transferred: () => undefined, evicted: (from, to) => evictions.push(`${from}->${to}`), denied: (action) => denials.push(action) };
+    const observer: MemoryObserver = { transferred: () => undefined, evicted: (from, to) => evictions.push(`${from}->${to}`), denied: (action) => denials.push(action), checkpointSkipped: () => undefined };
     const { memory, close, token: mint, call } = await open(tempDir(), 8, observer);
     await memory.create(call('old', 'acme', 'allocate', mint('old')), false);
     await memory.appendTurn('old', 0, 64, emptyDigest()); // 4 of 8 device blocks

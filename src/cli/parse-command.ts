@@ -1,0 +1,193 @@
+// The CLI's arguments, checked in full before anything connects: a malformed call fails at once with a
+// CliUsageError that names the argument and what it must be, and never reaches a workflow.
+import { parseArgs } from 'node:util';
+
+import { msToNumber } from '@temporalio/common/lib/time';
+
+import { AGENT_ID, type ListFilter, type StartAgentOptions } from '../client/agent-client';
+import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
+import { modelNamed } from '../workflows/models';
+
+export const USAGE = `Usage: kvfabric <command> [args] [options]
+
+  start <agent> --tenant T [--model llama-3-8b|tiny|LxHxDxB] [--idle-to-warm 10m] [--warm-to-cold 1h]
+                [--durability every-turn|on-offload] [--verify always|from-disk]
+                                                           prints the agent's capability: keep it
+  turn <agent> --tokens N
+  suspend <agent> [--tier disk|host]
+  resume <agent>                                           restores and verifies the context
+  fork <agent> <child>                                     prints the child's capability
+  pin <agent> | unpin <agent> | release <agent>
+  renew <agent>                                            new capability (fresh expiry), old one revoked; prints it
+  status <agent>
+  list [--tenant T] [--tier device|host|disk] [--phase P] [--all]
+  setup                                                    registers the search attributes on a cluster
+
+Keys (environment or files, never flags): KVFABRIC_CODEC_KEYS (payload codec, required),
+         KVFABRIC_SIGNING_KEYS (capability issuer: start and fork mint capabilities with it).
+Options: --capability C (KVFABRIC_CAPABILITY), --task-queue Q (KVFABRIC_TASK_QUEUE, default kvfabric),
+         --address, --namespace, --tls, --tls-cert, --tls-key, --tls-ca, --tls-server-name, --json`;
+
+const COMMANDS = ['start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup'] as const;
+type Command = (typeof COMMANDS)[number];
+/** Commands that act on an agent with its capability. */
+const WITH_CAPABILITY: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew']);
+const TIERS = ['device', 'host', 'disk'];
+const PHASES = ['created', 'active', 'idle', 'warm', 'cold', 'resumed', 'released'];
+/** Bounds --tokens before any call; the workflow's validator then checks the agent's own maxTurnTokens. */
+const MAX_TOKENS = 0x7fffffff;
+
+export class CliUsageError extends Error {
+  readonly code = 'USAGE';
+}
+
+export interface CliCall {
+  command: Command | 'help';
+  settings: TemporalSettings;
+  taskQueue: string;
+  json: boolean;
+  agentId?: string;
+  childId?: string;
+  capability?: string;
+  tokens?: number;
+  tier?: 'host' | 'disk';
+  start?: StartAgentOptions;
+  list?: ListFilter;
+}
+
+export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): CliCall {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        tenant: { type: 'string' },
+        model: { type: 'string' },
+        tokens: { type: 'string' },
+        tier: { type: 'string' },
+        phase: { type: 'string' },
+        all: { type: 'boolean' },
+        capability: { type: 'string' },
+        'idle-to-warm': { type: 'string' },
+        'warm-to-cold': { type: 'string' },
+        durability: { type: 'string' },
+        verify: { type: 'string' },
+        'task-queue': { type: 'string' },
+        ...TEMPORAL_FLAG_OPTIONS,
+        json: { type: 'boolean' },
+        help: { type: 'boolean' },
+      },
+    });
+  } catch (err) {
+    throw usage((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  const [name, agentId, childId, ...extra] = positionals;
+  const base = {
+    settings: temporalSettingsFromFlags(values, env),
+    taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
+    json: values.json ?? false,
+  };
+  if (!name || values.help) return { command: 'help', ...base };
+  if (!(COMMANDS as readonly string[]).includes(name)) throw usage(`unknown command '${name}'`);
+  const command = name as Command;
+  const expected = command === 'fork' ? 2 : command === 'list' || command === 'setup' ? 0 : 1;
+  const given = [agentId, childId, ...extra].filter((arg) => arg !== undefined).length;
+  if (given < expected) throw usage(`${command} needs ${expected === 2 ? 'an agent id and a child id' : 'an agent id'}`);
+  if (given > expected) throw usage(`${command} takes ${expected} argument(s), got ${given}: ${positionals.slice(1).join(' ')}`);
+  const call: CliCall = { command, ...base };
+  if (agentId !== undefined) call.agentId = checkedId(agentId, 'agent id');
+  if (childId !== undefined) call.childId = checkedId(childId, 'child id');
+  if (WITH_CAPABILITY.has(command)) {
+    const capability = values.capability ?? env.KVFABRIC_CAPABILITY;
+    if (!capability) throw usage(`${command} acts on the agent: pass --capability or set KVFABRIC_CAPABILITY`);
+    call.capability = capability;
+  }
+  switch (command) {
+    case 'start':
+      call.start = startOptions(call.agentId!, values);
+      break;
+    case 'turn':
+      call.tokens = positiveInteger(values.tokens, '--tokens');
+      break;
+    case 'suspend': {
+      const tier = values.tier ?? 'disk';
+      if (tier !== 'host' && tier !== 'disk') throw usage(`--tier must be host or disk, got '${tier}'`);
+      call.tier = tier;
+      break;
+    }
+    case 'list':
+      if (values.tier !== undefined && !TIERS.includes(values.tier)) throw usage(`--tier must be one of ${TIERS.join(', ')}, got '${values.tier}'`);
+      if (values.phase !== undefined && !PHASES.includes(values.phase)) throw usage(`--phase must be one of ${PHASES.join(', ')}, got '${values.phase}'`);
+      call.list = {
+        ...(values.tenant ? { tenant: values.tenant } : {}),
+        ...(values.tier ? { tier: values.tier } : {}),
+        ...(values.phase ? { phase: values.phase } : {}),
+        includeClosed: values.all ?? false,
+      };
+      break;
+    default:
+      break;
+  }
+  return call;
+}
+
+function startOptions(agentId: string, values: Record<string, string | boolean | undefined>): StartAgentOptions {
+  const tenant = values.tenant as string | undefined;
+  if (!tenant) throw usage('start needs --tenant');
+  const durability = values.durability as string | undefined;
+  if (durability !== undefined && durability !== 'every-turn' && durability !== 'on-offload') throw usage(`--durability must be every-turn or on-offload, got '${durability}'`);
+  const verify = values.verify as string | undefined;
+  if (verify !== undefined && verify !== 'always' && verify !== 'from-disk') throw usage(`--verify must be always or from-disk, got '${verify}'`);
+  const model = values.model as string | undefined;
+  if (model !== undefined) {
+    try {
+      modelNamed(model);
+    } catch (err) {
+      throw usage((err as Error).message);
+    }
+  }
+  const idleToWarm = duration(values['idle-to-warm'] as string | undefined, '--idle-to-warm');
+  const warmToCold = duration(values['warm-to-cold'] as string | undefined, '--warm-to-cold');
+  return {
+    agentId,
+    tenant,
+    ...(model ? { model } : {}),
+    ...(values.capability ? { capability: values.capability as string } : {}),
+    config: {
+      timers: { ...(idleToWarm !== undefined ? { idleToWarmMs: idleToWarm } : {}), ...(warmToCold !== undefined ? { warmToColdMs: warmToCold } : {}) },
+      ...(durability ? { durability: durability as 'every-turn' | 'on-offload' } : {}),
+      ...(verify ? { verifyRestores: verify as 'always' | 'from-disk' } : {}),
+    },
+  };
+}
+
+function checkedId(id: string, what: string): string {
+  if (!AGENT_ID.test(id)) throw usage(`${what} '${id}' is not valid: 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit`);
+  return id;
+}
+
+function positiveInteger(text: string | undefined, flag: string): number {
+  if (text === undefined) throw usage(`missing ${flag}`);
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_TOKENS) throw usage(`${flag} must be a whole number from 1 to ${MAX_TOKENS}, got '${text}'`);
+  return value;
+}
+
+function duration(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  let ms: number;
+  try {
+    ms = msToNumber(text as '1s');
+  } catch {
+    throw usage(`${flag} must be a duration such as 90s, 10m or 1h, got '${text}'`);
+  }
+  if (!Number.isFinite(ms) || ms <= 0) throw usage(`${flag} must be a positive duration, got '${text}'`);
+  return ms;
+}
+
+function usage(message: string): CliUsageError {
+  return new CliUsageError(`${message}\n\n${USAGE}`);
+}

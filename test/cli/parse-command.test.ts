@@ -1,0 +1,69 @@
+// The CLI's malformed input: every case fails before connecting, with a typed error naming the argument.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { describe, expect, it } from 'vitest';
+
+import { CliUsageError, parseCommand } from '../../src/cli/parse-command';
+
+const env = { KVFABRIC_CAPABILITY: 'token' };
+
+describe('kvfabric CLI arguments', () => {
+  it('accepts well-formed calls', () => {
+    expect(parseCommand(['turn', 'agent-1', '--tokens', '128'], env)).toMatchObject({ command: 'turn', agentId: 'agent-1', tokens: 128, capability: 'token', taskQueue: 'kvfabric' });
+    expect(parseCommand(['start', 'a', '--tenant', 'acme', '--idle-to-warm', '90s', '--model', '32x8x128x2'], {})).toMatchObject({
+      start: { agentId: 'a', tenant: 'acme', model: '32x8x128x2', config: { timers: { idleToWarmMs: 90_000 } } },
+    });
+    expect(parseCommand(['fork', 'a', 'a-child'], env)).toMatchObject({ agentId: 'a', childId: 'a-child' });
+    expect(parseCommand(['list', '--tier', 'disk', '--all'], {})).toMatchObject({ list: { tier: 'disk', includeClosed: true } });
+    expect(parseCommand([], {})).toMatchObject({ command: 'help' });
+  });
+
+  const malformed: Array<[string[], RegExp]> = [
+    [['launch', 'a'], /unknown command 'launch'/],
+    [['turn', 'a', '--tokens', 'many'], /--tokens must be a whole number from 1 to 2147483647, got 'many'/],
+    [['turn', 'a', '--tokens=-3'], /--tokens must be a whole number/],
+    [['turn', 'a', '--tokens', '1e3'], /--tokens must be a whole number/],
+    [['turn', 'a', '--tokens', '99999999999'], /--tokens must be a whole number/],
+    [['turn', 'a'], /missing --tokens/],
+    [['turn', '--tokens', '5'], /turn needs an agent id/],
+    [['turn', 'a', 'b', '--tokens', '5'], /turn takes 1 argument\(s\), got 2/],
+    [['turn', '../etc/passwd', '--tokens', '5'], /agent id '..\/etc\/passwd' is not valid/],
+    [['fork', 'a'], /fork needs an agent id and a child id/],
+    [['suspend', 'a', '--tier', 'gpu'], /--tier must be host or disk, got 'gpu'/],
+    [['start', 'a'], /start needs --tenant/],
+    [['start', 'a', '--tenant', 't', '--durability', 'sometimes'], /--durability must be every-turn or on-offload/],
+    [['start', 'a', '--tenant', 't', '--idle-to-warm', 'soon'], /--idle-to-warm must be a duration such as 90s/],
+    [['start', 'a', '--tenant', 't', '--warm-to-cold=-5s'], /--warm-to-cold must be a positive duration/],
+    [['start', 'a', '--tenant', 't', '--model', 'gpt-9'], /unknown model 'gpt-9'/],
+    [['list', '--phase', 'sleeping'], /--phase must be one of created, active/],
+    [['status', 'a', '--colour'], /Unknown option '--colour'/],
+    [['turn', 'a', '--tokens'], /--tokens/],
+  ];
+  it.each(malformed)('refuses %j', (argv, message) => {
+    let thrown: unknown;
+    try {
+      parseCommand(argv, env);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(CliUsageError);
+    expect((thrown as Error).message).toMatch(message);
+    expect((thrown as Error).message).toContain('Usage: kvfabric');
+  });
+
+  it('asks for the capability of commands that act on an agent', () => {
+    expect(() => parseCommand(['resume', 'a'], {})).toThrow(/resume acts on the agent: pass --capability or set KVFABRIC_CAPABILITY/);
+  });
+
+  it('exits 1 with the message and no stack trace, without trying to connect', async () => {
+    const cli = join(__dirname, '..', '..', 'src', 'cli', 'kvfabric.ts');
+    // Nothing listens on port 1: a connection attempt would fail differently and later.
+    const failed = await promisify(execFile)(process.execPath, ['--import', 'tsx', cli, 'turn', 'a', '--tokens', 'x', '--address', '127.0.0.1:1'], { env: { ...process.env, KVFABRIC_CAPABILITY: 't' } }).catch((err: { code: number; stderr: string }) => err);
+    expect(failed).toMatchObject({ code: 1 });
+    const stderr = (failed as { stderr: string }).stderr;
+    expect(stderr).toMatch(/^USAGE: --tokens must be a whole number from 1 to 2147483647, got 'x'/);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  });
+});
