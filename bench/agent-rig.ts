@@ -49,7 +49,7 @@ export async function startAgentRig(options: { name: string; model: AgentModel; 
       activeCodecKeyId: 'c',
       maxConcurrentActivities: 8,
       shutdownGraceMs: 5000,
-      orphanSweepMs: 0,
+      housekeepingMs: 0,
       orphanMinAgeMs: 3_600_000,
     },
   });

@@ -10,6 +10,7 @@ import type { CapabilityClaims } from '../security/claims';
 import type { CapabilityCheck, Presented } from './capability';
 import { ContextDigest, type DigestState } from './context-digest';
 import type { GrantStore } from './grant-store';
+import type { HolderFences } from './holder-fences';
 import { syntheticKv } from './synthetic-kv';
 import { tenantIdOf } from './tenant-id';
 import type { ContextSnapshot, Tier } from './types';
@@ -46,6 +47,7 @@ export class AgentMemory {
   private readonly tenants = new Map<string, string>();
   private readonly cold: Pick<ColdStore, 'readManifest'>;
   private readonly observer: MemoryObserver | undefined;
+  private readonly fences: HolderFences | undefined;
 
   constructor(options: {
     tiers: TieredMemory;
@@ -56,6 +58,8 @@ export class AgentMemory {
     /** The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything. */
     cold: Pick<ColdStore, 'readManifest'>;
     observer?: MemoryObserver;
+    /** Claims adopted contexts so a slow former holder cannot overwrite them (holder-fences.ts). */
+    fences?: HolderFences;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -63,6 +67,7 @@ export class AgentMemory {
     this.capabilities = options.capabilities;
     this.cold = options.cold;
     this.observer = options.observer;
+    this.fences = options.fences;
   }
 
   // ---- who may touch what ----
@@ -116,8 +121,19 @@ export class AgentMemory {
   }
 
   /** Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's. */
-  async recover(contextId: string, tenant: string): Promise<void> {
-    if (this.tiers.has(contextId)) return;
+  /**
+   * Adopts a context from the cold tier; with a claim (failover epoch, activity attempt), claimed first,
+   * fencing the former holder.
+   * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
+   * worker was the slow holder) and is replaced from disk when another holder wrote after it.
+   */
+  async recover(contextId: string, tenant: string, claim?: { epoch: number; attempt: number }): Promise<void> {
+    if (this.tiers.has(contextId)) {
+      const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
+      if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
+      if (!onDisk || onDisk.version <= this.tiers.durableVersion(contextId)) return;
+      await this.tiers.dropLocalCopy(contextId);
+    }
     try {
       // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not.
       await this.cold.readManifest(contextId, { expectedTenant: tenantIdOf(tenant) });
@@ -125,6 +141,7 @@ export class AgentMemory {
       if (err instanceof FabricError && err.code === 'PERMISSION_DENIED') this.observer?.denied('recover');
       throw err;
     }
+    if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
     await this.tiers.recover(contextId);
     this.tenants.set(contextId, tenant);
     this.placed.set(contextId, 'disk');
@@ -350,6 +367,19 @@ export class AgentMemory {
    * Counts contexts the tier layer moved deeper on its own (LRU eviction under pressure) since this
    * worker last placed them. The tier layer has no eviction callback, so this compares residencies.
    */
+  /** Drops the copies of contexts another worker has adopted since (this one was a slow holder). */
+  async dropFencedContexts(): Promise<string[]> {
+    const dropped: string[] = [];
+    for (const contextId of this.tiers.contextIds()) {
+      if (!this.fences || (await this.fences.stillHolder(contextId))) continue;
+      await this.tiers.dropLocalCopy(contextId).catch(() => undefined); // gone meanwhile: nothing to drop
+      this.tenants.delete(contextId);
+      this.placed.delete(contextId);
+      dropped.push(contextId);
+    }
+    return dropped;
+  }
+
   noticeEvictions(): void {
     for (const contextId of this.tiers.contextIds()) {
       const now = this.tiers.residency(contextId);

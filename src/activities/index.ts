@@ -37,6 +37,7 @@ import type {
 export type * from './types';
 export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
 export { GrantStore } from './grant-store';
+export { HolderFences } from './holder-fences';
 export { CapabilityCheck, RIGHT_FOR, type Action, type Grant, type Presented } from './capability';
 export { OperationJournal } from './operation-journal';
 
@@ -107,7 +108,8 @@ export function createActivities(options: {
 
     recover(request: RecoverRequest): Promise<Placement> {
       return operate({ activity: 'recover', action: 'recover', held: false }, request, async () => {
-        await memory.recover(request.agentId, request.tenant);
+        const claim = request.epoch === undefined ? undefined : { epoch: request.epoch, attempt: Context.current().info.attempt };
+        await memory.recover(request.agentId, request.tenant, claim);
         log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
         return { holder, ...memory.snapshot(request.agentId) };
       });

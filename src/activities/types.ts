@@ -45,7 +45,10 @@ export interface Allocation extends Placement {
   digest: DigestState;
 }
 
-export type RecoverRequest = ContextRequest;
+export interface RecoverRequest extends ContextRequest {
+  /** Which failover of the agent this is (1, 2, ...): the adopting worker claims the context with it. */
+  epoch?: number;
+}
 
 export interface TurnRequest extends ContextRequest {
   /** The agent's own turn number: with the agent id, it determines the turn's KV bytes. */

@@ -31,6 +31,12 @@ export interface TieredMemoryOptions {
   orphanMinAgeMs?: number;
   /** Failures of background work (garbage collection of segment files); it is retried later. */
   onBackgroundError?: (what: string, err: unknown) => void;
+  /**
+   * Asked before every manifest write: false when another process has since adopted the context (a
+   * fenced, slow holder). The local copy is then dropped, the manifest left alone, and the call fails
+   * STALE_HANDLE.
+   */
+  mayWriteManifest?: (contextId: string) => Promise<boolean>;
 }
 
 interface Entry {
@@ -57,6 +63,7 @@ export class TieredMemory {
   private readonly blocksPerSegment: number;
   private readonly orphanMinAgeMs: number;
   private readonly onBackgroundError: (what: string, err: unknown) => void;
+  private readonly mayWriteManifest: (contextId: string) => Promise<boolean>;
   private clock = 0;
   /** Operations parked until another one finishes and frees room. */
   private waitingForRoom = 0;
@@ -77,6 +84,7 @@ export class TieredMemory {
     this.blocksPerSegment = options.blocksPerSegment ?? 64;
     this.orphanMinAgeMs = options.orphanMinAgeMs ?? 60 * 60 * 1000;
     this.onBackgroundError = options.onBackgroundError ?? (() => undefined);
+    this.mayWriteManifest = options.mayWriteManifest ?? (async () => true);
   }
 
   // ---- lifecycle ----
@@ -184,13 +192,15 @@ export class TieredMemory {
 
   /** Frees the context's blocks and, once unused, its disk copies and manifest. */
   release(contextId: string): Promise<void> {
-    return this.locks.run(contextId, async () => {
-      const entry = this.entry(contextId);
-      this.pool.release(entry.handle);
-      this.entries.delete(contextId);
-      if (entry.manifest) await this.dropManifest(contextId, entry);
-      await this.collectFreedDiskCopies();
-    });
+    return this.locks.run(contextId, async () => this.releaseLocked(contextId, this.entry(contextId), true));
+  }
+
+  /**
+   * Frees this process's copy of the context but leaves its manifest and the segments it names: another
+   * process has adopted the context from them (this one was fenced as a slow holder).
+   */
+  dropLocalCopy(contextId: string): Promise<void> {
+    return this.locks.run(contextId, async () => this.releaseLocked(contextId, this.entry(contextId), false));
   }
 
   /**
@@ -322,6 +332,10 @@ export class TieredMemory {
       if (rewritten) throw new FabricError('INTEGRITY', `context ${contextId}: disk copies keep vanishing`);
       return this.spillLocked(contextId, entry, dropHostFrames, true);
     }
+    if (!(await this.mayWriteManifest(contextId))) {
+      await this.releaseLocked(contextId, entry, false);
+      throw new FabricError('STALE_HANDLE', `context ${contextId} was adopted by another worker; this copy is dropped`);
+    }
     const pages = Array.from(pageKeys, (key) => this.ledger.ref(key));
     const stats = this.pool.contextStats(entry.handle);
     const manifest: ContextManifest = {
@@ -365,6 +379,18 @@ export class TieredMemory {
     this.pool.forgetDiskCopies(entry.handle, Float64Array.from(lost));
     await this.collectFreedDiskCopies();
     return true;
+  }
+
+  private async releaseLocked(contextId: string, entry: Entry, withDurableCopy: boolean): Promise<void> {
+    this.pool.release(entry.handle);
+    this.entries.delete(contextId);
+    if (entry.manifest && withDurableCopy) {
+      await this.dropManifest(contextId, entry);
+    } else if (entry.manifest) {
+      // Segments only this copy used go; those the other process's manifest names stay (collectGarbage).
+      await this.deleteSegments(this.ledger.releaseManifest(entry.manifest));
+    }
+    await this.collectFreedDiskCopies();
   }
 
   private async dropManifest(contextId: string, entry: Entry): Promise<void> {

@@ -44,8 +44,8 @@ export interface WorkerConfig {
   maxConcurrentActivities: number;
   /** How long shutdown waits for running activities before the drain. */
   shutdownGraceMs: number;
-  /** How often the tier directory is swept for segment files no manifest names (0: only at start). */
-  orphanSweepMs: number;
+  /** How often housekeeping runs (orphan segments, fenced contexts: housekeeping.ts); 0: only at start. */
+  housekeepingMs: number;
   /** How old such a file must be to go: younger ones may belong to a spill still writing its manifest. */
   orphanMinAgeMs: number;
 }
@@ -70,8 +70,9 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
             KVFABRIC_CODEC_ACTIVE_KEY (default the first)
 Operations: --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
             --shutdown-grace-ms n (default 30000)
-            --orphan-sweep-ms n (default 600000; 0: at start only), --orphan-min-age-ms n (default 3600000):
-            delete segment files no manifest names (left by killed workers) once they are that old`;
+            --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
+            names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
+            --orphan-min-age-ms n (default 3600000): how old such a segment file must be`;
 
 export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const { values } = parseArgs({
@@ -92,7 +93,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       metrics: { type: 'string' },
       'max-concurrent-activities': { type: 'string' },
       'shutdown-grace-ms': { type: 'string' },
-      'orphan-sweep-ms': { type: 'string' },
+      'housekeeping-ms': { type: 'string' },
       'orphan-min-age-ms': { type: 'string' },
     },
   });
@@ -127,7 +128,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     ...(metricsAddress ? { metricsAddress } : {}),
     maxConcurrentActivities: positiveInteger('--max-concurrent-activities', values['max-concurrent-activities'] ?? '8'),
     shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
-    orphanSweepMs: positiveInteger('--orphan-sweep-ms', values['orphan-sweep-ms'] ?? '600000', true),
+    housekeepingMs: positiveInteger('--housekeeping-ms', values['housekeeping-ms'] ?? '600000', true),
     orphanMinAgeMs: positiveInteger('--orphan-min-age-ms', values['orphan-min-age-ms'] ?? '3600000', true),
   };
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 
-import { AgentMemory, CapabilityCheck, GrantStore, createActivities, type ActivityHooks } from '../activities';
+import { AgentMemory, CapabilityCheck, GrantStore, HolderFences, createActivities, type ActivityHooks } from '../activities';
 import { AuditLog, CapabilityVerifier, CodecKeyRing, EpochStore, dataConverterOf } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
@@ -16,7 +16,7 @@ import { createPool } from './backend';
 import type { WorkerConfig } from './config';
 import { drainToDisk, type DrainReport } from './drain';
 import { WorkerMetrics } from './metrics';
-import { startOrphanSweeper } from './orphan-sweeper';
+import { startHousekeeping } from './housekeeping';
 import { pauseForKillTests } from './test-pause';
 
 export interface GpuWorkerOptions {
@@ -46,10 +46,13 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
   pauseForKillTests(cold);
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));
+  const holder = `${config.taskQueue}@${config.workerId}`;
+  const fences = await HolderFences.open(join(config.tierDir, 'fences'), holder);
   const tiers = new TieredMemory({
     pool,
     cold,
     orphanMinAgeMs: config.orphanMinAgeMs,
+    mayWriteManifest: (contextId) => fences.stillHolder(contextId),
     onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
   });
   const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
@@ -60,8 +63,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     new AuditLog(join(config.tierDir, 'audit', `denials-${config.workerId}.jsonl`), config.workerId),
     (action) => metrics.denied(action),
   );
-  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics });
-  const holder = `${config.taskQueue}@${config.workerId}`;
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences });
   const activities = createActivities({ memory, holder, ...(hooks ? { hooks } : {}) });
 
   const ownConnection = connection === undefined;
@@ -100,15 +102,15 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     memory,
     async run(): Promise<DrainReport> {
       metrics.start();
-      const sweeper = startOrphanSweeper(tiers, {
-        intervalMs: config.orphanSweepMs,
-        minAgeMs: config.orphanMinAgeMs,
+      const housekeeping = startHousekeeping(memory, {
+        intervalMs: config.housekeepingMs,
+        orphanMinAgeMs: config.orphanMinAgeMs,
         log: (message, meta) => logger.info(message, { holder, ...meta }),
       });
       // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
       const outcomes = await Promise.allSettled([shared, own].map((worker) => worker.run().finally(stopAll)));
       metrics.stop();
-      await sweeper.stop();
+      await housekeeping.stop();
       const report = await drainToDisk(memory);
       logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
       await cold.close();

@@ -12,8 +12,10 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
   setHandler,
+  sleep,
   startChild,
   upsertSearchAttributes,
   workflowInfo,
@@ -74,16 +76,50 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
   });
 
+  /**
+   * Calls on the holder's queue. Each activity gets one attempt, and the workflow retries retryable
+   * failures (pool exhausted, busy, disk full, an attempt past attemptMs) with the same arguments (so the
+   * worker's journal answers a repeated operation) and backoff, until operationMs. Temporal's own retry
+   * would send a retry after a heartbeat timeout to the same queue, where a frozen (not dead) worker's
+   * pending polls swallow it: the workflow must see that timeout to fail over (onHolder).
+   */
   function on(holder: string): ContextActivities {
-    return proxyActivities<ContextActivities>({
+    // Runs recorded before this change retried on the server: they replay with that policy.
+    if (!patched(WORKFLOW_SIDE_RETRIES)) return serverRetried(holder);
+    const once = proxyActivities<ContextActivities>({
       taskQueue: holder,
       // The holder's queue dies with its worker: a call nobody takes in this long means the worker is gone.
+      scheduleToStartTimeout: timeouts.holderLossMs,
+      startToCloseTimeout: timeouts.attemptMs,
+      heartbeatTimeout: timeouts.heartbeatMs,
+      retry: { maximumAttempts: 1 },
+    });
+    return new Proxy(once, {
+      get: (target, name: keyof ContextActivities) => (arg: never) => retried(() => (target[name] as (a: never) => Promise<unknown>)(arg)),
+    });
+  }
+
+  function serverRetried(holder: string): ContextActivities {
+    return proxyActivities<ContextActivities>({
+      taskQueue: holder,
       scheduleToStartTimeout: timeouts.holderLossMs,
       startToCloseTimeout: timeouts.attemptMs,
       heartbeatTimeout: timeouts.heartbeatMs,
       scheduleToCloseTimeout: timeouts.operationMs,
       retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
     });
+  }
+
+  async function retried<T>(attempt: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + timeouts.operationMs;
+    for (let backoffMs = 200; ; backoffMs = Math.min(backoffMs * 2, 10_000)) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!retryable(err) || Date.now() + backoffMs > deadline) throw err;
+        await sleep(backoffMs);
+      }
+    }
   }
 
   // Queued before the handlers exist: updates that arrived with the first workflow task are delivered as
@@ -307,8 +343,9 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   /**
-   * Runs a call on the holder. When the holder is gone (its queue unserved past holderLossMs, or it no
-   * longer has the context), another worker adopts the context from the cold tier and the call runs there.
+   * Runs a call on the holder. When the holder is gone (its queue unserved past holderLossMs, its
+   * heartbeats stopped, or it no longer has the context), another worker adopts the context from the cold
+   * tier and the call runs there.
    */
   async function onHolder<T>(call: (activities: ContextActivities) => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -324,7 +361,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   async function failover(): Promise<void> {
-    const placed = await placement.recover(request(ownCapability()));
+    const placed = await placement.recover({ ...request(ownCapability()), epoch: state.failovers + 1 });
     state.holder = placed.holder;
     absorb(placed);
     state.failovers++;
@@ -459,6 +496,9 @@ function reject(type: string, message: string): never {
 }
 
 /** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
+/** Patch id: calls on the holder retried by the workflow (one attempt per activity), not by the server. */
+const WORKFLOW_SIDE_RETRIES = 'workflow-side-holder-retries';
+
 /** The failover's recover found no durable copy it could adopt (missing, damaged or stale). */
 function adoptionImpossible(err: unknown): boolean {
   return err instanceof ActivityFailure && err.activityType === 'recover' && failedWith(err, 'INTEGRITY');
@@ -471,6 +511,14 @@ function failedWith(err: unknown, code: string): boolean {
 function holderLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;
-  if (cause instanceof TimeoutFailure) return cause.timeoutType === 'SCHEDULE_TO_START';
+  if (cause instanceof TimeoutFailure) return cause.timeoutType === 'SCHEDULE_TO_START' || cause.timeoutType === 'HEARTBEAT';
   return cause instanceof ApplicationFailure && cause.type === 'STALE_HANDLE';
+}
+
+/** A failure another attempt on the same holder may not have: what Temporal's own retry policy would retry. */
+function retryable(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure) return cause.timeoutType === 'START_TO_CLOSE';
+  return cause instanceof ApplicationFailure && !cause.nonRetryable;
 }

@@ -62,7 +62,7 @@ async function killDuring(activity: string, agentId: string, options: { skip?: n
   expect(await doomed.exited).toBe('SIGKILL');
   injected.push(`${activity} (${agentId})`);
 
-  const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir, orphanSweepMs: 250, orphanMinAgeMs: 1000 } });
+  const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir, housekeepingMs: 250, orphanMinAgeMs: 1000 } });
   const leftOver = (): string[] => contextFiles(tierDir);
   /** Every file of the agent gone (the orphan sweep included), or the files still there after 15 s. */
   const nothingLeft = async () => eventually(async () => (leftOver().length === 0 ? true : undefined), 15_000, `no files left in ${tierDir} (left: ${leftOver().join(', ')})`);

@@ -120,8 +120,8 @@ describe('worker configuration', () => {
 
   it('sweeps orphan segments every 10 minutes, taking those an hour old, unless told otherwise', () => {
     const env = { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env)).toMatchObject({ orphanSweepMs: 600_000, orphanMinAgeMs: 3_600_000 });
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-sweep-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({ orphanSweepMs: 0, orphanMinAgeMs: 5000 });
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env)).toMatchObject({ housekeepingMs: 600_000, orphanMinAgeMs: 3_600_000 });
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({ housekeepingMs: 0, orphanMinAgeMs: 5000 });
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(/--orphan-min-age-ms must be an integer >= 0, got 'soon'/);
   });
 });

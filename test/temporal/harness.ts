@@ -123,7 +123,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
     maxConcurrentActivities: 8,
     shutdownGraceMs: 2000,
-    orphanSweepMs: 0,
+    housekeepingMs: 0,
     orphanMinAgeMs: 3_600_000,
     ...overrides,
   });

@@ -98,7 +98,7 @@ async function runAgent(dev: DevServer): Promise<Runs> {
       activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
       maxConcurrentActivities: 4,
       shutdownGraceMs: 2000,
-      orphanSweepMs: 0,
+      housekeepingMs: 0,
       orphanMinAgeMs: 3_600_000,
     },
   });

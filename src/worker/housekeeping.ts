@@ -1,0 +1,53 @@
+// A GPU worker's periodic chores, at start and then every interval, one at a time:
+//  - orphan segments: files no manifest names, left by a worker killed between a segment and its
+//    manifest (no release will ever name them); only those older than the minimum age go, since a
+//    younger one may belong to a spill still under way (TieredMemory re-checks slow spills);
+//  - fenced contexts: copies of contexts another worker adopted while this one was slow (holder-fences).
+import type { AgentMemory } from '../activities/agent-memory';
+
+export interface Housekeeping {
+  /** Resolves when the round in progress, if any, has finished; no round starts afterwards. */
+  stop(): Promise<void>;
+}
+
+export function startHousekeeping(
+  memory: AgentMemory,
+  options: { intervalMs: number; orphanMinAgeMs: number; log: (message: string, meta: Record<string, unknown>) => void },
+): Housekeeping {
+  let stopped = false;
+  let running: Promise<void> = Promise.resolve();
+  const chores: Array<[string, () => Promise<void>]> = [
+    ['orphan sweep', async () => {
+      const deleted = await memory.tiers.sweepOrphanSegments(options.orphanMinAgeMs);
+      if (deleted > 0) options.log('orphan segment files deleted', { deleted });
+    }],
+    ['fenced contexts', async () => {
+      const dropped = await memory.dropFencedContexts();
+      if (dropped.length > 0) options.log('dropped contexts another worker adopted while this one was slow', { contexts: dropped });
+    }],
+  ];
+  const round = () => {
+    running = running.then(async () => {
+      for (const [name, chore] of chores) {
+        if (stopped) return;
+        try {
+          await chore();
+        } catch (err) {
+          // A manifest this worker cannot read (another key ring, damage) stops the orphan sweep: its
+          // segments cannot be told from garbage. Every chore is retried at the next round.
+          options.log(`${name} failed`, { error: String(err) });
+        }
+      }
+    });
+  };
+  round();
+  const timer = options.intervalMs > 0 ? setInterval(round, options.intervalMs) : undefined;
+  timer?.unref();
+  return {
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      await running;
+    },
+  };
+}
