@@ -47,7 +47,7 @@ interface NativeBinding {
   abiVersion: number;
 }
 
-const EXPECTED_ABI = 1;
+const EXPECTED_ABI = 2;
 let binding: NativeBinding | undefined;
 
 function packageRoot(): string {
