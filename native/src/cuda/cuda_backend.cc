@@ -38,6 +38,15 @@ Status openCuda(PoolConfig config, const BackendRequest& request, OpenedPool* ou
     st = framesFromFraction(*device, layout, request.deviceMemoryFraction, config.hostBlockCount, &config.blockCount);
     if (!st.isOk()) return st;
   }
+  uint64_t freeBytes = 0, totalBytes = 0;
+  st = device->memoryInfo(&freeBytes, &totalBytes);
+  if (!st.isOk()) return st;
+  const uint64_t poolBytes = layout.blockBytes * config.blockCount;  // < 2^31 x 2^32: no overflow
+  if (poolBytes > freeBytes) {  // fail before allocating (and zeroing) chunks that cannot all fit
+    return Status(Code::kOutOfMemory, "a device pool of " + std::to_string(poolBytes) + " bytes exceeds the " +
+                                          std::to_string(freeBytes) + " bytes free on CUDA device " +
+                                          std::to_string(request.device));
+  }
   std::unique_ptr<CudaDeviceMemory> deviceMemory;
   st = CudaDeviceMemory::create(*device, layout, config.blockCount, &deviceMemory);
   if (!st.isOk()) return st;

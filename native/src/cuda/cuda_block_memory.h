@@ -27,7 +27,9 @@ struct FrameChunking {
   static FrameChunking of(uint64_t blockBytes);
   uint32_t chunk(uint32_t frame) const { return frame / framesPerChunk; }
   uint64_t offset(uint32_t frame) const { return uint64_t{frame % framesPerChunk} * blockBytes; }
-  uint32_t chunksFor(uint32_t frames) const { return (frames + framesPerChunk - 1) / framesPerChunk; }
+  uint32_t chunksFor(uint32_t frames) const {
+    return static_cast<uint32_t>((uint64_t{frames} + framesPerChunk - 1) / framesPerChunk);
+  }
   uint64_t chunkBytes(uint32_t chunk, uint32_t frames) const;
 };
 
