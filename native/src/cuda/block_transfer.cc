@@ -66,8 +66,19 @@ Status BlockTransfer::run(Direction direction, const BlockCopy* copies, size_t c
   if (way == TransferWay::kKernel && resolved != TransferWay::kKernel) {
     return Status(Code::kUnavailable, "the block-move kernel is not usable: " + why);
   }
-  st = resolved == TransferWay::kKernel ? runKernel(lane, direction, copies, count)
-                                        : runCopies(lane, direction, copies, count);
+  if (resolved == TransferWay::kKernel && kernelFailed_.load()) {
+    if (way == TransferWay::kKernel) return Status(Code::kUnavailable, "the block-move kernel failed to launch earlier");
+    st = runCopies(lane, direction, copies, count);
+  } else if (resolved == TransferWay::kKernel) {
+    st = runKernel(lane, direction, copies, count);
+    if (!st.isOk() && way == TransferWay::kAuto) {
+      // A launch refused at enqueue time (nothing ran): auto falls back to copies for good.
+      kernelFailed_.store(true);
+      st = runCopies(lane, direction, copies, count);
+    }
+  } else {
+    st = runCopies(lane, direction, copies, count);
+  }
   // Waits even after a failed enqueue: work already queued may still touch these frames.
   const Status done = lane.stream.finish(direction == Direction::kToHost ? "offload" : "restore");
   return st.isOk() ? done : st;

@@ -8,6 +8,7 @@
 // `auto` takes the kernel when it compiled and the block size is a multiple of 16, else copies.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -55,6 +56,7 @@ class BlockTransfer {
 
   const CudaDevice& device_;
   const uint64_t blockBytes_;
+  std::atomic<bool> kernelFailed_{false};
   Lane lanes_[2];
 };
 

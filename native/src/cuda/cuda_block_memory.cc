@@ -208,6 +208,7 @@ void CudaDeviceMemory::restoreBlocks(BlockMemory& host, const FrameMove* moves, 
 }
 
 Status CudaDeviceMemory::exportIpc(std::vector<IpcChunk>* out) const {
+  if (!device_.api().cuIpcGetMemHandle) return Status(Code::kUnavailable, "the CUDA driver lacks cuIpcGetMemHandle");
   Status st = device_.makeCurrent();
   if (!st.isOk()) return st;
   out->clear();

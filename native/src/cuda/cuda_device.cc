@@ -132,6 +132,10 @@ Status CudaDevice::memoryInfo(uint64_t* freeBytes, uint64_t* totalBytes) const {
 }
 
 void CudaDevice::compileKernel() const {
+  if (!api_->cuModuleLoadData || !api_->cuModuleGetFunction || !api_->cuLaunchKernel) {
+    kernelStatus_ = Status(Code::kUnavailable, "the CUDA driver lacks cuModuleLoadData, cuModuleGetFunction or cuLaunchKernel");
+    return;
+  }
   std::string ptx;
   kernelStatus_ = compilePtx(major_, minor_, &ptx);
   if (!kernelStatus_.isOk()) return;
@@ -140,6 +144,41 @@ void CudaDevice::compileKernel() const {
   kernelStatus_ = check(api_->cuModuleLoadData(&module_, ptx.c_str()), "cuModuleLoadData");
   if (!kernelStatus_.isOk()) return;
   kernelStatus_ = check(api_->cuModuleGetFunction(&kernel_, module_, "kvf_move_blocks"), "cuModuleGetFunction");
+  if (kernelStatus_.isOk()) kernelStatus_ = selfTest();
+}
+
+// One launch over known bytes before any pool relies on the kernel: pinned -> device, checked through
+// an ordinary copy back. A kernel that compiled but moves the wrong bytes is then never used.
+Status CudaDevice::selfTest() const {
+  constexpr uint64_t kBytes = 64;
+  PinnedBuffer pinned;
+  DeviceBuffer device;
+  Stream stream;
+  Status st = pinned.allocate(*this, 4096);
+  if (st.isOk()) st = device.allocate(*this, kBytes);
+  if (st.isOk()) st = stream.create(*this);
+  if (!st.isOk()) return st;
+  uint8_t* source = pinned.host() + 256;
+  uint8_t* back = pinned.host() + 512;
+  for (uint64_t i = 0; i < kBytes; ++i) source[i] = static_cast<uint8_t>(i * 7 + 1);
+  auto* table = reinterpret_cast<uint64_t*>(pinned.host());
+  table[0] = pinned.mapped() + 256;
+  table[1] = device.address();
+  CUdeviceptr tableAddress = pinned.mapped();
+  unsigned count = 1;
+  unsigned long long vecs = kBytes / 16;
+  void* params[] = {&tableAddress, &count, &vecs};
+  st = check(api_->cuLaunchKernel(kernel_, 1, 1, 1, 32, 1, 1, 0, stream.get(), params, nullptr), "cuLaunchKernel");
+  if (st.isOk()) st = check(api_->cuMemcpyDtoHAsync(back, device.address(), kBytes, stream.get()), "cuMemcpyDtoHAsync_v2");
+  const Status done = stream.finish("the block-move kernel's self-test");
+  if (!st.isOk()) return st;
+  if (!done.isOk()) return done;
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    if (back[i] != source[i]) {
+      return Status(Code::kUnavailable, "the block-move kernel failed its self-test at byte " + std::to_string(i));
+    }
+  }
+  return Status::ok();
 }
 
 Status CudaDevice::moveKernel(CUfunction* out) const {

@@ -32,6 +32,7 @@ class CudaDevice {
   CudaDevice() = default;
   Status open(const DriverApi* api, int index);
   void compileKernel() const;
+  Status selfTest() const;
 
   const DriverApi* api_ = nullptr;
   int index_ = 0;

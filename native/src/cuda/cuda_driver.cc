@@ -41,7 +41,6 @@ Loaded loadDriverOnce() {
   DriverApi& a = l.api;
   std::string missing;
   bind(lib, "cuInit", &a.cuInit, &missing);
-  bind(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
   bind(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
   bind(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
   bind(lib, "cuDeviceGet", &a.cuDeviceGet, &missing);
@@ -69,11 +68,13 @@ Loaded loadDriverOnce() {
   bind(lib, "cuEventDestroy_v2", &a.cuEventDestroy, &missing);
   bind(lib, "cuEventRecord", &a.cuEventRecord, &missing);
   bind(lib, "cuEventSynchronize", &a.cuEventSynchronize, &missing);
-  bind(lib, "cuIpcGetMemHandle", &a.cuIpcGetMemHandle, &missing);
-  bind(lib, "cuModuleLoadData", &a.cuModuleLoadData, &missing);
-  bind(lib, "cuModuleUnload", &a.cuModuleUnload, &missing);
-  bind(lib, "cuModuleGetFunction", &a.cuModuleGetFunction, &missing);
-  bind(lib, "cuLaunchKernel", &a.cuLaunchKernel, &missing);
+  // Optional: without them only IPC export or the kernel way is missing, and each says so when used.
+  std::string optional;
+  bind(lib, "cuIpcGetMemHandle", &a.cuIpcGetMemHandle, &optional);
+  bind(lib, "cuModuleLoadData", &a.cuModuleLoadData, &optional);
+  bind(lib, "cuModuleUnload", &a.cuModuleUnload, &optional);
+  bind(lib, "cuModuleGetFunction", &a.cuModuleGetFunction, &optional);
+  bind(lib, "cuLaunchKernel", &a.cuLaunchKernel, &optional);
   if (!missing.empty()) {
     l.status = Status(Code::kUnavailable, std::string("CUDA driver ") + file + " lacks " + missing);
     return l;  // the library stays loaded: harmless, and dlclose of a driver is not worth the risk

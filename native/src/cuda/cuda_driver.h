@@ -71,7 +71,6 @@ constexpr CUdevice_attribute kAttrComputeCapabilityMinor = 76;
 // One entry per driver function; the name in the comment is the symbol looked up.
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
-  CUresult (*cuDriverGetVersion)(int*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuDeviceGetCount)(int*);
   CUresult (*cuDeviceGet)(CUdevice*, int);
@@ -99,6 +98,7 @@ struct DriverApi {
   CUresult (*cuEventDestroy)(CUevent);                               // cuEventDestroy_v2
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
+  // Optional (null when the driver lacks them): IPC export and the kernel way.
   CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);

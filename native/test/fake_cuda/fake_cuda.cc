@@ -123,10 +123,6 @@ int g_function = 0;  // the address of this is kvf_move_blocks
 FAKE_API CUresult cuInit(unsigned) {
   return static_cast<CUresult>(envNumber("KVFABRIC_FAKECUDA_INIT_ERROR", 0));
 }
-FAKE_API CUresult cuDriverGetVersion(int* v) {
-  *v = 13000;
-  return kSuccess;
-}
 FAKE_API CUresult cuGetErrorName(CUresult r, const char** name) {
   switch (r) {
     case 0: *name = "CUDA_SUCCESS"; break;
