@@ -1,10 +1,31 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
 import { defineConfig } from 'vitest/config';
+
+// KVFABRIC_BACKEND=cuda runs the same suites on the CUDA backend. Where no CUDA device is usable (and
+// no stand-in driver is configured through KVFABRIC_LIBCUDA), every test is skipped with the reason,
+// instead of each one failing with UNAVAILABLE.
+function cudaSkipReason(): string | undefined {
+  if (process.env.KVFABRIC_BACKEND !== 'cuda') return undefined;
+  try {
+    const addon = createRequire(path.resolve('package.json'))(process.env.KVFABRIC_ADDON ?? path.resolve('build/native/kvfabric.node'));
+    const probe = addon.cudaProbe(0) as { usable: boolean; reason?: string };
+    return probe.usable ? undefined : probe.reason;
+  } catch (err) {
+    return `the addon could not be loaded (${(err as Error).message})`;
+  }
+}
+
+const skip = cudaSkipReason();
+if (skip) console.warn(`\nkvfabric: KVFABRIC_BACKEND=cuda but no usable CUDA device, so every test is skipped: ${skip}\n`);
 
 export default defineConfig({
   test: {
     // Forked processes, not threads: worker threads break Temporal's native bridge and addons.
     pool: 'forks',
-    include: ['test/**/*.test.ts'],
+    include: skip ? [] : ['test/**/*.test.ts'],
+    passWithNoTests: Boolean(skip),
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

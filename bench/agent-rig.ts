@@ -38,6 +38,7 @@ export async function startAgentRig(options: { name: string; model: AgentModel; 
       workerId: options.name,
       workflows: true,
       backend: 'cpu',
+      device: 0,
       model: options.model,
       deviceBlocks: options.blocks,
       hostBlocks: options.blocks,

@@ -20,7 +20,7 @@ const option = (name: string) => {
 const tokens = option('--tokens') ?? '8k,32k';
 const repeats = option('--repeats') ?? '3';
 const outDir = option('--out') ?? path.join('build', 'bench');
-const GPU_NOTE = 'not measured: no CUDA backend/GPU';
+const GPU_NOTE = 'not measured: no CUDA device';
 /** Prefill of Llama-3-8B on an H200, from the issue. */
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
@@ -34,7 +34,7 @@ function run(name: string, file: string, benchArgs: string[]): unknown {
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 
-function machine() {
+function machine(gpu: string) {
   const lscpu = spawnSync('lscpu', { encoding: 'utf8' }).stdout ?? '';
   return {
     cpu: os.cpus()[0]?.model ?? 'unknown',
@@ -44,7 +44,7 @@ function machine() {
     arch: os.arch(),
     node: process.version,
     hypervisor: /Hypervisor vendor:\s*(.+)/.exec(lscpu)?.[1]?.trim() ?? null,
-    gpu: GPU_NOTE,
+    gpu,
   };
 }
 
@@ -56,6 +56,11 @@ interface AllocatorJson { results: Array<{ scenario: string; native: number; ts:
 interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number } }
 interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; notes: string[] }
 interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number }>; notes: string[] }
+interface TransferJson {
+  skipped?: string;
+  deviceName?: string;
+  figures?: Array<{ way: string; direction: string; blockBytes: number; gbps?: number; ratio?: number; target: number; meets?: boolean; ceilingGBps: number }>;
+}
 interface MemoryJson {
   forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
   waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
@@ -65,6 +70,7 @@ function main(): void {
   fs.mkdirSync(outDir, { recursive: true });
   const started = Date.now();
   const allocator = run('allocator', 'allocator.bench.ts', ['--seconds', '1']) as AllocatorJson;
+  const transfer = run('transfer', 'transfer.bench.ts', []) as TransferJson;
   const tiers = run('tiers', 'tiers.bench.ts', ['--mib', '1024', '--rounds', '5']) as TiersJson;
   const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '3']) as ColdJson;
   const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
@@ -73,7 +79,15 @@ function main(): void {
 
   const rows: string[][] = [];
   for (const r of allocator.results) rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
-  rows.push(['transfer (GPU)', 'device <-> host per block size', GPU_NOTE, '-', '-']);
+  if (transfer.skipped || !transfer.figures) {
+    rows.push(['transfer (GPU)', 'device <-> host per block size', transfer.skipped ?? GPU_NOTE, '-', '-']);
+  } else {
+    for (const f of transfer.figures) {
+      if (f.way === 'contiguous' || f.gbps === undefined) continue;
+      const what = `${f.direction} ${f.blockBytes / 1024} KiB blocks, ${f.way} (${transfer.deviceName})`;
+      rows.push(['transfer (GPU)', what, `${f.gbps.toFixed(1)} GB/s`, `contiguous ${f.ceilingGBps.toFixed(1)} GB/s`, `${f.ratio!.toFixed(2)} (target ${f.target})`]);
+    }
+  }
   const t = tiers.bestGBps;
   rows.push(['host tier', `demote, ${gib(tiers.bytes)} context, best of ${tiers.rounds}`, `${t.demote.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, (t.demote / t.memcpy).toFixed(2)]);
   rows.push(['host tier', `promote, ${gib(tiers.bytes)} context, best of ${tiers.rounds}`, `${t.promote.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, (t.promote / t.memcpy).toFixed(2)]);
@@ -109,13 +123,13 @@ function main(): void {
   const headers = ['benchmark', 'what', 'figure', 'same-run reference', 'ratio'];
   const notes = [
     `resume contexts: ${tokens} tokens at 128 KiB per token (Llama-3-8B: 32 layers, 8 KV heads, head dim 128, bf16); 128k (16 GiB) needs ~40 GiB of RAM for device + host pools: --tokens 8k,32k,128k where it fits`,
-    'CPU backend: "device" memory is host memory; GPU transfer figures wait for the CUDA backend',
+    'allocator, tiers and resume run on the CPU backend here: "device" memory is host memory; the transfer rows need a CUDA device (scripts/gpu-check.sh)',
     'memory: block counts from the allocator, bytes at 2 MiB Llama-3-8B blocks',
     ...cold.notes,
     ...library.notes,
   ];
-  const m = machine();
-  const machineLine = `${m.cpu} x${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.os}${m.hypervisor ? ` (${m.hypervisor} VM)` : ''}, Node ${m.node}, no GPU`;
+  const m = machine(transfer.deviceName ?? GPU_NOTE);
+  const machineLine = `${m.cpu} x${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.os}${m.hypervisor ? ` (${m.hypervisor} VM)` : ''}, Node ${m.node}, ${transfer.deviceName ?? 'no GPU'}`;
   const markdown = [
     `Machine: ${machineLine}; ${new Date().toISOString().slice(0, 10)}.`,
     '',
@@ -131,7 +145,7 @@ function main(): void {
     options: { tokens, repeats },
     durationSeconds: Math.round((Date.now() - started) / 1000),
     allocator,
-    transfer: { gpu: GPU_NOTE },
+    transfer,
     hostTier: tiers,
     diskTier: cold,
     resume: { library, temporal, prefillH200Ms: PREFILL_H200_MS },

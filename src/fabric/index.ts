@@ -7,10 +7,10 @@ import type { KvAllocator, PoolOptions } from './types';
 export * from './errors';
 export * from './types';
 export { computeLayout, validatePoolOptions } from './layout';
-export { NativeAllocator } from './native-allocator';
+export { defaultBackend, NativeAllocator, probeCuda } from './native-allocator';
 export { TsAllocator } from './ts-allocator';
 
-/** `native`: the C++ pool on host memory (the CPU backend). `ts`: the pure-TypeScript baseline. */
+/** `native`: the C++ pool (CPU or CUDA backend, PoolOptions.backend). `ts`: the pure-TypeScript baseline (CPU). */
 export type AllocatorImplementation = 'native' | 'ts';
 
 export function createAllocator(options: PoolOptions, implementation: AllocatorImplementation = 'native'): KvAllocator {

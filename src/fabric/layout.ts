@@ -2,7 +2,7 @@
 // both reject exactly the same options (docs/allocator.md, "Pool") before any memory is reserved.
 
 import { FabricError } from './errors';
-import type { BlockLayout, ModelShape, PoolOptions, ScrubPolicy } from './types';
+import type { Backend, BlockLayout, ModelShape, PoolOptions, ScrubPolicy } from './types';
 
 export const DEFAULT_TOKENS_PER_BLOCK = 16;
 export const DEFAULT_MAX_CONTEXTS = 2 ** 20;
@@ -21,6 +21,20 @@ export interface NormalizedPoolOptions {
   tokensPerBlock: number;
   scrub: ScrubPolicy;
   maxContexts: number;
+  backend: Backend;
+  device: number;
+  deviceMemoryFraction?: number;
+}
+
+export const BACKENDS: readonly Backend[] = ['auto', 'cpu', 'cuda'];
+export const MAX_DEVICE_INDEX = 1023;
+
+/** A backend name from options or the environment; INVALID_ARGUMENT naming where it came from otherwise. */
+export function requireBackend(value: unknown, source: string): Backend {
+  if (!BACKENDS.includes(value as Backend)) {
+    throw invalid(`${source} must be 'auto', 'cpu' or 'cuda', got ${describe(value)}`);
+  }
+  return value as Backend;
 }
 
 function invalid(message: string): FabricError {
@@ -94,6 +108,12 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
   if (scrub !== 'on-tenant-change' && scrub !== 'always') {
     throw invalid(`scrub must be 'on-tenant-change' or 'always', got ${describe(scrub)}`);
   }
+  const backend = requireBackend(options.backend ?? 'auto', 'backend');
+  const device = requireInt(options.device ?? 0, 'device', 0, MAX_DEVICE_INDEX);
+  const fraction: unknown = options.deviceMemoryFraction;
+  if (fraction !== undefined && !(typeof fraction === 'number' && fraction > 0 && fraction <= 1)) {
+    throw invalid(`deviceMemoryFraction must be a number in (0, 1], got ${describe(fraction)}`);
+  }
   return {
     shape: { layers: shape.layers, kvHeads: shape.kvHeads, headDim: shape.headDim, dtypeBytes: shape.dtypeBytes },
     blockCount,
@@ -101,5 +121,8 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
     tokensPerBlock,
     scrub,
     maxContexts,
+    backend,
+    device,
+    ...(fraction === undefined ? {} : { deviceMemoryFraction: fraction as number }),
   };
 }

@@ -1,15 +1,18 @@
 // The native allocator behind the KvAllocator contract: options are checked here with the same rules
 // as TsAllocator, then every call goes straight to the addon, which checks arguments again (plain-JS
 // callers bypass TypeScript) and throws FabricError itself.
-import { validatePoolOptions } from './layout';
+import { requireBackend, validatePoolOptions } from './layout';
 import { loadNativeBinding, type NativePool } from './native-binding';
 import type {
+  Backend,
+  BackendInfo,
   BlockLayout,
   ContextHandle,
   ContextStats,
   KvAllocator,
   PageResidency,
   PoolOptions,
+  IpcChunk,
   PoolStats,
   ScrubPolicy,
   TenantId,
@@ -19,13 +22,31 @@ import type {
 /** Indexed by the native Tier enum: kNone = 0 (only the disk copy), kDevice = 1, kHost = 2. */
 const PAGE_RESIDENCY: readonly PageResidency[] = ['disk', 'device', 'host'];
 
+/** The backend when options name none: KVFABRIC_BACKEND (so one env var moves a whole test run), else auto. */
+export function defaultBackend(): Backend {
+  const env = process.env.KVFABRIC_BACKEND;
+  return env === undefined || env === '' ? 'auto' : requireBackend(env, 'KVFABRIC_BACKEND');
+}
+
+function withDefaultBackend(options: PoolOptions): PoolOptions {
+  if (typeof options !== 'object' || options === null || options.backend !== undefined) return options;
+  return { ...options, backend: defaultBackend() };
+}
+
+/** Whether CUDA device `device` is usable here, and if not why (the addon's probe; never throws for CUDA). */
+export function probeCuda(device = 0): { usable: boolean; name?: string; reason?: string } {
+  return loadNativeBinding().cudaProbe(device);
+}
+
 export class NativeAllocator implements KvAllocator, TierPrimitives {
   readonly layout: BlockLayout;
   readonly scrubPolicy: ScrubPolicy;
+  /** Which backend this pool got (cpu or cuda) and why. */
+  readonly backendInfo: BackendInfo;
   private readonly pool: NativePool;
 
   constructor(options: PoolOptions) {
-    const normalized = validatePoolOptions(options);
+    const normalized = validatePoolOptions(withDefaultBackend(options));
     const { NativePool } = loadNativeBinding();
     this.pool = new NativePool({
       ...normalized.shape,
@@ -34,8 +55,12 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
       hostBlockCount: normalized.hostBlockCount,
       maxContexts: normalized.maxContexts,
       scrub: normalized.scrub,
+      backend: normalized.backend,
+      device: normalized.device,
+      deviceMemoryFraction: normalized.deviceMemoryFraction,
     });
     this.layout = Object.freeze(this.pool.layout());
+    this.backendInfo = Object.freeze(this.pool.backendInfo());
     this.scrubPolicy = normalized.scrub;
   }
 
@@ -86,6 +111,15 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   }
   close(): void {
     this.pool.close();
+  }
+
+  /** CUDA: each page's block as a device address (an engine's block table); INVALID_STATE on CPU or offloaded. */
+  blockDeviceAddresses(ctx: ContextHandle): BigUint64Array {
+    return this.pool.blockDeviceAddresses(ctx);
+  }
+  /** CUDA: the pool's device allocations as IPC handles another process on the same GPU can map. */
+  exportIpcHandles(): IpcChunk[] {
+    return this.pool.exportIpcHandles();
   }
 
   demote(ctx: ContextHandle): Promise<void> {

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { FabricError } from './errors';
-import type { BlockLayout, ContextStats, PoolStats } from './types';
+import type { BackendInfo, BlockLayout, ContextStats, IpcChunk, PoolStats } from './types';
 
 /** The addon's pool object; NativeAllocator is its only user. */
 export interface NativePool {
@@ -39,15 +39,42 @@ export interface NativePool {
   pageDiskKeys(ctx: number): Float64Array;
   pageTiers(ctx: number): Uint8Array;
   forgetDiskCopies(ctx: number, diskKeys: Float64Array): void;
+  backendInfo(): BackendInfo;
+  blockDeviceAddresses(ctx: number): BigUint64Array;
+  exportIpcHandles(): IpcChunk[];
+}
+
+/** Whether a CUDA device is usable by this process, and if not why. */
+export interface CudaProbe {
+  usable: boolean;
+  name?: string;
+  reason?: string;
+}
+
+/** One figure of the transfer benchmark (bench/transfer.bench.ts). */
+export interface TransferFigure {
+  way: 'contiguous' | 'copies' | 'kernel';
+  direction: 'd2h' | 'h2d' | 'duplex';
+  blockBytes: number;
+  bytes: number;
+  seconds?: number;
+  gbps?: number;
+  skipped?: string;
 }
 
 interface NativeBinding {
   NativePool: new (options: object) => NativePool;
   registerErrorClass(errorClass: typeof FabricError): void;
+  cudaProbe(device?: number): CudaProbe;
+  cudaTransferBench(options: { device: number; totalBytes: number; blockBytes: number[]; repeats: number }): {
+    deviceName: string;
+    kernel: string;
+    figures: TransferFigure[];
+  };
   abiVersion: number;
 }
 
-const EXPECTED_ABI = 1;
+const EXPECTED_ABI = 2;
 let binding: NativeBinding | undefined;
 
 function packageRoot(): string {

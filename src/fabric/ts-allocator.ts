@@ -91,6 +91,10 @@ export class TsAllocator implements KvAllocator {
 
   constructor(options: PoolOptions) {
     const opts = validatePoolOptions(options);
+    // The environment's KVFABRIC_BACKEND is for NativeAllocator; only an explicit `cuda` is refused here.
+    if (opts.backend === 'cuda') {
+      throw new FabricError('UNAVAILABLE', 'TsAllocator runs on the CPU only; use NativeAllocator for backend cuda');
+    }
     this.layout = computeLayout(opts.shape, opts.tokensPerBlock);
     this.scrubPolicy = opts.scrub;
     this.blockCount = opts.blockCount;

@@ -16,10 +16,47 @@ export interface ModelShape {
  */
 export type ScrubPolicy = 'on-tenant-change' | 'always';
 
+/**
+ * Where the device tier lives. `cpu`: host memory. `cuda`: GPU memory (NativeAllocator only; UNAVAILABLE
+ * naming the reason when no usable driver or device). `auto`: CUDA when a device is usable, else CPU.
+ */
+export type Backend = 'auto' | 'cpu' | 'cuda';
+
+/** Which backend a pool got, and why (docs/cuda.md). */
+export interface BackendInfo {
+  kind: 'cpu' | 'cuda';
+  /** CUDA: the device index and its name. */
+  device?: number;
+  name?: string;
+  /** `auto` that fell back to the CPU: why CUDA was not usable. */
+  reason?: string;
+  /** How tier moves copy: `kernel`, `copies` (with why not the kernel) or `host memcpy`. */
+  transfer: string;
+}
+
+/** One CUDA IPC handle per device allocation ("chunk") of the pool, for another process on the same GPU. */
+export interface IpcChunk {
+  /** cuIpcGetMemHandle's 64 bytes; map with cuIpcOpenMemHandle. */
+  handle: Uint8Array;
+  bytes: number;
+  /** Frame (device block index) at offset 0 of the chunk; frame f is at (f - firstFrame) * blockBytes. */
+  firstFrame: number;
+  frames: number;
+}
+
 export interface PoolOptions {
   shape: ModelShape;
-  /** Number of device-tier blocks carved from the single backing allocation. */
+  /**
+   * Number of device-tier blocks carved from the backing allocations. On CUDA with
+   * deviceMemoryFraction, that fraction sizes the device tier instead and blockCount is the CPU size.
+   */
   blockCount: number;
+  /** Default `auto`; for NativeAllocator the environment variable KVFABRIC_BACKEND overrides the default. */
+  backend?: Backend;
+  /** CUDA device index (default 0). */
+  device?: number;
+  /** CUDA only: size the device tier as this fraction, in (0, 1], of the device's free memory. */
+  deviceMemoryFraction?: number;
   /** Host-tier blocks (pinned host memory on CUDA) that offloaded contexts move to (default 0: none). */
   hostBlockCount?: number;
   /** Tokens per block (default 16). */

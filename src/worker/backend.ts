@@ -1,14 +1,10 @@
-// Which memory backs the device tier. Only host memory exists today (the CPU backend); the CUDA backend
-// plugs in here when the allocator gains it, behind the same NativeAllocator API.
-import { FabricError } from '../fabric/errors';
+// Which memory backs the device tier: the worker's --backend (auto, cpu, cuda) and --device go to the
+// allocator, which loads the CUDA driver at run time (docs/cuda.md). `auto` falls back to the CPU, and
+// says why; `cuda` without a usable device fails at start, naming the reason.
 import { NativeAllocator } from '../fabric/native-allocator';
-import type { PoolOptions } from '../fabric/types';
-import type { Backend } from './config';
+import type { BackendInfo, PoolOptions } from '../fabric/types';
 
-export function createPool(backend: Backend, options: PoolOptions): { pool: NativeAllocator; backend: 'cpu' } {
-  if (backend === 'cuda') {
-    throw new FabricError('UNAVAILABLE', 'the CUDA backend is not built yet: the allocator serves host memory only; use --backend cpu or auto');
-  }
-  // auto: CUDA when the allocator offers it and a device is present; until then, the CPU backend.
-  return { pool: new NativeAllocator(options), backend: 'cpu' };
+export function createPool(options: PoolOptions): { pool: NativeAllocator; backend: BackendInfo } {
+  const pool = new NativeAllocator(options);
+  return { pool, backend: pool.backendInfo };
 }

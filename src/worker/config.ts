@@ -5,13 +5,14 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
+import type { Backend } from '../fabric/types';
 import { keyListFromEnv, type RawKey } from '../security/key-list';
 import { parseKeyList } from '../security/key-list';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { AgentModel } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 
-export type Backend = 'auto' | 'cpu' | 'cuda';
+export type { Backend } from '../fabric/types';
 
 export interface MasterKeySetting {
   id: string;
@@ -27,6 +28,10 @@ export interface WorkerConfig {
   /** Whether this worker also runs agent workflows (GPU workers may leave them to others). */
   workflows: boolean;
   backend: Backend;
+  /** CUDA device index. */
+  device: number;
+  /** CUDA: size the device tier as this fraction of the device's free memory instead of deviceBlocks. */
+  deviceMemoryFraction?: number;
   model: AgentModel;
   deviceBlocks: number;
   hostBlocks: number;
@@ -58,7 +63,8 @@ Temporal:   --address host:port (TEMPORAL_ADDRESS, default localhost:7233)
 Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random)
             --no-workflows      run memory activities only
-Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto)
+Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
+            --device-memory-fraction f (KVFABRIC_DEVICE_MEMORY_FRACTION; CUDA: device tier = f x free memory)
             --model llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL, default llama-3-8b)
             --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
             --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
@@ -84,6 +90,8 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       'worker-id': { type: 'string' },
       'no-workflows': { type: 'boolean' },
       backend: { type: 'string' },
+      device: { type: 'string' },
+      'device-memory-fraction': { type: 'string' },
       model: { type: 'string' },
       'device-blocks': { type: 'string' },
       'host-blocks': { type: 'string' },
@@ -116,6 +124,8 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     workerId: values['worker-id'] ?? env.KVFABRIC_WORKER_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
     workflows: !values['no-workflows'],
     backend,
+    device: positiveInteger('--device', values.device ?? env.KVFABRIC_DEVICE ?? '0', true),
+    ...fraction(values['device-memory-fraction'] ?? env.KVFABRIC_DEVICE_MEMORY_FRACTION),
     model: modelNamed(values.model ?? env.KVFABRIC_MODEL ?? 'llama-3-8b'),
     deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
     hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
@@ -137,6 +147,13 @@ function parseKeys(inline: string | undefined, file: string | undefined): Master
   const source = inline ?? (file ? readFileSync(file, 'utf8') : undefined);
   if (!source) throw new Error('no master key: set KVFABRIC_KEYS="id=base64key" or --key-file');
   return parseKeyList(source, 'master keys (KVFABRIC_KEYS)');
+}
+
+function fraction(text: string | undefined): { deviceMemoryFraction?: number } {
+  if (text === undefined) return {};
+  const value = Number(text);
+  if (!(value > 0 && value <= 1)) throw new Error(`--device-memory-fraction must be a number in (0, 1], got '${text}'`);
+  return { deviceMemoryFraction: value };
 }
 
 function positiveInteger(flag: string, text: string, zeroAllowed = false): number {

@@ -37,11 +37,14 @@ export interface GpuWorker {
 
 export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
   const logger = Runtime.instance().logger;
-  const { pool, backend } = createPool(config.backend, {
+  const { pool, backend } = createPool({
     shape: config.model.shape,
     tokensPerBlock: config.model.tokensPerBlock,
     blockCount: config.deviceBlocks,
     hostBlockCount: config.hostBlocks,
+    backend: config.backend,
+    device: config.device,
+    ...(config.deviceMemoryFraction !== undefined ? { deviceMemoryFraction: config.deviceMemoryFraction } : {}),
   });
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
   pauseForKillTests(cold);

@@ -114,7 +114,7 @@ describe('native addon boundary', () => {
 
   it('loads one binding with the registered error class', () => {
     const binding = loadNativeBinding();
-    expect(binding.abiVersion).toBe(1);
+    expect(binding.abiVersion).toBe(2);
     expect(() => new binding.NativePool({})).toThrow(FabricError);
   });
 });

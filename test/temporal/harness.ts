@@ -112,6 +112,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     workerId: `w${workers.length}-${randomBytes(3).toString('hex')}`,
     workflows: true,
     backend: 'cpu',
+    device: 0,
     model: TINY,
     deviceBlocks: 256,
     hostBlocks: 256,

@@ -87,6 +87,7 @@ async function runAgent(dev: DevServer): Promise<Runs> {
       workerId: 'ui-worker',
       workflows: true,
       backend: 'cpu',
+      device: 0,
       model: TINY,
       deviceBlocks: 64,
       hostBlocks: 64,

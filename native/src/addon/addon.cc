@@ -1,8 +1,9 @@
-// Module entry: exports the NativePool class and registerErrorClass(), through which the TypeScript
+// Module entry: exports the NativePool class, the CUDA probe and transfer benchmark, and registerErrorClass(), through which the TypeScript
 // layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
 #include <napi.h>
 
 #include "args.h"
+#include "cuda_functions.h"
 #include "pool_wrap.h"
 
 namespace kvfabric::addon {
@@ -22,7 +23,9 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   data->poolClass = Napi::Persistent(pool);
   exports.Set("NativePool", pool);
   exports.Set("registerErrorClass", Napi::Function::New(env, registerErrorClass, "registerErrorClass"));
-  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  exports.Set("cudaProbe", Napi::Function::New(env, cudaProbe, "cudaProbe"));
+  exports.Set("cudaTransferBench", Napi::Function::New(env, cudaTransferBench, "cudaTransferBench"));
+  exports.Set("abiVersion", Napi::Number::New(env, 2));
   return exports;
 }
 

@@ -84,8 +84,15 @@ class ReadWorker final : public Napi::AsyncWorker {
   void Execute() override {
     lease_.copyTo(data_);
     lease_ = ReadLease();  // let blocks be reused as soon as the bytes are out
+    status_ = pool_->memoryFault();
   }
-  void OnOK() override { deferred_.Resolve(viewOf(Env(), target_.Value())); }
+  void OnOK() override {
+    if (status_.isOk()) {
+      deferred_.Resolve(viewOf(Env(), target_.Value()));
+    } else {
+      deferred_.Reject(fabricError(Env(), status_).Value());
+    }
+  }
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
  private:
@@ -94,6 +101,7 @@ class ReadWorker final : public Napi::AsyncWorker {
   ReadLease lease_;
   Napi::Reference<Napi::ArrayBuffer> target_;
   uint8_t* data_;
+  Status status_;
 };
 
 // Copies a demote or promote between the tiers and commits it off the JS thread.
@@ -145,6 +153,32 @@ ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
   throwInvalid(env, "scrub must be 'on-tenant-change' or 'always'");
 }
 
+cuda::BackendRequest backendOption(Napi::Env env, Napi::Object options) {
+  cuda::BackendRequest request;
+  Napi::Value backend = options.Get("backend");
+  if (!backend.IsUndefined()) {
+    const std::string s = backend.IsString() ? backend.As<Napi::String>().Utf8Value() : "";
+    if (s == "auto") {
+      request.kind = cuda::BackendKind::kAuto;
+    } else if (s == "cpu") {
+      request.kind = cuda::BackendKind::kCpu;
+    } else if (s == "cuda") {
+      request.kind = cuda::BackendKind::kCuda;
+    } else {
+      throwInvalid(env, "backend must be 'auto', 'cpu' or 'cuda'");
+    }
+  }
+  Napi::Value device = options.Get("device");
+  if (!device.IsUndefined()) request.device = static_cast<int>(integerValue(env, device, "device", 0, 1023));
+  Napi::Value fraction = options.Get("deviceMemoryFraction");
+  if (!fraction.IsUndefined()) {
+    const double f = fraction.IsNumber() ? fraction.As<Napi::Number>().DoubleValue() : -1;
+    if (!(f > 0 && f <= 1)) throwInvalid(env, "deviceMemoryFraction must be a number in (0, 1]");
+    request.deviceMemoryFraction = f;
+  }
+  return request;
+}
+
 uint32_t u32Option(Napi::Env env, Napi::Object options, const char* name, uint32_t fallback, uint32_t min) {
   Napi::Value v = options.Get(name);
   if (v.IsUndefined()) return fallback;
@@ -187,6 +221,9 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
                          InstanceMethod<&PoolWrap::pageTiers>("pageTiers"),
                          InstanceMethod<&PoolWrap::forgetDiskCopies>("forgetDiskCopies"),
+                         InstanceMethod<&PoolWrap::backendInfo>("backendInfo"),
+                         InstanceMethod<&PoolWrap::blockDeviceAddresses>("blockDeviceAddresses"),
+                         InstanceMethod<&PoolWrap::exportIpcHandles>("exportIpcHandles"),
                      });
 }
 
@@ -204,9 +241,11 @@ PoolWrap::PoolWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolWrap>(
   config.hostBlockCount = u32Option(env, options, "hostBlockCount", 0, 0);
   config.maxContexts = u32Option(env, options, "maxContexts", config.maxContexts, 1);
   config.scrub = scrubOption(env, options.Get("scrub"));
-  std::unique_ptr<PagedAllocator> pool;
-  check(env, PagedAllocator::create(config, nullptr, &pool));
-  pool_ = std::move(pool);
+  cuda::OpenedPool opened;
+  check(env, cuda::openPool(config, backendOption(env, options), &opened));
+  pool_ = std::move(opened.pool);
+  deviceMemory_ = opened.deviceMemory;
+  backend_ = std::move(opened.info);
 }
 
 std::shared_ptr<PagedAllocator> PoolWrap::live(Napi::Env env) const {
@@ -266,6 +305,7 @@ Napi::Value PoolWrap::read(const Napi::CallbackInfo& info) {
   check(env, pool->beginRead(ctx, start, count, &lease));
   Napi::ArrayBuffer buffer = newBuffer(env, lease.bytes());
   lease.copyTo(static_cast<uint8_t*>(buffer.Data()));
+  check(env, pool->memoryFault());
   return viewOf(env, buffer);
 }
 
@@ -292,6 +332,7 @@ Napi::Value PoolWrap::readBlock(const Napi::CallbackInfo& info) {
   check(env, pool->beginReadBlock(ctx, page, &lease));
   Napi::ArrayBuffer buffer = newBuffer(env, lease.bytes());
   lease.copyTo(static_cast<uint8_t*>(buffer.Data()));
+  check(env, pool->memoryFault());
   return viewOf(env, buffer);
 }
 
@@ -414,6 +455,7 @@ Napi::Value PoolWrap::close(const Napi::CallbackInfo& info) {
   spills_.clear();  // undoes open leases while the allocator is still alive
   fills_.clear();
   pool_.reset();
+  deviceMemory_ = nullptr;
   return info.Env().Undefined();
 }
 
@@ -470,6 +512,7 @@ Napi::Value PoolWrap::spillRead(const Napi::CallbackInfo& info) {
   if (index >= lease.blocks()) throwStatus(env, Status(Code::kOutOfRange, "spill block index out of range"));
   Napi::ArrayBuffer buffer = newBuffer(env, pool->layout().blockBytes);
   lease.copyBlock(static_cast<size_t>(index), static_cast<uint8_t*>(buffer.Data()));
+  check(env, pool->memoryFault());
   return viewOf(env, buffer);
 }
 
@@ -568,6 +611,55 @@ Napi::Value PoolWrap::forgetDiskCopies(const Napi::CallbackInfo& info) {
 Napi::Value PoolWrap::takeFreedDiskKeys(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return keysToArray(env, live(env)->takeFreedDiskKeys());
+}
+
+}  // namespace kvfabric::addon
+
+namespace kvfabric::addon {
+
+Napi::Value PoolWrap::backendInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("kind", Napi::String::New(env, backend_.cuda ? "cuda" : "cpu"));
+  if (backend_.cuda) {
+    out.Set("device", Napi::Number::New(env, backend_.device));
+    out.Set("name", Napi::String::New(env, backend_.name));
+  }
+  if (!backend_.reason.empty()) out.Set("reason", Napi::String::New(env, backend_.reason));
+  out.Set("transfer", Napi::String::New(env, backend_.transfer));
+  return out;
+}
+
+// The device address of each page's block, for an inference engine's block table (CUDA only).
+Napi::Value PoolWrap::blockDeviceAddresses(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  if (!deviceMemory_) throwStatus(env, Status(Code::kInvalidState, "device addresses exist only on the CUDA backend"));
+  std::vector<uint32_t> frames;
+  check(env, pool->blockTable(handleArg(info, 0, "context"), &frames));
+  Napi::BigUint64Array out = Napi::BigUint64Array::New(env, frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) out[i] = deviceMemory_->address(frames[i]);
+  return out;
+}
+
+// One CUDA IPC handle per device chunk: { handle (64 bytes), bytes, firstFrame, frames }.
+Napi::Value PoolWrap::exportIpcHandles(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  live(env);
+  if (!deviceMemory_) throwStatus(env, Status(Code::kInvalidState, "IPC handles exist only on the CUDA backend"));
+  std::vector<cuda::IpcChunk> chunks;
+  check(env, deviceMemory_->exportIpc(&chunks));
+  Napi::Array out = Napi::Array::New(env, chunks.size());
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    Napi::Object chunk = Napi::Object::New(env);
+    chunk.Set("handle", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(chunks[i].handle.reserved),
+                                                    sizeof(chunks[i].handle.reserved)));
+    chunk.Set("bytes", Napi::Number::New(env, static_cast<double>(chunks[i].bytes)));
+    chunk.Set("firstFrame", Napi::Number::New(env, chunks[i].firstFrame));
+    chunk.Set("frames", Napi::Number::New(env, chunks[i].frames));
+    out[i] = chunk;
+  }
+  return out;
 }
 
 }  // namespace kvfabric::addon

@@ -8,6 +8,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cuda_backend.h"
+#include "cuda_block_memory.h"
 #include "paged_allocator.h"
 
 namespace kvfabric::addon {
@@ -53,11 +55,16 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value pageDiskKeys(const Napi::CallbackInfo& info);
   Napi::Value pageTiers(const Napi::CallbackInfo& info);
   Napi::Value forgetDiskCopies(const Napi::CallbackInfo& info);
+  Napi::Value backendInfo(const Napi::CallbackInfo& info);
+  Napi::Value blockDeviceAddresses(const Napi::CallbackInfo& info);
+  Napi::Value exportIpcHandles(const Napi::CallbackInfo& info);
 
   SpillLease& spillLease(Napi::Env env, uint32_t id);
   MoveLease& fillLease(Napi::Env env, uint32_t id);
 
   std::shared_ptr<PagedAllocator> pool_;
+  cuda::CudaDeviceMemory* deviceMemory_ = nullptr;  // owned by pool_; null on the CPU backend
+  cuda::BackendInfo backend_;
   // Spills and fills span several JS calls (the disk tier's I/O happens between them), so their leases
   // live here under ids; close() drops them, which undoes whatever was not committed.
   uint32_t nextLeaseId_ = 1;

@@ -1,9 +1,11 @@
 // Where block bytes live. The allocator does all bookkeeping and calls this interface only to move
-// bytes, so a backend (host memory today, CUDA device memory later) is a plug-in, not a special case.
+// bytes, so a backend (host memory, or CUDA device memory in native/src/cuda) is a plug-in, not a
+// special case.
 // Block indices here are frames: physical slots of one tier's arena. Implementations need no locking
 // of their own: the allocator never lets two calls touch the same bytes at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -11,6 +13,12 @@
 #include "status.h"
 
 namespace kvfabric {
+
+// One block of a tier move: from a frame of one tier to a frame of the other.
+struct FrameMove {
+  uint32_t from;
+  uint32_t to;
+};
 
 class BlockMemory {
  public:
@@ -27,7 +35,20 @@ class BlockMemory {
   virtual void scrubBlock(uint32_t block) = 0;
   // The block's address when the memory is host-addressable (the host tier), else nullptr.
   virtual uint8_t* hostAddress(uint32_t block) = 0;
+
+  // A whole lease's tier move in one call, so a backend can batch it (one kernel, one stream, one wait).
+  // Called on the device tier with the host tier's memory; `from` frames are this memory's on offload
+  // and host's on restore. The defaults copy block by block through host.hostAddress().
+  virtual void offloadBlocks(BlockMemory& host, const FrameMove* moves, size_t count);
+  virtual void restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count);
+  // The first failure of a call that could not return it (a driver error); ok for host memory.
+  virtual Status fault() const { return Status::ok(); }
 };
+
+// Token-major bytes <-> slots [slot, slot + count) of the block at blockBase (block layout): the
+// plane-by-plane scatter and gather every host-addressable backend shares.
+void scatterTokens(const BlockLayout& layout, uint8_t* blockBase, uint32_t slot, uint32_t count, const uint8_t* src);
+void gatherTokens(const BlockLayout& layout, const uint8_t* blockBase, uint32_t slot, uint32_t count, uint8_t* dst);
 
 // Host memory from one anonymous mapping: zero-filled, page-aligned, committed lazily by the OS.
 class HostBlockMemory final : public BlockMemory {

@@ -1,4 +1,4 @@
-// Host-memory backend: block bytes in one anonymous mapping.
+// Host-memory backend: block bytes in one anonymous mapping; and the defaults every backend shares.
 #include <sys/mman.h>
 
 #include <cstring>
@@ -22,24 +22,40 @@ Status HostBlockMemory::create(const BlockLayout& layout, uint32_t blockCount, s
 
 HostBlockMemory::~HostBlockMemory() { munmap(base_, static_cast<size_t>(bytes_)); }
 
-void HostBlockMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
-  uint8_t* plane = blockBase(block) + slot * layout_.tokenPlaneBytes;
-  const uint64_t piece = layout_.tokenPlaneBytes;
-  for (uint32_t p = 0; p < layout_.planes; ++p, plane += layout_.planeBytes) {
+void scatterTokens(const BlockLayout& layout, uint8_t* blockBase, uint32_t slot, uint32_t count, const uint8_t* src) {
+  uint8_t* plane = blockBase + slot * layout.tokenPlaneBytes;
+  const uint64_t piece = layout.tokenPlaneBytes;
+  for (uint32_t p = 0; p < layout.planes; ++p, plane += layout.planeBytes) {
     for (uint32_t t = 0; t < count; ++t) {
-      std::memcpy(plane + t * piece, src + t * layout_.bytesPerToken + p * piece, piece);
+      std::memcpy(plane + t * piece, src + t * layout.bytesPerToken + p * piece, piece);
     }
   }
 }
 
-void HostBlockMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
-  const uint8_t* plane = blockBase(block) + slot * layout_.tokenPlaneBytes;
-  const uint64_t piece = layout_.tokenPlaneBytes;
-  for (uint32_t p = 0; p < layout_.planes; ++p, plane += layout_.planeBytes) {
+void gatherTokens(const BlockLayout& layout, const uint8_t* blockBase, uint32_t slot, uint32_t count, uint8_t* dst) {
+  const uint8_t* plane = blockBase + slot * layout.tokenPlaneBytes;
+  const uint64_t piece = layout.tokenPlaneBytes;
+  for (uint32_t p = 0; p < layout.planes; ++p, plane += layout.planeBytes) {
     for (uint32_t t = 0; t < count; ++t) {
-      std::memcpy(dst + t * layout_.bytesPerToken + p * piece, plane + t * piece, piece);
+      std::memcpy(dst + t * layout.bytesPerToken + p * piece, plane + t * piece, piece);
     }
   }
+}
+
+void BlockMemory::offloadBlocks(BlockMemory& host, const FrameMove* moves, size_t count) {
+  for (size_t i = 0; i < count; ++i) readBlock(moves[i].from, host.hostAddress(moves[i].to));
+}
+
+void BlockMemory::restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count) {
+  for (size_t i = 0; i < count; ++i) writeBlock(moves[i].to, host.hostAddress(moves[i].from));
+}
+
+void HostBlockMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
+  scatterTokens(layout_, blockBase(block), slot, count, src);
+}
+
+void HostBlockMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
+  gatherTokens(layout_, blockBase(block), slot, count, dst);
 }
 
 void HostBlockMemory::readBlock(uint32_t block, uint8_t* dst) const {

@@ -1,6 +1,7 @@
 // The lease classes: each holds what one operation reserved under the allocator's lock while its bytes
 // move without it, and gives everything back when destroyed uncommitted.
 #include <algorithm>
+#include <new>
 #include <string>
 
 #include "paged_allocator.h"
@@ -56,6 +57,11 @@ Status AppendLease::commit() {
   if (!copied_) {
     reset();
     return Status(Code::kInvalidState, "append committed before its bytes were copied; nothing was appended");
+  }
+  Status fault = pool_->memoryFault();
+  if (!fault.isOk()) {
+    reset();  // the bytes may not have landed: nothing is appended
+    return fault;
   }
   pool_->commitAppend(this);
   pool_ = nullptr;
@@ -123,13 +129,25 @@ uint64_t MoveLease::bytes() const { return pool_ ? moves_.size() * pool_->layout
 
 void MoveLease::copy() {
   if (!pool_ || copied_ || kind_ == Kind::kFill) return;
-  for (const Move& move : moves_) {  // no moves, no host tier needed
+  if (!moves_.empty()) {  // no moves, no host tier needed
     BlockMemory& device = pool_->device_.memory();
     BlockMemory& host = pool_->host_.memory();
-    if (kind_ == Kind::kDemote) {
-      device.readBlock(move.fromFrame, host.hostAddress(move.to.frame));
+    std::vector<FrameMove> frames;
+    try {
+      frames.reserve(moves_.size());
+    } catch (const std::bad_alloc&) {
+      frames.clear();  // no room for the batch: move block by block below
+    }
+    const bool demote = kind_ == Kind::kDemote;
+    if (frames.capacity() >= moves_.size()) {
+      for (const Move& move : moves_) frames.push_back({move.fromFrame, move.to.frame});
+      demote ? device.offloadBlocks(host, frames.data(), frames.size())
+             : device.restoreBlocks(host, frames.data(), frames.size());
     } else {
-      device.writeBlock(move.to.frame, host.hostAddress(move.fromFrame));
+      for (const Move& move : moves_) {
+        const FrameMove one{move.fromFrame, move.to.frame};
+        demote ? device.offloadBlocks(host, &one, 1) : device.restoreBlocks(host, &one, 1);
+      }
     }
   }
   copied_ = true;
@@ -156,6 +174,11 @@ Status MoveLease::commit() {
   if (!complete) {
     reset();
     return Status(Code::kInvalidState, "move committed before every block was copied; nothing moved");
+  }
+  Status fault = pool_->memoryFault();
+  if (!fault.isOk()) {
+    reset();  // the bytes may not have landed: nothing moves
+    return fault;
   }
   pool_->commitMove(this);
   pool_ = nullptr;

@@ -14,10 +14,8 @@ using namespace detail;
 
 // ---- construction ----
 
-Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMemory> memory,
-                              std::unique_ptr<PagedAllocator>* out) {
-  BlockLayout layout;
-  Status st = BlockLayout::make(config.shape, config.tokensPerBlock, &layout);
+Status PagedAllocator::validate(const PoolConfig& config, BlockLayout* layout) {
+  Status st = BlockLayout::make(config.shape, config.tokensPerBlock, layout);
   if (!st.isOk()) return st;
   if (config.blockCount == 0 || config.blockCount > PoolConfig::kMaxBlockCount) {
     return Status(Code::kInvalidArgument, "blockCount must be in [1, 2^32 - 2]");
@@ -28,12 +26,19 @@ Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMem
   if (config.maxContexts == 0 || config.maxContexts > PoolConfig::kMaxContextsLimit) {
     return Status(Code::kInvalidArgument, "maxContexts must be in [1, 2^24]");
   }
+  return Status::ok();
+}
+
+Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMemory> memory,
+                              std::unique_ptr<BlockMemory> host, std::unique_ptr<PagedAllocator>* out) {
+  BlockLayout layout;
+  Status st = validate(config, &layout);
+  if (!st.isOk()) return st;
   if (!memory) {
     st = HostBlockMemory::create(layout, config.blockCount, &memory);
     if (!st.isOk()) return st;
   }
-  std::unique_ptr<BlockMemory> host;
-  if (config.hostBlockCount > 0) {
+  if (config.hostBlockCount > 0 && !host) {
     st = HostBlockMemory::create(layout, config.hostBlockCount, &host);
     if (!st.isOk()) return st;
   }
@@ -43,6 +48,12 @@ Status PagedAllocator::create(const PoolConfig& config, std::unique_ptr<BlockMem
     return outOfMemory();
   }
   return Status::ok();
+}
+
+Status PagedAllocator::memoryFault() const {
+  Status st = device_.memory().fault();
+  if (st.isOk() && host_.frames() > 0) st = host_.memory().fault();
+  return st;
 }
 
 PagedAllocator::PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> device,

@@ -223,10 +223,17 @@ class SpillLease {
 
 class PagedAllocator {
  public:
-  // memory may be null: the pool then maps its own host memory for the device tier. The host tier
-  // always maps host memory (pinned host memory in the CUDA backend).
+  // Checks config and derives the block layout, touching no memory: a backend validates before it
+  // allocates, so bad options fail the same way on every backend.
+  static Status validate(const PoolConfig& config, BlockLayout* layout);
+  // Either memory may be null: the pool then maps its own host memory for that tier (the CPU backend).
+  // The CUDA backend passes device memory and pinned host memory (native/src/cuda).
   static Status create(const PoolConfig& config, std::unique_ptr<BlockMemory> memory,
-                       std::unique_ptr<PagedAllocator>* out);
+                       std::unique_ptr<PagedAllocator>* out) {
+    return create(config, std::move(memory), nullptr, out);
+  }
+  static Status create(const PoolConfig& config, std::unique_ptr<BlockMemory> device,
+                       std::unique_ptr<BlockMemory> host, std::unique_ptr<PagedAllocator>* out);
   PagedAllocator(const PagedAllocator&) = delete;
   PagedAllocator& operator=(const PagedAllocator&) = delete;
 
@@ -244,6 +251,8 @@ class PagedAllocator {
   Status release(Handle ctx);
   Status blockTable(Handle ctx, std::vector<uint32_t>* out) const;
   PoolStats stats() const;
+  // The first failure either tier's memory could not return from a copy (a driver error); ok on CPU.
+  Status memoryFault() const;
   Status contextStats(Handle ctx, ContextStats* out) const;
   Status allocateBlocks(uint32_t tenant, uint32_t count, Handle* out);
   Status freeBlocks(const Handle* handles, size_t count);

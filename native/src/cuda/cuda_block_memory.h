@@ -1,0 +1,117 @@
+// The CUDA backend's BlockMemory pair: the device tier in a few large cuMemAlloc chunks, and the host
+// tier in pinned, device-mapped host memory. The allocator above is unchanged: it calls these only to
+// move bytes. Every call returns once its bytes have landed, waiting on the calling thread through an
+// event (the async API calls them from worker threads, so the JS thread never waits on the GPU for a
+// demote, promote, async append or async read). A driver failure cannot be returned through the void
+// BlockMemory calls, so the first one is kept and reported by fault(), which fails the lease's commit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "block_memory.h"
+#include "block_transfer.h"
+#include "cuda_device.h"
+
+namespace kvfabric::cuda {
+
+// The largest single allocation: the pool is carved from chunks of whole frames up to this size.
+constexpr uint64_t kMaxChunkBytes = uint64_t{2} << 30;
+
+// Which chunk holds a frame, and where in it.
+struct FrameChunking {
+  uint64_t blockBytes = 0;
+  uint32_t framesPerChunk = 0;
+  static FrameChunking of(uint64_t blockBytes);
+  uint32_t chunk(uint32_t frame) const { return frame / framesPerChunk; }
+  uint64_t offset(uint32_t frame) const { return uint64_t{frame % framesPerChunk} * blockBytes; }
+  uint32_t chunksFor(uint32_t frames) const {
+    return static_cast<uint32_t>((uint64_t{frames} + framesPerChunk - 1) / framesPerChunk);
+  }
+  uint64_t chunkBytes(uint32_t chunk, uint32_t frames) const;
+};
+
+class PinnedHostMemory final : public BlockMemory {
+ public:
+  static Status create(const CudaDevice& device, const BlockLayout& layout, uint32_t blockCount,
+                       std::unique_ptr<PinnedHostMemory>* out);
+
+  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
+  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
+  void readBlock(uint32_t block, uint8_t* dst) const override;
+  void writeBlock(uint32_t block, const uint8_t* src) override;
+  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
+  void scrubBlock(uint32_t block) override;
+  uint8_t* hostAddress(uint32_t block) override { return address(block); }
+
+  uint8_t* address(uint32_t frame) const { return chunks_[chunking_.chunk(frame)].host() + chunking_.offset(frame); }
+  CUdeviceptr mappedAddress(uint32_t frame) const {
+    return chunks_[chunking_.chunk(frame)].mapped() + chunking_.offset(frame);
+  }
+  uint32_t chunkOf(uint32_t frame) const { return chunking_.chunk(frame); }
+
+ private:
+  PinnedHostMemory(const BlockLayout& layout) : layout_(layout), chunking_(FrameChunking::of(layout.blockBytes)) {}
+  BlockLayout layout_;
+  FrameChunking chunking_;
+  std::vector<PinnedBuffer> chunks_;
+};
+
+struct IpcChunk {
+  CUipcMemHandle handle;
+  uint64_t bytes;
+  uint32_t firstFrame;
+  uint32_t frames;
+};
+
+class CudaDeviceMemory final : public BlockMemory {
+ public:
+  static Status create(const CudaDevice& device, const BlockLayout& layout, uint32_t blockCount,
+                       std::unique_ptr<CudaDeviceMemory>* out);
+
+  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
+  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
+  void readBlock(uint32_t block, uint8_t* dst) const override;
+  void writeBlock(uint32_t block, const uint8_t* src) override;
+  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
+  void scrubBlock(uint32_t block) override;
+  uint8_t* hostAddress(uint32_t) override { return nullptr; }
+  void offloadBlocks(BlockMemory& host, const FrameMove* moves, size_t count) override;
+  void restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count) override;
+  Status fault() const override;
+
+  CUdeviceptr address(uint32_t frame) const {
+    return chunks_[chunking_.chunk(frame)].address() + chunking_.offset(frame);
+  }
+  const CudaDevice& device() const { return device_; }
+  BlockTransfer& transfer() { return transfer_; }
+  // One CUDA IPC handle per chunk, for another process on the same GPU to map the pool.
+  Status exportIpc(std::vector<IpcChunk>* out) const;
+
+ private:
+  CudaDeviceMemory(const CudaDevice& device, const BlockLayout& layout, uint32_t frames)
+      : device_(device),
+        layout_(layout),
+        chunking_(FrameChunking::of(layout.blockBytes)),
+        frames_(frames),
+        transfer_(device, layout.blockBytes) {}
+  // Runs body (which queues work on the stream), waits for it, and keeps the first failure.
+  template <typename Body>
+  void onStream(const char* what, Body body) const;
+  void note(const Status& st) const;
+  void moveBlocks(Direction direction, BlockMemory& host, const FrameMove* moves, size_t count);
+
+  const CudaDevice& device_;
+  BlockLayout layout_;
+  FrameChunking chunking_;
+  uint32_t frames_;
+  std::vector<DeviceBuffer> chunks_;
+  Stream stream_;  // appends, reads, copy-on-write and scrubs; tier moves use transfer_'s own streams
+  BlockTransfer transfer_;
+  mutable std::mutex faultMu_;
+  mutable Status fault_;
+};
+
+}  // namespace kvfabric::cuda
