@@ -6,6 +6,9 @@
 #   NODE     the Node binary (default /tmp/node, where the device command unpacks it)
 #   OUT      where results go (default build/gpu-check)
 #   KVFABRIC_GPU_CHECK_GIB  bytes per benchmark figure in GiB (default 2)
+#   KVFABRIC_GPU_CHECK_RESUME  token counts (e.g. 8k,32k,128k) for a last step: bench/resume.bench.ts
+#     through the library on the CUDA backend, from pinned host memory and from disk (issue 8's figures;
+#     128k is 16 GiB on the device, 16 GiB pinned and 16 GiB on disk). Unset: skipped. Adds up to 4 min.
 # Dry run without a GPU: KVFABRIC_LIBCUDA=build/native/libkvfabric_fakecuda.so NODE="$(command -v node)" bash scripts/gpu-check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,5 +65,12 @@ timeout 150 "$NODE" --import tsx bench/transfer.bench.ts --gib "${KVFABRIC_GPU_C
   > "$OUT/transfer.txt" 2>&1 || status=1
 cat "$OUT/transfer.txt" >> "$summary"
 tail -n 25 "$OUT/transfer.txt"
+if [ -n "${KVFABRIC_GPU_CHECK_RESUME:-}" ]; then
+  say "resume through the library, ${KVFABRIC_GPU_CHECK_RESUME} tokens ($(elapsed))"
+  timeout 240 "$NODE" --import tsx bench/resume.bench.ts --mode library --tokens "$KVFABRIC_GPU_CHECK_RESUME" --repeats 3 \
+    --json "$OUT/resume.json" > "$OUT/resume.txt" 2>&1 || status=1
+  cat "$OUT/resume.txt" >> "$summary"
+  tail -n 12 "$OUT/resume.txt"
+fi
 say "done in $(elapsed), status $status"
 exit $status
