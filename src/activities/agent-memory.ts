@@ -12,7 +12,7 @@ import { ContextDigest, type DigestState } from './context-digest';
 import type { GrantStore } from './grant-store';
 import type { HolderFences } from './holder-fences';
 import { syntheticKv } from './synthetic-kv';
-import { tenantIdOf } from './tenant-id';
+import type { TenantRegistry } from './tenant-id';
 import type { ContextSnapshot, Tier } from './types';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
@@ -48,6 +48,7 @@ export class AgentMemory {
   private readonly cold: Pick<ColdStore, 'readManifest'>;
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
+  private readonly tenantIds: TenantRegistry;
 
   constructor(options: {
     tiers: TieredMemory;
@@ -60,6 +61,8 @@ export class AgentMemory {
     observer?: MemoryObserver;
     /** Claims adopted contexts so a slow former holder cannot overwrite them (holder-fences.ts). */
     fences?: HolderFences;
+    /** Tenant names to the allocator's ids, unique across the workers sharing the tier directory. */
+    tenantIds: TenantRegistry;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -68,6 +71,7 @@ export class AgentMemory {
     this.cold = options.cold;
     this.observer = options.observer;
     this.fences = options.fences;
+    this.tenantIds = options.tenantIds;
   }
 
   // ---- who may touch what ----
@@ -114,7 +118,7 @@ export class AgentMemory {
     if (existing) await this.capabilities.agree(call, existing, claims);
     if (this.tiers.has(contextId)) return; // an earlier attempt created it here
     if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub });
-    this.tiers.create(contextId, tenantIdOf(claims.ten));
+    this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
     this.tenants.set(contextId, claims.ten);
     this.placed.set(contextId, 'device');
     if (checkpoint) await this.tiers.checkpoint(contextId);
@@ -136,7 +140,7 @@ export class AgentMemory {
     }
     try {
       // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not.
-      await this.cold.readManifest(contextId, { expectedTenant: tenantIdOf(tenant) });
+      await this.cold.readManifest(contextId, { expectedTenant: await this.tenantIds.idOf(tenant) });
     } catch (err) {
       if (err instanceof FabricError && err.code === 'PERMISSION_DENIED') this.observer?.denied('recover');
       throw err;

@@ -38,6 +38,7 @@ export type * from './types';
 export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
 export { GrantStore } from './grant-store';
 export { HolderFences } from './holder-fences';
+export { TenantRegistry } from './tenant-id';
 export { CapabilityCheck, RIGHT_FOR, type Action, type Grant, type Presented } from './capability';
 export { OperationJournal } from './operation-journal';
 

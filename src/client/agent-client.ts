@@ -11,7 +11,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 
-import { tenantIdOf } from '../activities/tenant-id';
+import { checkTenantName } from '../activities/tenant-id';
 import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
 import { initialState, memoOf, searchAttributesOf } from '../workflows/agent-state';
 import type { agentWorkflow } from '../workflows/agent';
@@ -135,7 +135,7 @@ export class AgentClient {
     if (typeof options.agentId !== 'string' || !AGENT_ID.test(options.agentId)) {
       throw new FabricError('INVALID_ARGUMENT', 'agent id must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
     }
-    tenantIdOf(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
+    checkTenantName(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
     const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'llama-3-8b');
     const capability = options.capability ?? this.mintCapability(options.agentId, options.tenant);
     const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability, model, config: agentConfig(options.config) };

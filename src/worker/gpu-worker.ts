@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 
-import { AgentMemory, CapabilityCheck, GrantStore, HolderFences, createActivities, type ActivityHooks } from '../activities';
+import { AgentMemory, CapabilityCheck, GrantStore, HolderFences, TenantRegistry, createActivities, type ActivityHooks } from '../activities';
 import { AuditLog, CapabilityVerifier, CodecKeyRing, EpochStore, dataConverterOf } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
@@ -66,7 +66,8 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     new AuditLog(join(config.tierDir, 'audit', `denials-${config.workerId}.jsonl`), config.workerId),
     (action) => metrics.denied(action),
   );
-  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences });
+  const tenantIds = await TenantRegistry.open(join(config.tierDir, 'tenants'));
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds });
   const activities = createActivities({ memory, holder, ...(hooks ? { hooks } : {}) });
 
   const ownConnection = connection === undefined;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { AgentMemory, type MemoryObserver } from '../../src/activities/agent-memory';
 import { CapabilityCheck, type Action, type Presented } from '../../src/activities/capability';
 import { GrantStore } from '../../src/activities/grant-store';
+import { TenantRegistry } from '../../src/activities/tenant-id';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
 import { AuditLog } from '../../src/security/audit-log';
 import { CapabilityIssuer, type MintRequest } from '../../src/security/capability-issuer';
@@ -52,6 +53,7 @@ export async function openMemory(
     grants,
     capabilities,
     cold,
+    tenantIds: await TenantRegistry.open(join(dir, 'tenants')),
     ...(options.observer ? { observer: options.observer } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);

@@ -13,7 +13,7 @@ import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/activ
 import { toApplicationFailure } from '../../src/activities/failures';
 import { OperationJournal } from '../../src/activities/operation-journal';
 import { syntheticKv } from '../../src/activities/synthetic-kv';
-import { tenantIdOf } from '../../src/activities/tenant-id';
+import { TenantRegistry, preferredTenantId } from '../../src/activities/tenant-id';
 import { FabricError } from '../../src/fabric/errors';
 import { parseWorkerConfig } from '../../src/worker/config';
 import { MODELS } from '../../src/workflows/models';
@@ -74,11 +74,33 @@ describe('operation journal', () => {
   });
 });
 
-describe('tenants', () => {
-  it('maps tenants to stable non-zero ids', () => {
-    expect(tenantIdOf('acme')).toBe(tenantIdOf('acme'));
-    expect(tenantIdOf('acme')).not.toBe(tenantIdOf('globex'));
-    expect(() => tenantIdOf('')).toThrow(FabricError);
+describe('tenant ids', () => {
+  /** Two names whose first-choice ids collide (32-bit hashes: found among ~100k names). */
+  function collidingNames(): [string, string] {
+    const seen = new Map<number, string>();
+    for (let i = 0; ; i++) {
+      const name = `tenant-${i}`;
+      const other = seen.get(preferredTenantId(name));
+      if (other !== undefined) return [other, name];
+      seen.set(preferredTenantId(name), name);
+    }
+  }
+
+  it('gives every tenant its own id, colliding hashes included, the same in every process sharing the directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvfabric-tenants-'));
+    const [first, second] = collidingNames();
+    expect(preferredTenantId(first)).toBe(preferredTenantId(second));
+    // Two registries (two workers) on one directory, asking at once.
+    const [a, b] = [await TenantRegistry.open(dir), await TenantRegistry.open(dir)];
+    const [idA1, idB2, idA2, idB1] = await Promise.all([a.idOf(first), b.idOf(second), a.idOf(second), b.idOf(first)]);
+    expect(idA1).toBe(idB1);
+    expect(idA2).toBe(idB2);
+    expect(idA1).not.toBe(idA2);
+    expect([idA1, idA2]).toContain(preferredTenantId(first)); // whoever came first kept the hash
+    expect(await (await TenantRegistry.open(dir)).idOf('acme')).toBe(preferredTenantId('acme'));
+    await expect(a.idOf('')).rejects.toBeInstanceOf(FabricError);
+    await expect(a.idOf('../etc')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 
