@@ -361,10 +361,13 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   async function failover(): Promise<void> {
+    const wasPinned = state.pinned;
     const placed = await placement.recover({ ...request(ownCapability()), epoch: state.failovers + 1 });
     state.holder = placed.holder;
     absorb(placed);
     state.failovers++;
+    // The pin died with the old holder: take it again on the new one (pins hold at any tier).
+    if (wasPinned && patched(REPIN_AFTER_FAILOVER)) absorb(await on(placed.holder).pin(request(ownCapability())));
     if (canTake(state.phase, 'holder-lost')) move('holder-lost');
     log.info('context adopted from the cold tier', { agentId, holder: placed.holder });
   }
@@ -498,6 +501,8 @@ function reject(type: string, message: string): never {
 /** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
 /** Patch id: calls on the holder retried by the workflow (one attempt per activity), not by the server. */
 const WORKFLOW_SIDE_RETRIES = 'workflow-side-holder-retries';
+/** Patch id: a pinned agent's pin taken again on the worker that adopts it. */
+const REPIN_AFTER_FAILOVER = 'repin-after-failover';
 
 /** The failover's recover found no durable copy it could adopt (missing, damaged or stale). */
 function adoptionImpossible(err: unknown): boolean {

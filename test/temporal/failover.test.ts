@@ -36,6 +36,9 @@ it('restores a killed worker\'s agents from the cold tier on another worker', as
   const sleeper = await cluster.agents.start({ agentId: 'sleeper', tenant: 'globex', model: TINY, config: TEST_AGENT_CONFIG });
   await sleeper.turn(20);
   expect(await sleeper.suspend('host')).toMatchObject({ holder: doomed.holder, phase: 'warm', tier: 'host' });
+  const pinned = await cluster.agents.start({ agentId: 'pinned', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+  await pinned.turn(24);
+  expect(await pinned.pin()).toMatchObject({ holder: doomed.holder, pinned: true });
 
   const survivor = await cluster.startWorker({ config: { workflows: false } });
   doomed.child.kill('SIGKILL');
@@ -54,9 +57,17 @@ it('restores a killed worker\'s agents from the cold tier on another worker', as
   expect(resumed).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 20, failovers: 1, phase: 'resumed' });
   expect(resumed.digest).toBe(expectedDigest([['sleeper', 0, 20]]));
 
+  // A pinned agent stays pinned on its new holder: the survivor's tiers never move it on their own.
+  expect(await pinned.turn(4)).toMatchObject({ holder: survivor.holder, pinned: true, tokens: 28, failovers: 1 });
+  expect(survivor.memory.tiers.contextStats('pinned').pinCount).toBe(1);
+  expect(await pinned.unpin()).toMatchObject({ pinned: false });
+  expect(survivor.memory.tiers.contextStats('pinned').pinCount).toBe(0);
+
   await recordHistory(cluster.client, 'failover-turn', agentWorkflowId('migrant'));
+  await recordHistory(cluster.client, 'failover-pinned', agentWorkflowId('pinned'));
   await migrant.release();
   await sleeper.release();
+  await pinned.release();
 });
 
 it('drains a gracefully stopped worker to the cold tier, so nothing is lost even without per-turn durability', async () => {
