@@ -173,6 +173,21 @@ export class AgentMemory {
   }
 
   /**
+   * Undoes share() for a child whose workflow never started: the child's token is checked as share
+   * checked it, and only a child context made for that token (its grant) is released. Returns its tokens.
+   */
+  async unshare(parent: CapabilityClaims, child: Presented): Promise<number> {
+    const claims = await this.capabilities.childClaims(child, parent);
+    const grant = await this.grants.get(child.contextId);
+    if (!grant || grant.tenant !== claims.ten || grant.agentId !== claims.sub) return 0; // not ours to undo
+    if (!this.tiers.has(child.contextId)) {
+      await this.forget(child.contextId, claims);
+      return 0;
+    }
+    return this.release(child.contextId, claims);
+  }
+
+  /**
    * Frees the context, then revokes every token of it up to the releasing one's epoch (the record
    * outlives the grant: a replayed token stays refused), then drops the grant.
    */

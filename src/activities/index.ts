@@ -156,17 +156,16 @@ export function createActivities(options: {
 
     share(request: ShareRequest): Promise<ShareResult> {
       return operate({ activity: 'share', action: 'fork', held: true }, request, async (parent) => {
-        const child: Presented = {
-          contextId: request.childId,
-          agentId: request.childId,
-          tenant: request.tenant,
-          // The child's token is bound to the child's own workflow, which starts after this share.
-          workflowId: agentWorkflowId(request.childId),
-          action: 'fork',
-          token: request.childCapability,
-        };
-        await memory.share(request.agentId, parent!, child, request.checkpoint);
+        await memory.share(request.agentId, parent!, presentedChild(request), request.checkpoint);
         return { parent: memory.snapshot(request.agentId), child: memory.snapshot(request.childId) };
+      });
+    },
+
+    unshare(request: ShareRequest): Promise<ContextSnapshot> {
+      return operate({ activity: 'unshare', action: 'fork', held: true }, request, async (parent) => {
+        await memory.unshare(parent!, presentedChild(request));
+        log.info('fork undone: its child workflow did not start', { agentId: request.agentId, childId: request.childId });
+        return memory.snapshot(request.agentId);
       });
     },
 
@@ -223,6 +222,18 @@ function presented(request: ContextRequest, action: Action): Presented {
     workflowId: Context.current().info.workflowExecution?.workflowId ?? '',
     action,
     token: request.capability,
+  };
+}
+
+/** The child's token as a share presents it: bound to the child's own workflow, which starts after the share. */
+function presentedChild(request: ShareRequest): Presented {
+  return {
+    contextId: request.childId,
+    agentId: request.childId,
+    tenant: request.tenant,
+    workflowId: agentWorkflowId(request.childId),
+    action: 'fork',
+    token: request.childCapability,
   };
 }
 

@@ -143,6 +143,12 @@ export interface ContextActivities {
   offload(request: OffloadRequest): Promise<TransferResult>;
   restore(request: RestoreRequest): Promise<RestoreResult>;
   release(request: ContextRequest): Promise<ReleaseResult>;
+  /**
+   * Undoes a share whose child workflow never started, with the parent's capability (the child's is
+   * bound to a workflow that does not exist): frees the child context, its grant and its tokens. Returns
+   * the parent's snapshot (its blocks are no longer shared with the child).
+   */
+  unshare(request: ShareRequest): Promise<ContextSnapshot>;
   /** Accepts a replacement capability and revokes every older token of the context. */
   renew(request: RenewRequest): Promise<void>;
 }

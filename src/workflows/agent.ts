@@ -244,9 +244,18 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
         typedSearchAttributes: searchAttributesOf(childInput, childState),
       });
     } catch (err) {
-      // No workflow will ever own the child context: give its blocks back, then report.
-      const giveBack = { agentId: childId, tenant, capability: childCapability, operationId: nextOperationId() };
-      await onHolder((activities) => activities.release(giveBack)).catch(() => undefined);
+      // No workflow will ever own the child context: give its blocks back (with the parent's capability:
+      // the child's is bound to the workflow that did not start), then report.
+      if (patched(UNSHARE_FAILED_FORK)) {
+        try {
+          absorb(await onHolder((activities) => activities.unshare({ ...request(capability), childId, childCapability, checkpoint: false })));
+        } catch (undo) {
+          log.warn('the child context of a failed fork was not freed', { agentId, childId, error: String(undo) });
+        }
+      } else {
+        const giveBack = { agentId: childId, tenant, capability: childCapability, operationId: nextOperationId() };
+        await onHolder((activities) => activities.release(giveBack)).catch(() => undefined);
+      }
       throw ApplicationFailure.create({ type: 'INVALID_ARGUMENT', message: `cannot start agent ${childId}: ${String(err)}`, nonRetryable: true });
     }
     state.forks++;
@@ -501,6 +510,8 @@ function reject(type: string, message: string): never {
 /** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
 /** Patch id: calls on the holder retried by the workflow (one attempt per activity), not by the server. */
 const WORKFLOW_SIDE_RETRIES = 'workflow-side-holder-retries';
+/** Patch id: a failed fork's child context freed with the parent's capability (unshare). */
+const UNSHARE_FAILED_FORK = 'unshare-failed-fork';
 /** Patch id: a pinned agent's pin taken again on the worker that adopts it. */
 const REPIN_AFTER_FAILOVER = 'repin-after-failover';
 

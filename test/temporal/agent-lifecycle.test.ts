@@ -129,6 +129,25 @@ describe('fork', () => {
   });
 });
 
+describe('fork that cannot start its child', () => {
+  it('gives the child context back when the child workflow cannot start, and reports the fork failed', async () => {
+    const parent = await cluster.agents.start({ agentId: 'fork-blocked', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+    await parent.turn(40);
+    // Something else already runs under the child's workflow id: startChild fails after share made the child context.
+    const squatter = await cluster.client.workflow.start('agentWorkflow', { taskQueue: 'nobody-polls-this', workflowId: agentWorkflowId('fork-blocked-child'), args: [] });
+    try {
+      await expect(parent.fork('fork-blocked-child')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('cannot start agent fork-blocked-child') });
+      const holder = cluster.workers.find((w) => w.memory.holds('fork-blocked'))!;
+      expect(holder.memory.holds('fork-blocked-child')).toBe(false);
+      expect(await parent.status()).toMatchObject({ forks: 0, sharedBlocks: 0, tokens: 40 });
+    } finally {
+      await squatter.terminate();
+    }
+    await parent.release();
+    await recordHistory(cluster.client, 'fork-failed', agentWorkflowId('fork-blocked'));
+  });
+});
+
 describe('capabilities', () => {
   it('denies a resume by the wrong agent with PERMISSION_DENIED, non-retryable, and leaves the agent where it was', async () => {
     const owner = await cluster.agents.start({ agentId: 'owner', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
