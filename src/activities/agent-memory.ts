@@ -142,8 +142,9 @@ export class AgentMemory {
       // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not.
       await this.cold.readManifest(contextId, { expectedTenant: await this.tenantIds.idOf(tenant) });
     } catch (err) {
-      if (err instanceof FabricError && err.code === 'PERMISSION_DENIED') this.observer?.denied('recover');
-      throw err;
+      if (!(err instanceof FabricError && err.code === 'PERMISSION_DENIED')) throw err;
+      // Audited and counted like every refusal (no token is involved: the caller's was admitted).
+      await this.capabilities.deny({ contextId, agentId: contextId, tenant, workflowId: '', action: 'recover', token: '' }, 'foreign-manifest');
     }
     if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
     await this.tiers.recover(contextId);

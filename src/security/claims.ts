@@ -54,7 +54,9 @@ export type DenialReason =
   | 'revoked'
   | 'not-owner'
   | 'cross-tenant'
-  | 'rights-escalation';
+  | 'rights-escalation'
+  /** A manifest found where the grant says the context is belongs to another tenant (swapped, tampered). */
+  | 'foreign-manifest';
 
 export function isRight(value: unknown): value is Right {
   return typeof value === 'string' && (RIGHTS as readonly string[]).includes(value);

@@ -1,7 +1,7 @@
 // The worker-side pieces without Temporal: digests, synthetic KV, the operation journal, capabilities,
 // failure codes, worker configuration, and AgentMemory over a real tiered memory.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -189,8 +189,10 @@ describe('AgentMemory over tiered memory', () => {
     await expect(b.memory.admit(b.call('ctx', 'acme', 'restore', b.token('other')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.
     const c = await open(dir);
-    await expect(c.memory.recover('ctx', 'globex')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(c.memory.recover('ctx', 'globex')).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: 'recover of context ctx denied: foreign-manifest' });
     expect(c.memory.holds('ctx')).toBe(false);
+    // Audited like any other refusal.
+    expect(readFileSync(c.auditFile, 'utf8')).toContain('"reason":"foreign-manifest"');
     await a.close();
     await b.close();
     await c.close();
