@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
 import { CliUsageError, parseCommand } from '../../src/cli/parse-command';
@@ -51,6 +52,27 @@ describe('kvfabric CLI arguments', () => {
     expect(thrown).toBeInstanceOf(CliUsageError);
     expect((thrown as Error).message).toMatch(message);
     expect((thrown as Error).message).toContain('Usage: kvfabric');
+  });
+
+  it('answers any argument list with a call or a CliUsageError, nothing else (fuzz)', () => {
+    const word = fc.oneof(
+      fc.constantFrom('start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup', 'help'),
+      fc.constantFrom('--tokens', '--tier', '--tenant', '--model', '--capability', '--idle-to-warm', '--warm-to-cold', '--durability', '--verify', '--phase', '--all', '--json', '--address', '--tls', '-x', '--', '--tokens=5', '--tier=disk'),
+      fc.string({ maxLength: 12 }),
+      fc.integer().map(String),
+    );
+    fc.assert(
+      fc.property(fc.array(word, { maxLength: 8 }), (argv) => {
+        try {
+          const call = parseCommand(argv, env);
+          expect(typeof call.command).toBe('string');
+        } catch (err) {
+          expect(err).toBeInstanceOf(CliUsageError);
+          expect((err as Error).message).toContain('Usage: kvfabric');
+        }
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it('asks for the capability of commands that act on an agent', () => {
