@@ -126,7 +126,7 @@ export class AgentMemory {
 
   /** Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's. */
   /**
-   * Adopts a context from the cold tier; with a claim (failover epoch, activity attempt), claimed first,
+   * Adopts a context from the cold tier; with a claim (failover epoch, activity attempt), claims it,
    * fencing the former holder.
    * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
    * worker was the slow holder) and is replaced from disk when another holder wrote after it.
@@ -146,8 +146,17 @@ export class AgentMemory {
       // Audited and counted like every refusal (no token is involved: the caller's was admitted).
       await this.capabilities.deny({ contextId, agentId: contextId, tenant, workflowId: '', action: 'recover', token: '' }, 'foreign-manifest');
     }
-    if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
     await this.tiers.recover(contextId);
+    // Claimed once adopted (an import: no manifest written yet), so a failed adoption never fences a
+    // former holder that may still have the only good copy.
+    if (claim && this.fences) {
+      try {
+        await this.fences.claim(contextId, claim.epoch, claim.attempt);
+      } catch (err) {
+        await this.tiers.dropLocalCopy(contextId);
+        throw err;
+      }
+    }
     this.tenants.set(contextId, tenant);
     this.placed.set(contextId, 'disk');
     this.observer?.transferred('recover', 0);

@@ -433,7 +433,11 @@ export class TieredMemory {
       }
     } catch (err) {
       for (const id of pending) this.gcCandidates.add(id);
-      this.onBackgroundError(`deleting ${pending.size} unused segment file(s)`, err);
+      try {
+        this.onBackgroundError(`deleting ${pending.size} unused segment file(s)`, err);
+      } catch {
+        // A failing reporter must not break the collection chain every release waits on.
+      }
     }
   }
 

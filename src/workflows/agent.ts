@@ -507,7 +507,6 @@ function reject(type: string, message: string): never {
   throw ApplicationFailure.create({ type, message, nonRetryable: true });
 }
 
-/** Worker loss: the call sat unserved on the holder's queue, or the holder no longer has the context. */
 /** Patch id: calls on the holder retried by the workflow (one attempt per activity), not by the server. */
 const WORKFLOW_SIDE_RETRIES = 'workflow-side-holder-retries';
 /** Patch id: a failed fork's child context freed with the parent's capability (unshare). */
@@ -524,6 +523,7 @@ function failedWith(err: unknown, code: string): boolean {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === code;
 }
 
+/** Worker loss: the call sat unserved on the holder's queue, its heartbeats stopped, or the holder no longer has the context. */
 function holderLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;
