@@ -277,6 +277,37 @@ static void testSpillFillAndImport() {
   freed = pool->takeFreedDiskKeys();
   CHECK(freed.size() == 1 && freed[0] == 100);
 
+  {
+    // Straight to the device: a context whose pages are only on disk becomes resident in one fill.
+    Handle direct;
+    const uint64_t diskOnly[2] = {200, 201};
+    CHECK(pool->importContext(1, 5, diskOnly, 2, &direct).isOk());
+    const uint64_t deviceUsed = pool->stats().usedBlocks;
+    {
+      MoveLease fill;
+      CHECK(pool->beginFill(direct, &fill, Tier::kDevice).isOk() && fill.diskKeys().size() == 2);
+      CHECK(fill.write(0, disk[0].data(), 32).isOk());
+    }  // dropped half-written: undone, no device frame kept
+    CHECK(pool->stats().usedBlocks == deviceUsed && pool->stats().diskOnlyBlocks == 2);
+    {
+      MoveLease fill;
+      CHECK(pool->beginFill(direct, &fill, Tier::kDevice).isOk());
+      for (size_t i = 0; i < fill.diskKeys().size(); ++i) CHECK(fill.write(i, disk[i].data(), 32).isOk());
+      CHECK(fill.commit().isOk());
+    }
+    ContextStats ds;
+    CHECK(pool->contextStats(direct, &ds).isOk() && ds.resident && ds.devicePages == 2 && ds.hostPages == 0);
+    CHECK(pool->stats().host.usedBlocks == 0 && pool->stats().usedBlocks == deviceUsed + 2);
+    CHECK(pool->read(direct, 0, 5, &out).isOk() && out == five);
+    // A context with a page in host memory fills to the host and promotes instead.
+    CHECK(pool->demote(direct).isOk());
+    MoveLease refused;
+    CHECK(pool->beginFill(direct, &refused, Tier::kDevice).code() == Code::kInvalidState);
+    CHECK(pool->beginFill(direct, &refused, Tier::kNone).code() == Code::kInvalidArgument);
+    CHECK(pool->release(direct).isOk());
+    pool->takeFreedDiskKeys();
+  }
+
   Handle imported;
   const uint64_t keys[2] = {100, 101};
   CHECK(pool->importContext(1, 9, keys, 2, &imported).code() == Code::kInvalidArgument);

@@ -137,8 +137,8 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void {
     this.pool.commitSpill(lease, diskKeys, dropHostFrames);
   }
-  beginFill(ctx: ContextHandle): { lease: number; diskKeys: Float64Array } {
-    return this.pool.beginFill(ctx);
+  beginFill(ctx: ContextHandle, target: 'host' | 'device' = 'host'): { lease: number; diskKeys: Float64Array } {
+    return this.pool.beginFill(ctx, target);
   }
   fillWrite(lease: number, index: number, bytes: Uint8Array): void {
     this.pool.fillWrite(lease, index, bytes);

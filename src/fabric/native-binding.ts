@@ -30,7 +30,7 @@ export interface NativePool {
   beginSpill(ctx: number): { lease: number; blocks: number };
   spillRead(lease: number, index: number): Uint8Array;
   commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
-  beginFill(ctx: number): { lease: number; diskKeys: Float64Array };
+  beginFill(ctx: number, target?: 'host' | 'device'): { lease: number; diskKeys: Float64Array };
   fillWrite(lease: number, index: number, bytes: Uint8Array): void;
   commitFill(lease: number): void;
   abortLease(lease: number): void;

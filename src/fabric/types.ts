@@ -176,8 +176,12 @@ export interface TierPrimitives {
   spillRead(lease: number, index: number): Uint8Array;
   /** One non-zero disk key per spilled block; dropHostFrames frees host frames of an offloaded context. */
   commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
-  /** Disk-only blocks of an offloaded context get host frames; fillWrite their bytes in diskKeys order. */
-  beginFill(ctx: ContextHandle): { lease: number; diskKeys: Float64Array };
+  /**
+   * Disk-only blocks of an offloaded context get host frames (or, with target 'device', device frames:
+   * only for a context with no page in host memory, and its commit makes the context resident);
+   * fillWrite their bytes in diskKeys order.
+   */
+  beginFill(ctx: ContextHandle, target?: 'host' | 'device'): { lease: number; diskKeys: Float64Array };
   fillWrite(lease: number, index: number, bytes: Uint8Array): void;
   commitFill(lease: number): void;
   abortLease(lease: number): void;

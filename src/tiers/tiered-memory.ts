@@ -270,15 +270,21 @@ export class TieredMemory {
   private async restoreLocked(contextId: string, entry: Entry): Promise<void> {
     const stats = () => this.pool.contextStats(entry.handle);
     if (stats().resident) return;
+    if (stats().diskOnlyPages > 0 && stats().hostPages === 0) {
+      // Straight from disk to the device: no host room needed, and each block is copied once.
+      await this.withRoom('device', entry, () => stats().diskOnlyPages, () => this.fillLocked(contextId, entry, 'device'));
+      return;
+    }
     if (stats().diskOnlyPages > 0) {
-      await this.withRoom('host', entry, () => stats().diskOnlyPages, () => this.fillLocked(contextId, entry));
+      await this.withRoom('host', entry, () => stats().diskOnlyPages, () => this.fillLocked(contextId, entry, 'host'));
     }
     await this.withRoom('device', entry, () => stats().hostPages, () => this.pool.promote(entry.handle));
   }
 
-  private async fillLocked(contextId: string, entry: Entry): Promise<void> {
+  /** Disk-only pages into host frames, or (a context with no host pages) device frames, making it resident. */
+  private async fillLocked(contextId: string, entry: Entry, target: 'host' | 'device'): Promise<void> {
     const cold = this.requireCold();
-    const { lease, diskKeys } = this.pool.beginFill(entry.handle);
+    const { lease, diskKeys } = this.pool.beginFill(entry.handle, target);
     try {
       for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
         const keys = diskKeys.subarray(start, start + this.blocksPerSegment);

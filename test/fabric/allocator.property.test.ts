@@ -35,7 +35,7 @@ type Op =
   | { kind: 'demote'; ctx: number }
   | { kind: 'promote'; ctx: number }
   | { kind: 'spill'; ctx: number; drop: boolean }
-  | { kind: 'fill'; ctx: number };
+  | { kind: 'fill'; ctx: number; device: boolean };
 
 const pick = fc.nat({ max: 1000 });
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -71,7 +71,7 @@ const tierOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('demote' as const), ctx: pick }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('promote' as const), ctx: pick }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('spill' as const), ctx: pick, drop: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fill' as const), ctx: pick }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fill' as const), ctx: pick, device: fc.boolean() }) },
 );
 
 async function expectFabricError(action: () => unknown, code: string): Promise<void> {
@@ -273,16 +273,21 @@ class Harness {
         return;
       }
       case 'fill': {
+        const target = op.device ? 'device' : 'host';
         const wanted = ctx.resident ? 0 : ctx.pages.filter((b) => b.tier === 'none').length;
-        if (wanted > model.freeHostBlocks()) {
-          await expectFabricError(() => tiers.beginFill(handle), 'POOL_EXHAUSTED');
+        if (op.device && !ctx.resident && ctx.pages.some((b) => b.tier === 'host')) {
+          await expectFabricError(() => tiers.beginFill(handle, target), 'INVALID_STATE');
           return;
         }
-        const { lease, diskKeys } = tiers.beginFill(handle);
+        if (wanted > (op.device ? model.freeBlocks() : model.freeHostBlocks())) {
+          await expectFabricError(() => tiers.beginFill(handle, target), 'POOL_EXHAUSTED');
+          return;
+        }
+        const { lease, diskKeys } = tiers.beginFill(handle, target);
         expect(diskKeys.length).toBe(wanted);
         diskKeys.forEach((key, i) => tiers.fillWrite(lease, i, this.disk.get(key)!));
         tiers.commitFill(lease);
-        model.fill(ctx);
+        if (!ctx.resident) op.device ? model.fillToDevice(ctx) : model.fill(ctx);
         return;
       }
     }

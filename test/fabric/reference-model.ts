@@ -157,6 +157,12 @@ export class ReferenceModel {
     for (const b of ctx.pages) if (b.tier === 'none') b.tier = 'host';
   }
 
+  /** A fill straight to the device (no host pages): every page is on the device, the context resident. */
+  fillToDevice(ctx: ModelContext): void {
+    for (const b of ctx.pages) if (b.tier === 'none') b.tier = 'device';
+    ctx.resident = true;
+  }
+
   private dropDiskCopy(block: ModelBlock): void {
     if (block.diskKey !== 0) this.freedDiskKeys.push(block.diskKey);
     block.diskKey = 0;

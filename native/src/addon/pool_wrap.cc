@@ -143,6 +143,17 @@ Napi::Value asPromise(Napi::Env env, Body body) {
   return deferred.Promise();
 }
 
+// beginFill's optional target: 'host' (default) or 'device'.
+Tier fillTargetArg(Napi::Env env, Napi::Value value) {
+  if (value.IsUndefined()) return Tier::kHost;
+  if (value.IsString()) {
+    const std::string s = value.As<Napi::String>().Utf8Value();
+    if (s == "host") return Tier::kHost;
+    if (s == "device") return Tier::kDevice;
+  }
+  throwInvalid(env, "a fill target must be 'host' or 'device'");
+}
+
 ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
   if (value.IsUndefined()) return ScrubPolicy::kOnTenantChange;
   if (value.IsString()) {
@@ -532,7 +543,7 @@ Napi::Value PoolWrap::beginFill(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto pool = live(env);
   auto lease = std::make_unique<MoveLease>();
-  check(env, pool->beginFill(handleArg(info, 0, "context"), lease.get()));
+  check(env, pool->beginFill(handleArg(info, 0, "context"), lease.get(), fillTargetArg(env, info[1])));
   const uint32_t id = nextLeaseId_++;
   Napi::Object out = Napi::Object::New(env);
   out.Set("lease", Napi::Number::New(env, id));

@@ -110,6 +110,7 @@ MoveLease& MoveLease::operator=(MoveLease&& other) noexcept {
     kind_ = other.kind_;
     context_ = other.context_;
     copied_ = other.copied_;
+    fillTarget_ = other.fillTarget_;
     moves_ = std::move(other.moves_);
     diskKeys_ = std::move(other.diskKeys_);
     other.pool_ = nullptr;
@@ -161,7 +162,7 @@ Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
                                               std::to_string(length));
   }
   Move& move = moves_[index];
-  pool_->host_.memory().writeBlock(move.to.frame, src);
+  pool_->arena(move.to.tier).memory().writeBlock(move.to.frame, src);
   move.written = true;
   return Status::ok();
 }

@@ -156,7 +156,7 @@ class ReadLease {
 };
 
 // One context's blocks moving between the device and host tiers (demote, promote) or arriving from
-// disk into host frames (fill). Destroyed without commit, it undoes the move.
+// disk into host or device frames (fill). Destroyed without commit, it undoes the move.
 class MoveLease {
  public:
   enum class Kind : uint8_t { kDemote, kPromote, kFill };
@@ -192,6 +192,7 @@ class MoveLease {
   Kind kind_ = Kind::kDemote;
   Handle context_ = 0;
   bool copied_ = false;
+  Tier fillTarget_ = Tier::kHost;
   std::vector<Move> moves_;
   std::vector<uint64_t> diskKeys_;
 };
@@ -260,7 +261,10 @@ class PagedAllocator {
   // Tiers.
   Status beginDemote(Handle ctx, MoveLease* lease);   // resident -> offloaded; exclusive blocks to host
   Status beginPromote(Handle ctx, MoveLease* lease);  // offloaded -> resident; host blocks to device
-  Status beginFill(Handle ctx, MoveLease* lease);     // disk-only blocks of an offloaded context to host
+  // Disk-only blocks of an offloaded context to host frames; or straight to device frames, for a context
+  // with no page in host memory: its commit then makes the context resident (a restore from disk that
+  // needs no host room and copies each block once). kInvalidState for a device fill with host pages.
+  Status beginFill(Handle ctx, MoveLease* lease, Tier target = Tier::kHost);
   Status beginSpill(Handle ctx, SpillLease* lease);   // blocks without a disk copy, to be written
   // An offloaded context whose pages exist only on disk (a restore in a new process).
   Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages, Handle* out);
@@ -353,7 +357,7 @@ class PagedAllocator {
   void commitAppend(AppendLease* lease);
   void abortAppend(AppendLease* lease);
   void endRead(ReadLease* lease);
-  Status beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, MoveLease* lease);
+  Status beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, Tier fillTarget, MoveLease* lease);
   void commitMove(MoveLease* lease);
   void abortMove(MoveLease* lease);
   // One value per page of a context, taken from its block's metadata (the per-page views).

@@ -20,7 +20,7 @@ Status PagedAllocator::beginDemote(Handle ctx, MoveLease* lease) {
   if (!c) return staleContext();
   if (c->busy) return busyContext();
   if (!c->resident) return Status(Code::kInvalidState, "context is already offloaded");
-  return beginMoveLocked(c, ctx, MoveLease::Kind::kDemote, lease);
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kDemote, Tier::kHost, lease);
 }
 
 Status PagedAllocator::beginPromote(Handle ctx, MoveLease* lease) {
@@ -35,20 +35,28 @@ Status PagedAllocator::beginPromote(Handle ctx, MoveLease* lease) {
       return Status(Code::kInvalidState, "context has pages only on disk; fill them into the host tier first");
     }
   }
-  return beginMoveLocked(c, ctx, MoveLease::Kind::kPromote, lease);
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kPromote, Tier::kHost, lease);
 }
 
-Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease) {
+Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease, Tier target) {
   lease->reset();
+  if (target != Tier::kHost && target != Tier::kDevice) return Status(Code::kInvalidArgument, "a fill goes to the host or the device tier");
   std::lock_guard<std::mutex> lock(mu_);
   ContextSlot* c = findLocked(ctx);
   if (!c) return staleContext();
   if (c->busy) return busyContext();
   if (c->resident) return Status::ok();  // a resident context has every page on the device
-  return beginMoveLocked(c, ctx, MoveLease::Kind::kFill, lease);
+  if (target == Tier::kDevice) {
+    for (uint32_t b : c->pages) {
+      if (blocks_[b].tier == Tier::kHost) {
+        return Status(Code::kInvalidState, "context has pages in host memory; fill to the host tier, then promote");
+      }
+    }
+  }
+  return beginMoveLocked(c, ctx, MoveLease::Kind::kFill, target, lease);
 }
 
-Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, MoveLease* lease) {
+Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, Tier fillTarget, MoveLease* lease) {
   // Which blocks move: demote takes device blocks no other resident context uses; promote takes host
   // blocks; fill takes blocks whose only copy is on disk.
   std::vector<uint32_t> chosen;
@@ -67,7 +75,7 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
     if (m.readers > 0) return busyBlocks();
     chosen.push_back(b);
   }
-  const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice : Tier::kHost;
+  const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice : kind == MoveLease::Kind::kFill ? fillTarget : Tier::kHost;
   FrameArena& target = arena(to);
   if (chosen.size() > target.freeFrames()) {
     return tierFull(to == Tier::kDevice ? "device" : "host", chosen.size(), target.freeFrames());
@@ -89,6 +97,7 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
   lease->pool_ = this;
   lease->kind_ = kind;
   lease->context_ = ctx;
+  lease->fillTarget_ = fillTarget;
   c->busy = true;
   return Status::ok();
 }
@@ -109,7 +118,9 @@ void PagedAllocator::commitMove(MoveLease* lease) {
     if (lease->kind_ == MoveLease::Kind::kDemote) {
       for (uint32_t b : c->pages) --blocks_[b].activeRefs;
       c->resident = false;
-    } else if (lease->kind_ == MoveLease::Kind::kPromote) {
+    } else if (lease->kind_ == MoveLease::Kind::kPromote ||
+               (lease->kind_ == MoveLease::Kind::kFill && lease->fillTarget_ == Tier::kDevice)) {
+      // Every page is on the device now (a device fill starts only without host pages).
       for (uint32_t b : c->pages) ++blocks_[b].activeRefs;
       c->resident = true;
     }
