@@ -45,13 +45,27 @@ class BlockMemory {
   virtual Status fault() const { return Status::ok(); }
 };
 
-// Token-major bytes <-> slots [slot, slot + count) of the block at blockBase (block layout): the
-// plane-by-plane scatter and gather every host-addressable backend shares.
-void scatterTokens(const BlockLayout& layout, uint8_t* blockBase, uint32_t slot, uint32_t count, const uint8_t* src);
-void gatherTokens(const BlockLayout& layout, const uint8_t* blockBase, uint32_t slot, uint32_t count, uint8_t* dst);
+// Memory the CPU addresses directly (the CPU backend's tiers, CUDA's pinned host tier): every operation
+// is a memcpy or memset at the frame's address. Subclasses say where a frame is.
+class HostAddressedMemory : public BlockMemory {
+ public:
+  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
+  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
+  void readBlock(uint32_t block, uint8_t* dst) const override;
+  void writeBlock(uint32_t block, const uint8_t* src) override;
+  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
+  void scrubBlock(uint32_t block) override;
+  uint8_t* hostAddress(uint32_t block) override { return frameAddress(block); }
+
+ protected:
+  explicit HostAddressedMemory(const BlockLayout& layout) : layout_(layout) {}
+  virtual uint8_t* frameAddress(uint32_t frame) const = 0;
+
+  BlockLayout layout_;
+};
 
 // Host memory from one anonymous mapping: zero-filled, page-aligned, committed lazily by the OS.
-class HostBlockMemory final : public BlockMemory {
+class HostBlockMemory final : public HostAddressedMemory {
  public:
   // Returns kOutOfMemory when the OS refuses the mapping.
   static Status create(const BlockLayout& layout, uint32_t blockCount, std::unique_ptr<BlockMemory>* out);
@@ -59,20 +73,11 @@ class HostBlockMemory final : public BlockMemory {
   HostBlockMemory(const HostBlockMemory&) = delete;
   HostBlockMemory& operator=(const HostBlockMemory&) = delete;
 
-  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
-  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
-  void readBlock(uint32_t block, uint8_t* dst) const override;
-  void writeBlock(uint32_t block, const uint8_t* src) override;
-  uint8_t* hostAddress(uint32_t block) override { return blockBase(block); }
-  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
-  void scrubBlock(uint32_t block) override;
-
  private:
   HostBlockMemory(const BlockLayout& layout, uint8_t* base, uint64_t bytes)
-      : layout_(layout), base_(base), bytes_(bytes) {}
-  uint8_t* blockBase(uint32_t block) const { return base_ + uint64_t{block} * layout_.blockBytes; }
+      : HostAddressedMemory(layout), base_(base), bytes_(bytes) {}
+  uint8_t* frameAddress(uint32_t frame) const override { return base_ + uint64_t{frame} * layout_.blockBytes; }
 
-  BlockLayout layout_;
   uint8_t* base_;
   uint64_t bytes_;
 };

@@ -22,25 +22,40 @@ Status HostBlockMemory::create(const BlockLayout& layout, uint32_t blockCount, s
 
 HostBlockMemory::~HostBlockMemory() { munmap(base_, static_cast<size_t>(bytes_)); }
 
-void scatterTokens(const BlockLayout& layout, uint8_t* blockBase, uint32_t slot, uint32_t count, const uint8_t* src) {
-  uint8_t* plane = blockBase + slot * layout.tokenPlaneBytes;
-  const uint64_t piece = layout.tokenPlaneBytes;
-  for (uint32_t p = 0; p < layout.planes; ++p, plane += layout.planeBytes) {
+// Token-major bytes <-> slots [slot, slot + count) of a block, plane by plane.
+void HostAddressedMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
+  uint8_t* plane = frameAddress(block) + slot * layout_.tokenPlaneBytes;
+  const uint64_t piece = layout_.tokenPlaneBytes;
+  for (uint32_t p = 0; p < layout_.planes; ++p, plane += layout_.planeBytes) {
     for (uint32_t t = 0; t < count; ++t) {
-      std::memcpy(plane + t * piece, src + t * layout.bytesPerToken + p * piece, piece);
+      std::memcpy(plane + t * piece, src + t * layout_.bytesPerToken + p * piece, piece);
     }
   }
 }
 
-void gatherTokens(const BlockLayout& layout, const uint8_t* blockBase, uint32_t slot, uint32_t count, uint8_t* dst) {
-  const uint8_t* plane = blockBase + slot * layout.tokenPlaneBytes;
-  const uint64_t piece = layout.tokenPlaneBytes;
-  for (uint32_t p = 0; p < layout.planes; ++p, plane += layout.planeBytes) {
+void HostAddressedMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
+  const uint8_t* plane = frameAddress(block) + slot * layout_.tokenPlaneBytes;
+  const uint64_t piece = layout_.tokenPlaneBytes;
+  for (uint32_t p = 0; p < layout_.planes; ++p, plane += layout_.planeBytes) {
     for (uint32_t t = 0; t < count; ++t) {
-      std::memcpy(dst + t * layout.bytesPerToken + p * piece, plane + t * piece, piece);
+      std::memcpy(dst + t * layout_.bytesPerToken + p * piece, plane + t * piece, piece);
     }
   }
 }
+
+void HostAddressedMemory::readBlock(uint32_t block, uint8_t* dst) const {
+  std::memcpy(dst, frameAddress(block), layout_.blockBytes);
+}
+
+void HostAddressedMemory::writeBlock(uint32_t block, const uint8_t* src) {
+  std::memcpy(frameAddress(block), src, layout_.blockBytes);
+}
+
+void HostAddressedMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {
+  std::memcpy(frameAddress(dstBlock), frameAddress(srcBlock), layout_.blockBytes);
+}
+
+void HostAddressedMemory::scrubBlock(uint32_t block) { std::memset(frameAddress(block), 0, layout_.blockBytes); }
 
 void BlockMemory::offloadBlocks(BlockMemory& host, const FrameMove* moves, size_t count) {
   for (size_t i = 0; i < count; ++i) readBlock(moves[i].from, host.hostAddress(moves[i].to));
@@ -49,27 +64,5 @@ void BlockMemory::offloadBlocks(BlockMemory& host, const FrameMove* moves, size_
 void BlockMemory::restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count) {
   for (size_t i = 0; i < count; ++i) writeBlock(moves[i].to, host.hostAddress(moves[i].from));
 }
-
-void HostBlockMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
-  scatterTokens(layout_, blockBase(block), slot, count, src);
-}
-
-void HostBlockMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
-  gatherTokens(layout_, blockBase(block), slot, count, dst);
-}
-
-void HostBlockMemory::readBlock(uint32_t block, uint8_t* dst) const {
-  std::memcpy(dst, blockBase(block), layout_.blockBytes);
-}
-
-void HostBlockMemory::writeBlock(uint32_t block, const uint8_t* src) {
-  std::memcpy(blockBase(block), src, layout_.blockBytes);
-}
-
-void HostBlockMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {
-  std::memcpy(blockBase(dstBlock), blockBase(srcBlock), layout_.blockBytes);
-}
-
-void HostBlockMemory::scrubBlock(uint32_t block) { std::memset(blockBase(block), 0, layout_.blockBytes); }
 
 }  // namespace kvfabric

@@ -42,23 +42,6 @@ Status PinnedHostMemory::create(const CudaDevice& device, const BlockLayout& lay
   return Status::ok();
 }
 
-void PinnedHostMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
-  scatterTokens(layout_, address(block), slot, count, src);
-}
-void PinnedHostMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
-  gatherTokens(layout_, address(block), slot, count, dst);
-}
-void PinnedHostMemory::readBlock(uint32_t block, uint8_t* dst) const {
-  std::memcpy(dst, address(block), layout_.blockBytes);
-}
-void PinnedHostMemory::writeBlock(uint32_t block, const uint8_t* src) {
-  std::memcpy(address(block), src, layout_.blockBytes);
-}
-void PinnedHostMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {
-  std::memcpy(address(dstBlock), address(srcBlock), layout_.blockBytes);
-}
-void PinnedHostMemory::scrubBlock(uint32_t block) { std::memset(address(block), 0, layout_.blockBytes); }
-
 // ---- device tier ----
 
 Status CudaDeviceMemory::create(const CudaDevice& device, const BlockLayout& layout, uint32_t blockCount,

@@ -33,28 +33,25 @@ struct FrameChunking {
   uint64_t chunkBytes(uint32_t chunk, uint32_t frames) const;
 };
 
-class PinnedHostMemory final : public BlockMemory {
+// Byte operations are the CPU's (HostAddressedMemory); the GPU reaches the same frames through their
+// mapped addresses.
+class PinnedHostMemory final : public HostAddressedMemory {
  public:
   static Status create(const CudaDevice& device, const BlockLayout& layout, uint32_t blockCount,
                        std::unique_ptr<PinnedHostMemory>* out);
 
-  void writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) override;
-  void readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const override;
-  void readBlock(uint32_t block, uint8_t* dst) const override;
-  void writeBlock(uint32_t block, const uint8_t* src) override;
-  void copyBlock(uint32_t dstBlock, uint32_t srcBlock) override;
-  void scrubBlock(uint32_t block) override;
-  uint8_t* hostAddress(uint32_t block) override { return address(block); }
-
-  uint8_t* address(uint32_t frame) const { return chunks_[chunking_.chunk(frame)].host() + chunking_.offset(frame); }
+  uint8_t* address(uint32_t frame) const { return frameAddress(frame); }
   CUdeviceptr mappedAddress(uint32_t frame) const {
     return chunks_[chunking_.chunk(frame)].mapped() + chunking_.offset(frame);
   }
   uint32_t chunkOf(uint32_t frame) const { return chunking_.chunk(frame); }
 
  private:
-  PinnedHostMemory(const BlockLayout& layout) : layout_(layout), chunking_(FrameChunking::of(layout.blockBytes)) {}
-  BlockLayout layout_;
+  explicit PinnedHostMemory(const BlockLayout& layout)
+      : HostAddressedMemory(layout), chunking_(FrameChunking::of(layout.blockBytes)) {}
+  uint8_t* frameAddress(uint32_t frame) const override {
+    return chunks_[chunking_.chunk(frame)].host() + chunking_.offset(frame);
+  }
   FrameChunking chunking_;
   std::vector<PinnedBuffer> chunks_;
 };
