@@ -6,7 +6,6 @@
 // baseline: both workers drain with 0 contexts held (no leaked blocks) and the tier directory holds no
 // segment, manifest or grant (no leaked files).
 //   npm run load -- --agents 200 [--turns 3] [--tokens 24] [--fork-every 5]
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +20,7 @@ import { CapabilityIssuer } from '../src/security/capability-issuer';
 import { ed25519PublicOf } from '../src/security/key-list';
 import { CodecKeyRing } from '../src/security/payload-codec';
 import { MODELS } from '../src/workflows/models';
+import { spawnWorkerProcess, type WorkerProcess } from './worker-process';
 
 export interface LoadOptions {
   agents: number;
@@ -62,28 +62,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
   const masterKeys = b64([{ id: 'k', key: randomBytes(32) }]);
   const taskQueue = `kvfabric-load-${randomBytes(3).toString('hex')}`;
   const blocks = String(Math.max(512, options.agents * 8));
-  const workers: Array<{ child: ChildProcess; output: () => string; exited: Promise<unknown> }> = [];
+  const workers: WorkerProcess[] = [];
   let agents: AgentClient | undefined;
   try {
     for (const workerId of ['load-a', 'load-b']) {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'src', 'worker', 'main.ts'),
-        '--address', server.address, '--task-queue', taskQueue, '--worker-id', workerId, '--backend', 'cpu', '--model', 'tiny',
-        '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'], {
-        env: { ...process.env, KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      await new Promise<void>((resolve, reject) => {
-        const onData = (chunk: Buffer) => {
-          output += chunk.toString();
-          if (output.includes('kvfabric GPU worker ready')) resolve();
-        };
-        child.stdout!.on('data', onData);
-        child.stderr!.on('data', onData);
-        void exited.then(() => reject(new Error(`worker ${workerId} exited before it was ready:\n${output}`)));
-      });
-      workers.push({ child, output: () => output, exited });
+      const args = ['--address', server.address, '--task-queue', taskQueue, '--backend', 'cpu', '--model', 'tiny',
+        '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'];
+      const env = { KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) };
+      workers.push(await spawnWorkerProcess(workerId, args, env));
     }
     agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) }, taskQueue);
     const client = agents;

@@ -1,7 +1,7 @@
 // A Temporal cluster for one test file: the dev server (from the Temporal CLI installed at set-up, never
 // downloaded), in-process GPU workers sharing one tier directory, and an AgentClient. Tests use the tiny
 // model shape and short timers, so only the bookkeeping costs time.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +21,7 @@ import { CapabilityIssuer } from '../../src/security/capability-issuer';
 import { dataConverterOf } from '../../src/security/data-converter';
 import { CodecKeyRing } from '../../src/security/payload-codec';
 import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
+import { spawnWorkerProcess, type WorkerProcess as SpawnedWorker } from '../../scripts/worker-process';
 
 export const TINY = MODELS.tiny!;
 
@@ -43,13 +44,9 @@ export async function installRuntime(): Promise<string> {
   return metricsAddress;
 }
 
-export interface WorkerProcess {
-  child: ChildProcess;
+export interface WorkerProcess extends SpawnedWorker {
   /** Its worker-specific task queue. */
   holder: string;
-  /** Resolves with the exit code, or the signal that ended it. */
-  exited: Promise<number | string>;
-  output(): string;
 }
 
 /** The data converter of every test client and worker: payloads sealed with the test codec key. */
@@ -160,33 +157,19 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       return worker;
     },
     async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {} }) {
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          join(__dirname, '..', '..', 'src', 'worker', 'main.ts'),
-          ...['--address', server.address, '--task-queue', queue, '--worker-id', workerId],
-          ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
-          ...args,
-        ],
-        {
-          env: { ...process.env, KVFABRIC_KEYS: keys, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS), ...env },
-          stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      processes.push(child);
-      let output = '';
-      const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
-      await new Promise<void>((resolve, reject) => {
-        const onData = (chunk: Buffer) => {
-          output += chunk.toString();
-          if (output.includes('kvfabric GPU worker ready')) resolve();
-        };
-        child.stdout!.on('data', onData);
-        child.stderr!.on('data', onData);
-        void exited.then((how) => reject(new Error(`worker ${workerId} exited (${how}) before it was ready:\n${output}`)));
+      const flags = [
+        ...['--address', server.address, '--task-queue', queue],
+        ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
+        ...args,
+      ];
+      const worker = await spawnWorkerProcess(workerId, flags, {
+        KVFABRIC_KEYS: keys,
+        KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+        KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+        ...env,
       });
-      return { child, holder: `${queue}@${workerId}`, exited, output: () => output };
+      processes.push(worker.child);
+      return { ...worker, holder: `${queue}@${workerId}` };
     },
     async restartServer(signal) {
       if (!serverDir) throw new Error('restartServer needs a cluster started with persistent: true');
