@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { AgentClient, type AgentConfigOverrides } from '../src/client/agent-client';
-import { ContextDigest } from '../src/activities/context-digest';
-import { syntheticKv } from '../src/activities/synthetic-kv';
+import { ContextDigest } from '../src/agent-memory/context-digest';
+import { syntheticKv } from '../src/agent-memory/synthetic-kv';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { CapabilityIssuer } from '../src/security/capability-issuer';
 import { ed25519PublicOf } from '../src/security/key-list';

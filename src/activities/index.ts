@@ -4,15 +4,14 @@
 // context's grant, applied at most once per operation id, and reports FabricErrors by code.
 import { Context, log } from '@temporalio/activity';
 
+import type { AgentMemory } from '../agent-memory/agent-memory';
+import type { Action, Presented } from '../agent-memory/capability-check';
+import { emptyDigest } from '../agent-memory/context-digest';
+import { agentWorkflowId } from '../identity/agent-identity';
 import type { CapabilityClaims } from '../security/claims';
-import { agentWorkflowId } from '../workflows/definitions';
-import type { Action, Presented } from './capability';
-
-import type { AgentMemory } from './agent-memory';
 import { withFailureCodes } from './failures';
 import { withHeartbeat, type Progress } from './heartbeat';
 import { OperationJournal } from './operation-journal';
-import { emptyDigest } from './context-digest';
 import type {
   AllocateRequest,
   Allocation,
@@ -35,11 +34,6 @@ import type {
 } from './types';
 
 export type * from './types';
-export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
-export { GrantStore } from './grant-store';
-export { HolderFences } from './holder-fences';
-export { TenantRegistry } from './tenant-id';
-export { CapabilityCheck, RIGHT_FOR, type Action, type Grant, type Presented } from './capability';
 export { OperationJournal } from './operation-journal';
 
 export interface ActivityHooks {

@@ -2,12 +2,14 @@
 // nothing native reaches the workflow bundle. No field ever carries KV bytes: only counts, digests and
 // the task queue of the worker that holds a context.
 import type { ModelShape } from '../fabric/types';
-import type { DigestState } from './context-digest';
+import type { Tier } from '../fabric/tier';
+import type { ContextSnapshot } from '../agent-memory/context-snapshot';
+import type { DigestState } from '../agent-memory/context-digest';
 
-export type { DigestState } from './context-digest';
+export type { DigestState } from '../agent-memory/context-digest';
+export type { ContextSnapshot } from '../agent-memory/context-snapshot';
 
-/** Where a context's pages are, as the tier layer reports it. */
-export type Tier = 'device' | 'host' | 'disk';
+export type { Tier } from '../fabric/tier';
 
 /** Every call names the context (the agent id), its tenant, the caller's capability and an operation id. */
 export interface ContextRequest {
@@ -17,15 +19,6 @@ export interface ContextRequest {
   capability: string;
   /** Unique per call within the agent (the workflow's operation counter): a retry carries the same id. */
   operationId: string;
-}
-
-export interface ContextSnapshot {
-  tier: Tier;
-  tokens: number;
-  blocks: number;
-  /** Blocks shared with forks (copy-on-write). */
-  sharedBlocks: number;
-  pinned: boolean;
 }
 
 /** A context and the worker-specific task queue of the worker that now holds it. */

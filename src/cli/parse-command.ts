@@ -4,7 +4,8 @@ import { parseArgs } from 'node:util';
 
 import { msToNumber } from '@temporalio/common/lib/time';
 
-import { AGENT_ID, type ListFilter, type StartAgentOptions } from '../client/agent-client';
+import type { ListFilter, StartAgentOptions } from '../client/agent-client';
+import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import { modelNamed } from '../workflows/models';
 
@@ -165,7 +166,7 @@ function startOptions(agentId: string, values: Record<string, string | boolean |
 }
 
 function checkedId(id: string, what: string): string {
-  if (!AGENT_ID.test(id)) throw usage(`${what} '${id}' is not valid: 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit`);
+  if (!isAgentId(id)) throw usage(`${what} '${id}' is not valid: ${AGENT_ID_RULE}`);
   return id;
 }
 

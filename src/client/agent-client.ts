@@ -11,14 +11,13 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 
-import { checkTenantName } from '../activities/tenant-id';
+import { AGENT_ID_RULE, agentWorkflowId, checkTenantName, isAgentId } from '../identity/agent-identity';
 import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
 import { initialState, memoOf, searchAttributesOf } from '../workflows/agent-state';
 import type { agentWorkflow } from '../workflows/agent';
 import {
   AGENT_WORKFLOW_TYPE,
   DEFAULT_AGENT_CONFIG,
-  agentWorkflowId,
   forkUpdate,
   pinUpdate,
   releaseUpdate,
@@ -83,9 +82,6 @@ export interface ListFilter {
   limit?: number;
 }
 
-/** Agent ids name workflows, cold-tier files and metrics: a conservative alphabet (the fork validator's). */
-export const AGENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
 export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
   return {
     timers: { ...DEFAULT_AGENT_CONFIG.timers, ...overrides.timers },
@@ -132,8 +128,8 @@ export class AgentClient {
   }
 
   async start(options: StartAgentOptions): Promise<AgentHandle> {
-    if (typeof options.agentId !== 'string' || !AGENT_ID.test(options.agentId)) {
-      throw new FabricError('INVALID_ARGUMENT', 'agent id must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
+    if (!isAgentId(options.agentId)) {
+      throw new FabricError('INVALID_ARGUMENT', `agent id must be ${AGENT_ID_RULE}`);
     }
     checkTenantName(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
     const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'llama-3-8b');

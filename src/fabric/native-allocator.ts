@@ -10,17 +10,17 @@ import type {
   ContextHandle,
   ContextStats,
   KvAllocator,
-  PageResidency,
   PoolOptions,
   IpcChunk,
   PoolStats,
   ScrubPolicy,
   TenantId,
+  Tier,
   TierPrimitives,
 } from './types';
 
 /** Indexed by the native Tier enum: kNone = 0 (only the disk copy), kDevice = 1, kHost = 2. */
-const PAGE_RESIDENCY: readonly PageResidency[] = ['disk', 'device', 'host'];
+const PAGE_RESIDENCY: readonly Tier[] = ['disk', 'device', 'host'];
 
 /** The backend when options name none: KVFABRIC_BACKEND (so one env var moves a whole test run), else auto. */
 export function defaultBackend(): Backend {
@@ -161,7 +161,7 @@ export class NativeAllocator implements KvAllocator, TierPrimitives {
   forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void {
     this.pool.forgetDiskCopies(ctx, diskKeys);
   }
-  pageResidency(ctx: ContextHandle): PageResidency[] {
+  pageResidency(ctx: ContextHandle): Tier[] {
     return Array.from(this.pool.pageTiers(ctx), (tier) => PAGE_RESIDENCY[tier] ?? 'disk');
   }
 }

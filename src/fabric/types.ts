@@ -2,6 +2,8 @@
 // and a plain TypeScript one (TsAllocator) used as a baseline in benchmarks and as a second
 // implementation under the same tests.
 
+import type { Tier } from './tier';
+
 /** Shape of one model's KV cache; the bytes of one token are layers x 2 (K and V) x kvHeads x headDim x dtypeBytes. */
 export interface ModelShape {
   layers: number;
@@ -194,8 +196,7 @@ export interface TierPrimitives {
   /** Forgets disk copies whose files are gone so the next spill rewrites them; INTEGRITY if one was a page's only copy. */
   forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void;
   /** Each page's residency. */
-  pageResidency(ctx: ContextHandle): PageResidency[];
+  pageResidency(ctx: ContextHandle): Tier[];
 }
 
-/** Where a page's bytes are: a device frame, a host frame, or only its disk copy. */
-export type PageResidency = 'device' | 'host' | 'disk';
+export type { Tier } from './tier';

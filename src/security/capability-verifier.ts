@@ -4,6 +4,7 @@
 // bounded length, issuer, audience and time checks with a small clock skew, and every claim well typed.
 import { verify, type KeyObject } from 'node:crypto';
 
+import { isAgentId } from '../identity/agent-identity';
 import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, isRight, type CapabilityClaims, type DenialReason } from './claims';
 import { ed25519PublicKey, type RawKey } from './key-list';
 
@@ -12,7 +13,6 @@ export const MAX_CAPABILITY_LENGTH = 2048;
 export const CLOCK_SKEW_S = 30;
 
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 export class CapabilityDenied extends Error {
   constructor(readonly reason: DenialReason) {
@@ -74,7 +74,7 @@ function wellTyped(c: Record<string, unknown>): c is Record<string, unknown> & C
   const names = [c.ten, c.sub, c.ctx, c.wf];
   const times = [c.iat, c.nbf, c.exp, c.epoch];
   return (
-    names.every((name) => typeof name === 'string' && SAFE_NAME.test(name)) &&
+    names.every((name) => isAgentId(name)) &&
     times.every((n) => Number.isSafeInteger(n) && (n as number) >= 0) &&
     typeof c.jti === 'string' &&
     c.jti.length <= 64 &&

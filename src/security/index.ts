@@ -1,9 +1,8 @@
-// Capabilities (Ed25519-signed, verified with public keys only), per-context epochs, the denial audit
-// log, the AES-256-GCM payload codec for Temporal and its codec server.
+// Capabilities (Ed25519-signed, verified with public keys only), the denial audit log, the AES-256-GCM
+// payload codec for Temporal and its codec server.
 export * from './claims';
 export { CapabilityIssuer, DEFAULT_CAPABILITY_LIFETIME_S, readClaimsUnverified, type MintRequest } from './capability-issuer';
 export { CapabilityDenied, CapabilityVerifier, CLOCK_SKEW_S, MAX_CAPABILITY_LENGTH } from './capability-verifier';
-export { EpochStore } from './epochs';
 export { AuditLog, type AuditSink, type Denial } from './audit-log';
 export { CodecKeyRing, EncryptionCodec, ENCRYPTED_ENCODING, METADATA_KEY_ID } from './payload-codec';
 export { startCodecServer, type CodecServer, type CodecServerOptions } from './codec-server';

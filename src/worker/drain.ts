@@ -2,7 +2,7 @@
 // memory is written to the cold tier (with its manifest) and dropped from device and host memory. The
 // agents' workflows find this worker's queue unserved at their next call and adopt their contexts from
 // disk on another worker, losing nothing.
-import type { AgentMemory } from '../activities/agent-memory';
+import type { AgentMemory } from '../agent-memory/agent-memory';
 
 export interface DrainReport {
   contexts: number;

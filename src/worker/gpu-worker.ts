@@ -8,8 +8,10 @@ import { join } from 'node:path';
 
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 
-import { AgentMemory, CapabilityCheck, GrantStore, HolderFences, TenantRegistry, createActivities, type ActivityHooks } from '../activities';
-import { AuditLog, CapabilityVerifier, CodecKeyRing, EpochStore, dataConverterOf } from '../security';
+import { createActivities, type ActivityHooks } from '../activities';
+import { AgentMemory, CapabilityCheck } from '../agent-memory';
+import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
+import { AuditLog, CapabilityVerifier, CodecKeyRing, dataConverterOf } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
 import { createPool } from './backend';

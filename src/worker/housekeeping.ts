@@ -3,7 +3,7 @@
 //    manifest (no release will ever name them); only those older than the minimum age go, since a
 //    younger one may belong to a spill still under way (TieredMemory re-checks slow spills);
 //  - fenced contexts: copies of contexts another worker adopted while this one was slow (holder-fences).
-import type { AgentMemory } from '../activities/agent-memory';
+import type { AgentMemory } from '../agent-memory/agent-memory';
 
 export interface Housekeeping {
   /** Resolves when the round in progress, if any, has finished; no round starts afterwards. */

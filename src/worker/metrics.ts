@@ -8,8 +8,8 @@
 //   kvfabric_checkpoints_skipped             turns whose durable copy found the disk full (in memory only)
 import type { MetricCounter, MetricGauge, MetricMeter } from '@temporalio/common';
 
-import type { MemoryObserver, TransferDirection } from '../activities/agent-memory';
-import type { Tier } from '../activities/types';
+import type { MemoryObserver, TransferDirection } from '../agent-memory/agent-memory';
+import type { Tier } from '../fabric/tier';
 import type { TieredStats } from '../tiers/tiered-memory';
 
 const SAMPLE_EVERY_MS = 2000;

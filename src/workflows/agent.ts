@@ -27,8 +27,9 @@ import type {
   ContextRequest,
   ContextSnapshot,
   PlacementActivities,
-  Tier,
 } from '../activities/types';
+import { TIER_DEPTH, type Tier } from '../fabric/tier';
+import { agentWorkflowId, isAgentId } from '../identity/agent-identity';
 import {
   forkUpdate,
   pinUpdate,
@@ -39,7 +40,6 @@ import {
   suspendUpdate,
   turnUpdate,
   unpinUpdate,
-  agentWorkflowId,
   type AgentInput,
   type AgentState,
   type AgentStatus,
@@ -54,8 +54,6 @@ import { initialState, memoOf, searchAttributesOf, statusOf } from './agent-stat
 import { LifecycleError, canTake, next, timerOf, type LifecycleEvent } from './lifecycle';
 import { OperationQueue } from './operation-queue';
 import { KvBlocks, KvPhase, KvTier, KvTokens } from './search-attributes';
-
-const TIER_DEPTH: Record<Tier, number> = { device: 0, host: 1, disk: 2 };
 
 export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   const { agentId, tenant, config } = input;
@@ -496,7 +494,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   function checkFork({ childId, childCapability }: ForkArgs): void {
-    if (typeof childId !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/.test(childId) || childId === agentId) {
+    if (!isAgentId(childId) || childId === agentId) {
       reject('INVALID_ARGUMENT', 'childId must be 1 to 128 letters, digits, ".", "_", ":" or "-", and not the parent');
     }
     if (typeof childCapability !== 'string' || childCapability.length === 0) reject('INVALID_ARGUMENT', 'a child capability is required');

@@ -2,7 +2,8 @@
 // and query, and the defaults of its timers and timeouts. Safe to import outside a workflow.
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
-import type { DigestState, Tier } from '../activities/types';
+import type { DigestState } from '../activities/types';
+import type { Tier } from '../fabric/tier';
 import type { ModelShape } from '../fabric/types';
 import type { AgentPhase } from './lifecycle';
 
@@ -189,8 +190,3 @@ export const renewUpdate = defineUpdate<AgentStatus, [RenewArgs]>('renew');
 export const statusQuery = defineQuery<AgentStatus>('status');
 
 export const AGENT_WORKFLOW_TYPE = 'agentWorkflow';
-
-/** One workflow per agent, found by id. */
-export function agentWorkflowId(agentId: string): string {
-  return `kvagent-${agentId}`;
-}

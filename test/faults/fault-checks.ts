@@ -4,8 +4,8 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { ContextDigest } from '../../src/activities/context-digest';
-import { syntheticKv } from '../../src/activities/synthetic-kv';
+import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
 import { TINY } from '../temporal/harness';
 

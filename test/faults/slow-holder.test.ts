@@ -1,7 +1,7 @@
 // A holder that is slow, not dead: frozen with SIGSTOP in the middle of a turn's checkpoint (after its
 // segment, before its manifest), it is taken for lost, and its agent fails over to another worker that
 // goes on taking turns. Woken with SIGCONT, the old holder finishes the interrupted checkpoint: its fence
-// check (src/activities/holder-fences.ts) must stop it from writing its older manifest over the new
+// check (src/shared-directory/holder-fences.ts) must stop it from writing its older manifest over the new
 // holder's, and it must drop its copy. Nothing is lost, and nothing is left.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -9,12 +9,12 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { emptyDigest, type DigestState } from '../../src/activities/context-digest';
-import type { Action } from '../../src/activities/capability';
+import { emptyDigest, type DigestState } from '../../src/agent-memory/context-digest';
+import type { Action } from '../../src/agent-memory/capability-check';
 import { CapabilityIssuer, readClaimsUnverified, signCompact } from '../../src/security/capability-issuer';
 import { CapabilityVerifier } from '../../src/security/capability-verifier';
 import { ed25519PrivateKey, ed25519PublicOf } from '../../src/security/key-list';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { openMemory, type MemoryFixture } from './memory-fixture';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 

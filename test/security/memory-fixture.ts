@@ -2,19 +2,19 @@
 // issuer holding the matching private key: what a worker and the control plane hold, in one process.
 import { join } from 'node:path';
 
-import { AgentMemory, type MemoryObserver } from '../../src/activities/agent-memory';
-import { CapabilityCheck, type Action, type Presented } from '../../src/activities/capability';
-import { GrantStore } from '../../src/activities/grant-store';
-import { TenantRegistry } from '../../src/activities/tenant-id';
+import { AgentMemory, type MemoryObserver } from '../../src/agent-memory/agent-memory';
+import { CapabilityCheck, type Action, type Presented } from '../../src/agent-memory/capability-check';
+import { GrantStore } from '../../src/shared-directory/grant-store';
+import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
 import { AuditLog } from '../../src/security/audit-log';
 import { CapabilityIssuer, type MintRequest } from '../../src/security/capability-issuer';
 import { CapabilityVerifier } from '../../src/security/capability-verifier';
-import { EpochStore } from '../../src/security/epochs';
+import { EpochStore } from '../../src/shared-directory/epochs';
 import type { RawKey } from '../../src/security/key-list';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { TieredMemory } from '../../src/tiers/tiered-memory';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { MODELS } from '../../src/workflows/models';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
 import type { Client } from '@temporalio/client';
 

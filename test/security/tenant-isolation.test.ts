@@ -7,9 +7,9 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { emptyDigest } from '../../src/activities/context-digest';
+import { emptyDigest } from '../../src/agent-memory/context-digest';
 import { readClaimsUnverified } from '../../src/security/capability-issuer';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { openMemory, type MemoryFixture } from './memory-fixture';
 
 let dir: string;

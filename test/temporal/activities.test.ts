@@ -8,12 +8,12 @@ import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import type { MemoryObserver } from '../../src/activities/agent-memory';
-import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/activities/context-digest';
+import type { MemoryObserver } from '../../src/agent-memory/agent-memory';
+import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/agent-memory/context-digest';
 import { toApplicationFailure } from '../../src/activities/failures';
 import { OperationJournal } from '../../src/activities/operation-journal';
-import { syntheticKv } from '../../src/activities/synthetic-kv';
-import { TenantRegistry, preferredTenantId } from '../../src/activities/tenant-id';
+import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { TenantRegistry, preferredTenantId } from '../../src/shared-directory/tenant-registry';
 import { FabricError } from '../../src/fabric/errors';
 import { parseWorkerConfig } from '../../src/worker/config';
 import { MODELS } from '../../src/workflows/models';

@@ -4,9 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { syntheticKv } from '../../src/activities/synthetic-kv';
-import { ContextDigest } from '../../src/activities/context-digest';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;

@@ -3,7 +3,7 @@
 // the restored bytes still verify against the carried digest.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;

@@ -7,9 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { AgentClient } from '../../src/client/agent-client';
-import { ContextDigest } from '../../src/activities/context-digest';
-import { syntheticKv } from '../../src/activities/synthetic-kv';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_AGENT_CONFIG, TINY, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;

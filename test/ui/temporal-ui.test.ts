@@ -20,7 +20,7 @@ import { CapabilityIssuer } from '../../src/security/capability-issuer';
 import { startCodecServer, type CodecServer } from '../../src/security/codec-server';
 import { ENCRYPTED_ENCODING, EncryptionCodec, CodecKeyRing } from '../../src/security/payload-codec';
 import { createGpuWorker, type GpuWorker } from '../../src/worker/gpu-worker';
-import { agentWorkflowId } from '../../src/workflows/definitions';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from '../security/test-keys';
 import { TEST_AGENT_CONFIG, TEST_DATA_CONVERTER, TINY, eventually, installRuntime } from '../temporal/harness';
 

@@ -7,13 +7,14 @@ import type { BlockLayout, ModelShape } from '../fabric/types';
 import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CapabilityClaims } from '../security/claims';
-import type { CapabilityCheck, Presented } from './capability';
+import type { Tier } from '../fabric/tier';
+import type { GrantStore } from '../shared-directory/grant-store';
+import type { HolderFences } from '../shared-directory/holder-fences';
+import type { TenantRegistry } from '../shared-directory/tenant-registry';
+import type { CapabilityCheck, Presented } from './capability-check';
 import { ContextDigest, type DigestState } from './context-digest';
-import type { GrantStore } from './grant-store';
-import type { HolderFences } from './holder-fences';
+import type { ContextSnapshot } from './context-snapshot';
 import { syntheticKv } from './synthetic-kv';
-import type { TenantRegistry } from './tenant-id';
-import type { ContextSnapshot, Tier } from './types';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 

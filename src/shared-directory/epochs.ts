@@ -2,7 +2,7 @@
 // raise it past the epoch of the token that did them, revoking every token minted before. Kept in the
 // directory all workers share (next to the grants), one small file per context written atomically, and
 // kept after release: a replayed token of a released context stays refused.
-import { ContextRecords } from '../tiers/context-records';
+import { ContextRecords } from './context-records';
 
 interface EpochRecord {
   contextId: string;

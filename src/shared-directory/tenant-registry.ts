@@ -11,18 +11,11 @@ import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
 import type { TenantId } from '../fabric/types';
+import { checkTenantName } from '../identity/agent-identity';
 import { syncDirectory } from '../tiers/cold/durable-file';
 
-const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 /** Ids tried after a name's first choice before giving up: far more than any real collision chain. */
 const MAX_PROBES = 4096;
-
-/** The workers' rule for tenant names; INVALID_ARGUMENT otherwise. */
-export function checkTenantName(tenant: string): void {
-  if (typeof tenant !== 'string' || !TENANT_NAME.test(tenant)) {
-    throw new FabricError('INVALID_ARGUMENT', 'tenant must be 1 to 63 characters: letters, digits, ".", "_" or "-", starting with a letter or digit');
-  }
-}
 
 /** A name's first-choice id (never 0: 0 is not a tenant to the allocator). */
 export function preferredTenantId(tenant: string): TenantId {

@@ -6,7 +6,7 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
-import { writeAtomically } from './cold/durable-file';
+import { writeAtomically } from '../tiers/cold/durable-file';
 
 export class ContextRecords<T extends { contextId: string }> {
   private constructor(

@@ -9,7 +9,7 @@
 // Fences stay after release (like revocation epochs): a holder waking after the release stays fenced.
 // Check-then-write on a shared file system leaves a window of one manifest write; it is not a lock.
 import { FabricError } from '../fabric/errors';
-import { ContextRecords } from '../tiers/context-records';
+import { ContextRecords } from './context-records';
 
 interface Fence {
   contextId: string;

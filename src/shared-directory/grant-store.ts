@@ -1,9 +1,15 @@
 // Grants live beside the cold tier, in a directory every worker reaches, so a worker that adopts a
 // context after another one died can still check who may touch it. One small JSON file per context
 // (ContextRecords). A grant names the context's tenant and owning agent and holds no secret:
-// capabilities are checked against it (capability.ts).
-import { ContextRecords } from '../tiers/context-records';
-import type { Grant } from './capability';
+// capabilities are checked against it (src/agent-memory/capability-check.ts).
+import { ContextRecords } from './context-records';
+
+/** Who may touch a context, as recorded by the worker that created it. Holds no secret. */
+export interface Grant {
+  contextId: string;
+  tenant: string;
+  agentId: string;
+}
 
 export class GrantStore {
   private constructor(private readonly records: ContextRecords<Grant>) {}

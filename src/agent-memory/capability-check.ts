@@ -7,7 +7,8 @@ import { FabricError } from '../fabric/errors';
 import { CapabilityDenied, type CapabilityVerifier } from '../security/capability-verifier';
 import type { CapabilityClaims, DenialReason, Right } from '../security/claims';
 import type { AuditSink } from '../security/audit-log';
-import type { EpochStore } from '../security/epochs';
+import type { Grant } from '../shared-directory/grant-store';
+import type { EpochStore } from '../shared-directory/epochs';
 
 export type Action = 'allocate' | 'recover' | 'append' | 'pin' | 'unpin' | 'fork' | 'offload' | 'restore' | 'release' | 'renew';
 
@@ -25,13 +26,6 @@ export const RIGHT_FOR: Record<Action, Right> = {
   // Renewing proves possession of the agent's token; the replacement may not add rights (renewal()).
   renew: 'resume',
 };
-
-/** Who may touch a context, as recorded by the worker that created it. Holds no secret. */
-export interface Grant {
-  contextId: string;
-  tenant: string;
-  agentId: string;
-}
 
 /** A call as the worker sees it: what is asked, by whom, from which workflow, with which token. */
 export interface Presented {
