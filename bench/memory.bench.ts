@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { NativeAllocator } from '../src/fabric';
-import { MODELS, bytesPerToken } from '../src/workflows/models';
+import { bytesPerTokenOf } from '../src/fabric/layout';
+import { MODELS } from '../src/workflows/models';
 import { printTable } from './measure';
 
 const args = process.argv.slice(2);
@@ -23,9 +24,9 @@ const forkCounts = (option('--forks') ?? '4,16,64').split(',').map(Number);
 const jsonPath = option('--json');
 
 const LLAMA = MODELS['llama-3-8b']!;
-const LLAMA_BLOCK_BYTES = bytesPerToken(LLAMA.shape) * LLAMA.tokensPerBlock;
+const LLAMA_BLOCK_BYTES = bytesPerTokenOf(LLAMA.shape) * LLAMA.tokensPerBlock;
 const SHAPE = { layers: 1, kvHeads: 1, headDim: 8, dtypeBytes: 2 }; // 32 bytes per token
-const TOKEN_BYTES = bytesPerToken(SHAPE);
+const TOKEN_BYTES = bytesPerTokenOf(SHAPE);
 const GiB = 2 ** 30;
 
 function pool(blocks: number): NativeAllocator {
@@ -92,7 +93,7 @@ function wasteRow(length: number): WasteRow {
     tokens: length,
     blocks: stats.blocks,
     wasteTokens,
-    wasteLlamaBytes: wasteTokens * bytesPerToken(LLAMA.shape),
+    wasteLlamaBytes: wasteTokens * bytesPerTokenOf(LLAMA.shape),
     wasteFraction: wasteTokens / (stats.blocks * LLAMA.tokensPerBlock),
   };
 }

@@ -19,7 +19,8 @@ import path from 'node:path';
 import { NativeAllocator } from '../src/fabric';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
-import { MODELS, bytesPerToken } from '../src/workflows/models';
+import { bytesPerTokenOf } from '../src/fabric/layout';
+import { MODELS } from '../src/workflows/models';
 import { dropPageCache, printTable } from './measure';
 
 const args = process.argv.slice(2);
@@ -28,7 +29,7 @@ const option = (name: string) => {
   return at >= 0 ? args[at + 1] : undefined;
 };
 const LLAMA = MODELS['llama-3-8b']!;
-const BYTES_PER_TOKEN = bytesPerToken(LLAMA.shape);
+const BYTES_PER_TOKEN = bytesPerTokenOf(LLAMA.shape);
 const TOKENS_PER_BLOCK = LLAMA.tokensPerBlock;
 const MiB = 1024 * 1024;
 /** Prefill on the H200, from the issue: what a resume saves. */

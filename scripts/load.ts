@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { AgentClient, type AgentConfigOverrides } from '../src/client/agent-client';
 import { ContextDigest } from '../src/agent-memory/context-digest';
 import { syntheticKv } from '../src/agent-memory/synthetic-kv';
+import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { CapabilityIssuer } from '../src/security/capability-issuer';
 import { ed25519PublicOf } from '../src/security/key-list';
@@ -44,7 +45,7 @@ export interface LoadReport {
 }
 
 const TINY = MODELS.tiny!;
-const BYTES_PER_TOKEN = TINY.shape.layers * 2 * TINY.shape.kvHeads * TINY.shape.headDim * TINY.shape.dtypeBytes;
+const BYTES_PER_TOKEN = bytesPerTokenOf(TINY.shape);
 const CONFIG: AgentConfigOverrides = {
   timers: { idleToWarmMs: 60 * 60_000, warmToColdMs: 60 * 60_000 },
   // A loaded 2-core machine queues activities for seconds: holder loss must not be mistaken for that.

@@ -5,7 +5,8 @@
 
 import { startAgentRig } from '../bench/agent-rig';
 import type { AgentHandle } from '../src/client/agent-client';
-import { MODELS, bytesPerToken } from '../src/workflows/models';
+import { bytesPerTokenOf } from '../src/fabric/layout';
+import { MODELS } from '../src/workflows/models';
 
 const LLAMA = MODELS['llama-3-8b']!;
 const MiB = 1024 * 1024;
@@ -23,7 +24,7 @@ async function main(): Promise<void> {
     for (let i = 1; i < 100; i++) await chatty.turn(16);
     const after = await agents.workflow('chatty').describe();
     console.log(`history after 100 turns: ${after.historyLength} events, ${after.historySize} bytes (${((after.historySize ?? 0) / 1024).toFixed(1)} KiB)`);
-    console.log(`events per turn: ${((after.historyLength - before.historyLength) / 99).toFixed(2)}; KV appended: ${((100 * 16 * bytesPerToken(LLAMA.shape)) / MiB).toFixed(0)} MiB`);
+    console.log(`events per turn: ${((after.historyLength - before.historyLength) / 99).toFixed(2)}; KV appended: ${((100 * 16 * bytesPerTokenOf(LLAMA.shape)) / MiB).toFixed(0)} MiB`);
     await chatty.release();
 
     // ---- resume update -> restored, verified context ----
@@ -39,7 +40,7 @@ async function main(): Promise<void> {
         for (let done = 0; done < tokens; done += 1024) await agent.turn(Math.min(1024, tokens - done));
         // With `from-disk`, restores from disk are verified all the same: only the host row differs.
         for (const tier of verifyRestores === 'always' ? (['host', 'disk'] as const) : (['host'] as const)) {
-          console.log(`${`${tokens} tokens (${((tokens * bytesPerToken(LLAMA.shape)) / MiB).toFixed(0)} MiB)`.padEnd(24)} ${tier.padEnd(6)} ${await resumeFigures(agent, tier)}`);
+          console.log(`${`${tokens} tokens (${((tokens * bytesPerTokenOf(LLAMA.shape)) / MiB).toFixed(0)} MiB)`.padEnd(24)} ${tier.padEnd(6)} ${await resumeFigures(agent, tier)}`);
         }
         await agent.release();
       }

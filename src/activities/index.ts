@@ -80,7 +80,6 @@ export function createActivities(options: {
         if (op.held) memory.requireHeld(request.agentId);
       }
       const result = await journal.run(request.agentId, request.operationId, () => withHeartbeat(progress, () => apply(claims)));
-      memory.noticeEvictions();
       hooks?.afterApplied?.(op.activity, request);
       return result;
     });

@@ -7,6 +7,7 @@ import type { BlockLayout, ModelShape } from '../fabric/types';
 import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CapabilityClaims } from '../security/claims';
+import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
 import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
@@ -32,11 +33,8 @@ export interface MemoryObserver {
  * and small enough that each read's buffer is cheap to allocate (32 MiB slices read 3x slower here).
  */
 const VERIFY_SLICE_BYTES = 8 * 1024 * 1024;
-const TIER_DEPTH: Record<Tier, number> = { device: 0, host: 1, disk: 2 };
 
 export class AgentMemory {
-  /** Residency after this worker's own last move of each context: anything deeper since is an eviction. */
-  private readonly placed = new Map<string, Tier>();
   /** Tokens verified so far by the running verification of each context (heartbeat progress). */
   private readonly verifying = new Map<string, number>();
 
@@ -73,6 +71,8 @@ export class AgentMemory {
     this.observer = options.observer;
     this.fences = options.fences;
     this.tenantIds = options.tenantIds;
+    // Told by the tier layer itself, foreground or background: nothing to rescan after a call.
+    this.tiers.onEviction((eviction) => this.observer?.evicted(eviction.from, eviction.to));
   }
 
   // ---- who may touch what ----
@@ -99,7 +99,7 @@ export class AgentMemory {
   }
 
   checkShape(shape: ModelShape, tokensPerBlock: number): void {
-    const bytesPerToken = shape.layers * 2 * shape.kvHeads * shape.headDim * shape.dtypeBytes;
+    const bytesPerToken = bytesPerTokenOf(shape);
     if (bytesPerToken !== this.layout.bytesPerToken || tokensPerBlock !== this.layout.tokensPerBlock) {
       throw new FabricError(
         'INVALID_ARGUMENT',
@@ -121,13 +121,12 @@ export class AgentMemory {
     if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub });
     this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
     this.tenants.set(contextId, claims.ten);
-    this.placed.set(contextId, 'device');
     if (checkpoint) await this.tiers.checkpoint(contextId);
   }
 
-  /** Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's. */
   /**
-   * Adopts a context from the cold tier; with a claim (failover epoch, activity attempt), claims it,
+   * Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's.
+   * With a claim (failover epoch, activity attempt), claims it,
    * fencing the former holder.
    * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
    * worker was the slow holder) and is replaced from disk when another holder wrote after it.
@@ -159,7 +158,6 @@ export class AgentMemory {
       }
     }
     this.tenants.set(contextId, tenant);
-    this.placed.set(contextId, 'disk');
     this.observer?.transferred('recover', 0);
   }
 
@@ -179,7 +177,6 @@ export class AgentMemory {
     }
     if (!this.tiers.has(childId)) await this.tiers.fork(parentId, childId);
     this.tenants.set(childId, claims.ten);
-    this.placed.set(childId, this.tiers.residency(childId));
     if (checkpoint) await this.tiers.checkpoint(childId);
   }
 
@@ -224,7 +221,6 @@ export class AgentMemory {
     await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
     this.tenants.delete(contextId);
-    this.placed.delete(contextId);
   }
 
   /** Accepts `next` as the context's capability (see CapabilityCheck.renewal); touches no tier. */
@@ -276,31 +272,22 @@ export class AgentMemory {
     if (alreadyApplied && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
       throw new FabricError('INTEGRITY', `context ${contextId} ends with bytes that are not turn ${turn}`);
     }
-    this.placed.set(contextId, 'device');
     return { digest: digest.update(appended).finish(), alreadyApplied };
   }
 
   // ---- tiers ----
 
+  /** Moves the context off the device; returns the bytes that changed tier. */
   async offload(contextId: string, tier: 'host' | 'disk'): Promise<number> {
-    const before = this.tiers.contextStats(contextId);
-    await this.tiers.offload(contextId, tier);
-    const after = this.tiers.contextStats(contextId);
-    const moved = tier === 'host' ? before.devicePages - after.devicePages : after.diskOnlyPages - before.diskOnlyPages;
-    const bytes = Math.max(0, moved) * this.layout.blockBytes;
+    const { bytes } = await this.tiers.offload(contextId, tier);
     this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
-    this.placed.set(contextId, this.tiers.residency(contextId));
     return bytes;
   }
 
   /** Brings the context to the device; returns the bytes moved and the tier it came from. */
   async restore(contextId: string): Promise<{ bytes: number; from: Tier }> {
-    const before = this.tiers.contextStats(contextId);
-    const from = this.tiers.residency(contextId);
-    await this.tiers.restore(contextId);
-    const bytes = Math.max(0, this.tiers.contextStats(contextId).devicePages - before.devicePages) * this.layout.blockBytes;
+    const { bytes, from } = await this.tiers.restore(contextId);
     this.observer?.transferred('to-device', bytes);
-    this.placed.set(contextId, 'device');
     return { bytes, from };
   }
 
@@ -393,10 +380,6 @@ export class AgentMemory {
     };
   }
 
-  /**
-   * Counts contexts the tier layer moved deeper on its own (LRU eviction under pressure) since this
-   * worker last placed them. The tier layer has no eviction callback, so this compares residencies.
-   */
   /** Drops the copies of contexts another worker has adopted since (this one was a slow holder). */
   async dropFencedContexts(): Promise<string[]> {
     const dropped: string[] = [];
@@ -404,18 +387,8 @@ export class AgentMemory {
       if (!this.fences || (await this.fences.stillHolder(contextId))) continue;
       await this.tiers.dropLocalCopy(contextId).catch(() => undefined); // gone meanwhile: nothing to drop
       this.tenants.delete(contextId);
-      this.placed.delete(contextId);
       dropped.push(contextId);
     }
     return dropped;
-  }
-
-  noticeEvictions(): void {
-    for (const contextId of this.tiers.contextIds()) {
-      const now = this.tiers.residency(contextId);
-      const was = this.placed.get(contextId);
-      if (was !== undefined && TIER_DEPTH[now] > TIER_DEPTH[was]) this.observer?.evicted(was, now);
-      this.placed.set(contextId, now);
-    }
   }
 }

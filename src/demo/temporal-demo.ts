@@ -19,12 +19,13 @@ import { ensureTemporalCli } from '../dev-server/temporal-cli';
 import { freePort, startDevServer, type DevServer } from '../dev-server/dev-server';
 import { FabricError } from '../fabric/errors';
 import type { AgentStatus } from '../workflows/definitions';
-import { MODELS, bytesPerToken } from '../workflows/models';
+import { bytesPerTokenOf } from '../fabric/layout';
+import { MODELS } from '../workflows/models';
 
 const ROOT = resolve(__dirname, '..', '..');
 const DEMO_DIR = process.env.KVFABRIC_DEMO_DIR ?? join(ROOT, '.kvfabric', 'demo');
 const MODEL = MODELS['llama-3-8b']!;
-const BYTES_PER_TOKEN = bytesPerToken(MODEL.shape);
+const BYTES_PER_TOKEN = bytesPerTokenOf(MODEL.shape);
 const MiB = 1024 * 1024;
 const TASK_QUEUE = 'kvfabric-demo';
 const TOKENS_PER_TURN = 64; // 8 MiB of Llama-3-8B KV per turn

@@ -60,6 +60,11 @@ function requireInt(value: unknown, name: string, min: number, max: number): num
   return value as number;
 }
 
+/** Bytes of one token's KV: layers x (K and V) x kvHeads x headDim x dtypeBytes. Fields are not checked. */
+export function bytesPerTokenOf(shape: ModelShape): number {
+  return shape.layers * 2 * shape.kvHeads * shape.headDim * shape.dtypeBytes;
+}
+
 /**
  * The layout of one block for `shape`, after checking every field (callers may be plain JS).
  * Throws INVALID_ARGUMENT when a field is not an integer >= 1 or the per-token / per-block sizes exceed
@@ -77,7 +82,7 @@ export function computeLayout(shape: ModelShape, tokensPerBlock: number): BlockL
   // Products of huge fields may round, but then they are far above the limits, so the checks still hold.
   const tokenPlaneBytes = kvHeads * headDim * dtypeBytes;
   const planes = layers * 2;
-  const bytesPerToken = planes * tokenPlaneBytes;
+  const bytesPerToken = bytesPerTokenOf({ layers, kvHeads, headDim, dtypeBytes });
   if (bytesPerToken > MAX_BYTES_PER_TOKEN) {
     throw invalid(`bytesPerToken ${bytesPerToken} exceeds ${MAX_BYTES_PER_TOKEN}`);
   }

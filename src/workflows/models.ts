@@ -20,7 +20,3 @@ export function modelNamed(name: string): AgentModel {
   const shape: ModelShape = { layers: layers!, kvHeads: kvHeads!, headDim: headDim!, dtypeBytes: dtypeBytes! };
   return { name, shape, tokensPerBlock: tokensPerBlock ?? 16 };
 }
-
-export function bytesPerToken(shape: ModelShape): number {
-  return shape.layers * 2 * shape.kvHeads * shape.headDim * shape.dtypeBytes;
-}

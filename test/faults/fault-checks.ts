@@ -5,11 +5,12 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { bytesPerTokenOf } from '../../src/fabric/layout';
 import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
 import { TINY } from '../temporal/harness';
 
-const bytesPerToken = TINY.shape.layers * 2 * TINY.shape.kvHeads * TINY.shape.headDim * TINY.shape.dtypeBytes;
+const bytesPerToken = bytesPerTokenOf(TINY.shape);
 
 /** The digest of an agent's context after these turns: [agent id, turn number, tokens]. */
 export function expectedDigest(turns: Array<[string, number, number]>): string {

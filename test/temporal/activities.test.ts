@@ -208,7 +208,6 @@ describe('AgentMemory over tiered memory', () => {
     await memory.create(call('new', 'acme', 'allocate', mint('new')), false);
     await memory.appendTurn('new', 0, 96, emptyDigest()); // 6 more: 'old' has to make room
     await memory.tiers.idle();
-    memory.noticeEvictions();
     expect(evictions).toEqual(['device->host']);
     await expect(memory.admit(call('new', 'acme', 'append', mint('old')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     expect(denials).toEqual(['append']);

@@ -76,8 +76,26 @@ describe('TieredMemory across device and host', () => {
     expectSameBytes(await memory.read('old', 0, 5), Buffer.concat([tokenBytes(4, 1), tokenBytes(1, 7)]));
   });
 
+  it('reports what each move did and every eviction it caused, and tells listeners too', async () => {
+    const { pool, memory } = open(4, 8);
+    const heard: string[] = [];
+    memory.onEviction((e) => heard.push(`${e.contextId}:${e.from}->${e.to}:${e.bytes}`));
+    const blockBytes = pool.layout.blockBytes;
+    memory.create('a', 1);
+    memory.create('b', 1);
+    await memory.append('a', tokenBytes(8, 1)); // 2 of 4 blocks
+    expect(await memory.offload('a', 'host')).toEqual({ from: 'device', to: 'host', bytes: 2 * blockBytes, evictions: [] });
+    await memory.append('b', tokenBytes(16, 2)); // all 4 blocks; 'a' is already off the device
+    const restored = await memory.restore('a'); // needs 2 of 0 free: 'b' makes room
+    expect(restored).toEqual({ from: 'host', to: 'device', bytes: 2 * blockBytes, evictions: [{ contextId: 'b', from: 'device', to: 'host', bytes: 4 * blockBytes }] });
+    expect(heard).toEqual([`b:device->host:${4 * blockBytes}`]);
+    expect(await memory.restore('a')).toEqual({ from: 'device', to: 'device', bytes: 0, evictions: [] });
+  });
+
   it('demotes in the background when free device blocks fall below the low watermark', async () => {
     const { pool, memory } = open(10, 10, { deviceLowWatermark: 0.3, deviceHighWatermark: 0.5 });
+    const heard: string[] = [];
+    memory.onEviction((e) => heard.push(`${e.contextId}:${e.from}->${e.to}`));
     for (let i = 0; i < 4; i++) {
       memory.create(`c${i}`, 1);
       await memory.append(`c${i}`, tokenBytes(8, i)); // 2 blocks each
@@ -86,6 +104,7 @@ describe('TieredMemory across device and host', () => {
     expect(pool.stats().freeBlocks).toBeGreaterThanOrEqual(5);
     expect(memory.residency('c0')).toBe('host'); // oldest first
     expect(memory.residency('c3')).toBe('device');
+    expect(heard[0]).toBe('c0:device->host'); // background evictions reach the listeners too
   });
 
   it('refuses to offload when the host tier is full and there is no disk tier, changing nothing', async () => {

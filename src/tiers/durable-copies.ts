@@ -1,0 +1,259 @@
+// The disk side of the tiers: writing a context's blocks to segment files and a manifest naming them
+// (spill), reading them back into frames (fill), adopting a context from its manifest alone, and the
+// disk ledger that deletes a segment exactly when nothing uses it any more, here or in any manifest of
+// the shared directory. Every method that takes a ContextEntry runs under that context's lock.
+import { FabricError, isFabricError } from '../fabric/errors';
+import type { NativeAllocator } from '../fabric/native-allocator';
+import type { ContextHandle, TenantId } from '../fabric/types';
+import type { ColdBlockRef, ColdStore, ContextManifest, ReadManifestOptions } from './cold';
+import type { ContextEntry } from './context-registry';
+import { DiskLedger } from './disk-ledger';
+
+export interface DurableCopiesOptions {
+  pool: NativeAllocator;
+  cold: ColdStore;
+  /** Blocks per segment file (bounds the memory one spill holds). */
+  blocksPerSegment: number;
+  /** A segment no manifest names is garbage once this old; younger ones may belong to a spill in flight. */
+  orphanMinAgeMs: number;
+  onBackgroundError: (what: string, err: unknown) => void;
+  /** Asked before every manifest write: false when another process has adopted the context since. */
+  mayWriteManifest: (contextId: string) => Promise<boolean>;
+}
+
+/** A spill found the context adopted by another process: the caller drops its copy (STALE_HANDLE). */
+export class ContextFenced extends Error {}
+
+/** A segment a spill wrote was deleted (a sweep took it for garbage) before the spill committed. */
+class SegmentsVanished extends Error {}
+
+export class DurableCopies {
+  private readonly pool: NativeAllocator;
+  readonly cold: ColdStore;
+  private readonly ledger = new DiskLedger();
+  private readonly blocksPerSegment: number;
+  readonly orphanMinAgeMs: number;
+  private readonly onBackgroundError: (what: string, err: unknown) => void;
+  private readonly mayWriteManifest: (contextId: string) => Promise<boolean>;
+  private readonly gcCandidates = new Set<string>();
+  private gc: Promise<void> = Promise.resolve();
+
+  constructor(options: DurableCopiesOptions) {
+    this.pool = options.pool;
+    this.cold = options.cold;
+    this.blocksPerSegment = options.blocksPerSegment;
+    this.orphanMinAgeMs = options.orphanMinAgeMs;
+    this.onBackgroundError = options.onBackgroundError;
+    this.mayWriteManifest = options.mayWriteManifest;
+  }
+
+  /**
+   * Writes disk copies of every page that lacks one, then a manifest naming them all; returns the blocks
+   * written. dropHostFrames frees the host frames of an offloaded context (its pages become disk-only).
+   * ContextFenced when another process adopted the context since (no manifest is written).
+   */
+  async spill(entry: ContextEntry, dropHostFrames: boolean, rewritten = false): Promise<number> {
+    const contextId = entry.id;
+    const version = entry.version + 1;
+    const started = Date.now();
+    const { lease, blocks } = this.pool.beginSpill(entry.handle);
+    const written: ColdBlockRef[] = [];
+    let keys: Float64Array | undefined;
+    try {
+      for (let start = 0; start < blocks; start += this.blocksPerSegment) {
+        const chunk: Uint8Array[] = [];
+        for (let i = start; i < Math.min(blocks, start + this.blocksPerSegment); i++) chunk.push(this.pool.spillRead(lease, i));
+        written.push(...(await this.cold.writeSegment({ tenant: entry.tenant, contextId, version }, chunk)));
+      }
+      // A slow spill's segments may look like garbage to a sweep by now: check them before the bytes
+      // they hold leave memory.
+      if (Date.now() - started > this.orphanMinAgeMs / 2) await this.requirePresent(written);
+      keys = Float64Array.from(written, (ref) => this.ledger.register(ref));
+      this.pool.commitSpill(lease, keys, dropHostFrames);
+    } catch (err) {
+      this.pool.abortLease(lease);
+      // Segments written before the failure have no users: delete them so nothing leaks.
+      const orphaned = keys ? this.ledger.forget(keys) : [...new Set(written.map((ref) => ref.segmentId))];
+      await this.deleteSegments(orphaned).catch(() => undefined);
+      if (err instanceof SegmentsVanished) return this.spillAgain(entry, dropHostFrames, rewritten);
+      throw err;
+    }
+    if (blocks === 0 && entry.manifest) return 0; // every append leaves a page without a disk copy: unchanged, keep the version
+    const pageKeys = this.pool.pageDiskKeys(entry.handle);
+    // Another process removed files our pages still pointed at: the bytes are in memory, write them again.
+    if (await this.forgetMissingCopies(entry, pageKeys, written)) return this.spillAgain(entry, dropHostFrames, rewritten);
+    if (!(await this.mayWriteManifest(contextId))) throw new ContextFenced();
+    const pages = Array.from(pageKeys, (key) => this.ledger.ref(key));
+    const layout = this.pool.layout;
+    const manifest: ContextManifest = {
+      contextId,
+      tenant: entry.tenant,
+      version,
+      tokens: this.pool.contextStats(entry.handle).tokens,
+      layout: { bytesPerToken: layout.bytesPerToken, tokensPerBlock: layout.tokensPerBlock, blockBytes: layout.blockBytes },
+      pages,
+      createdAt: new Date().toISOString(),
+    };
+    await this.cold.writeManifest(manifest);
+    this.ledger.retainManifest(pages);
+    const previous = entry.manifest;
+    entry.manifest = pages;
+    entry.version = version;
+    if (previous) await this.deleteSegments(this.ledger.releaseManifest(previous));
+    return blocks;
+  }
+
+  private spillAgain(entry: ContextEntry, dropHostFrames: boolean, rewritten: boolean): Promise<number> {
+    if (rewritten) throw new FabricError('INTEGRITY', `context ${entry.id}: disk copies keep vanishing`);
+    return this.spill(entry, dropHostFrames, true);
+  }
+
+  /**
+   * Disk-only pages into host frames, or (a context with no host pages) device frames, making it
+   * resident. Returns the blocks read.
+   */
+  async fill(entry: ContextEntry, target: 'host' | 'device'): Promise<number> {
+    const { lease, diskKeys } = this.pool.beginFill(entry.handle, target);
+    try {
+      for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
+        const keys = diskKeys.subarray(start, start + this.blocksPerSegment);
+        const blocks = await this.cold.readBlocks(Array.from(keys, (key) => this.ledger.ref(key)), entry.tenant);
+        blocks.forEach((bytes, i) => this.pool.fillWrite(lease, start + i, bytes));
+      }
+      this.pool.commitFill(lease);
+      return diskKeys.length;
+    } catch (err) {
+      this.pool.abortLease(lease);
+      if (isFabricError(err, 'INTEGRITY') && !err.message.includes(entry.id)) {
+        throw new FabricError('INTEGRITY', `context ${entry.id}: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * A context another process wrote to disk, imported from its manifest alone: pass the tenant and the
+   * newest version the caller knows of, so another tenant's or a replayed older manifest is refused.
+   */
+  async adopt(contextId: string, options: ReadManifestOptions): Promise<ContextEntry> {
+    const manifest = await this.cold.readManifest(contextId, options);
+    const layout = this.pool.layout;
+    if (
+      manifest.layout.blockBytes !== layout.blockBytes ||
+      manifest.layout.tokensPerBlock !== layout.tokensPerBlock ||
+      manifest.layout.bytesPerToken !== layout.bytesPerToken
+    ) {
+      throw new FabricError('INVALID_STATE', `context ${contextId} was written for another block layout`);
+    }
+    const keys = Float64Array.from(manifest.pages, (page) => this.ledger.register(page));
+    const handle: ContextHandle = this.pool.importContext(manifest.tenant, manifest.tokens, keys);
+    this.ledger.retainManifest(manifest.pages);
+    return { id: contextId, handle, tenant: manifest.tenant as TenantId, version: manifest.version, manifest: manifest.pages };
+  }
+
+  /**
+   * After the context's blocks were freed: with withManifest, its manifest goes and then every segment
+   * only it used; without (another process adopted it), only segments this copy alone used.
+   */
+  async released(entry: ContextEntry, withManifest: boolean): Promise<void> {
+    if (entry.manifest && withManifest) {
+      const pages = entry.manifest;
+      entry.manifest = undefined;
+      await this.cold.deleteManifest(entry.id);
+      await this.deleteSegments(this.ledger.releaseManifest(pages));
+    } else if (entry.manifest) {
+      // Segments the other process's manifest names stay (collectGarbage checks every manifest).
+      await this.deleteSegments(this.ledger.releaseManifest(entry.manifest));
+    }
+    await this.collectFreedDiskCopies();
+  }
+
+  /** Deletes the manifest of a context this process does not hold, and the segments nothing else uses. */
+  async discard(contextId: string): Promise<void> {
+    const manifest = await this.cold.readManifest(contextId).catch(() => undefined);
+    await this.cold.deleteManifest(contextId);
+    const segments = new Set((manifest?.pages ?? []).map((page) => page.segmentId));
+    await this.deleteSegments([...segments].filter((id) => !this.ledger.uses(id)));
+  }
+
+  /** Disk copies of blocks the allocator freed or rewrote since the last call are deleted once unused. */
+  async collectFreedDiskCopies(): Promise<void> {
+    const freed = this.pool.takeFreedDiskKeys();
+    if (freed.length > 0) await this.deleteSegments(this.ledger.forget(freed));
+  }
+
+  /**
+   * Deletes segments that no manifest names, nothing in this process uses, and that are older than
+   * minAgeMs, and retries deletions that failed before. Returns how many it deleted.
+   */
+  async sweepOrphanSegments(minAgeMs: number): Promise<number> {
+    await this.deleteSegments([]);
+    let deleted = 0;
+    for (const id of await this.cold.orphanSegments({ minAgeMs })) {
+      if (this.ledger.uses(id)) continue;
+      await this.cold.deleteSegment(id);
+      deleted++;
+    }
+    return deleted;
+  }
+
+  stats(): { liveSegments: number; blockCopies: number; pendingDeletes: number } {
+    return { liveSegments: this.ledger.liveSegments, blockCopies: this.ledger.liveKeys, pendingDeletes: this.gcCandidates.size };
+  }
+
+  /** Throws SegmentsVanished when a segment of `written` is no longer in the directory. */
+  private async requirePresent(written: readonly ColdBlockRef[]): Promise<void> {
+    const present = new Set(await this.cold.listSegments());
+    if (written.some((ref) => !present.has(ref.segmentId))) throw new SegmentsVanished();
+  }
+
+  /**
+   * Pages whose disk copy sits in a segment this spill did not write may point at a file another process
+   * deleted (the directory is shared). Forgets those copies; true when there were any.
+   */
+  private async forgetMissingCopies(entry: ContextEntry, pageKeys: Float64Array, written: readonly ColdBlockRef[]): Promise<boolean> {
+    const fresh = new Set(written.map((ref) => ref.segmentId));
+    const older = new Set(Array.from(pageKeys, (key) => this.ledger.ref(key).segmentId).filter((id) => !fresh.has(id)));
+    if (older.size === 0) return false;
+    const present = new Set(await this.cold.listSegments());
+    const lost = Array.from(pageKeys).filter((key) => !present.has(this.ledger.ref(key).segmentId));
+    if (lost.length === 0) return false;
+    this.pool.forgetDiskCopies(entry.handle, Float64Array.from(lost));
+    await this.collectFreedDiskCopies();
+    return true;
+  }
+
+  /**
+   * Segments this process no longer uses are deleted only when no manifest in the shared directory names
+   * them either: a fork's manifest written by another process may still need its parent's segments.
+   */
+  private deleteSegments(segmentIds: string[]): Promise<void> {
+    if (segmentIds.length === 0 && this.gcCandidates.size === 0) return this.gc;
+    for (const id of segmentIds) this.gcCandidates.add(id);
+    this.gc = this.gc.then(() => this.collectGarbage());
+    return this.gc;
+  }
+
+  /** Never fails: a candidate whose deletion failed stays a candidate for the next collection. */
+  private async collectGarbage(): Promise<void> {
+    if (this.gcCandidates.size === 0) return;
+    const pending = new Set(this.gcCandidates);
+    this.gcCandidates.clear();
+    try {
+      // Fails when any manifest cannot be read (another key ring, damage): its segments cannot be told
+      // from garbage, so nothing is deleted until it can be.
+      const orphans = new Set(await this.cold.orphanSegments());
+      for (const id of [...pending]) {
+        if (orphans.has(id) && !this.ledger.uses(id)) await this.cold.deleteSegment(id);
+        pending.delete(id);
+      }
+    } catch (err) {
+      for (const id of pending) this.gcCandidates.add(id);
+      try {
+        this.onBackgroundError(`deleting ${pending.size} unused segment file(s)`, err);
+      } catch {
+        // A failing reporter must not break the collection chain every release waits on.
+      }
+    }
+  }
+}
