@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { computeLayout, NativeAllocator, TsAllocator, type KvAllocator, type PoolOptions } from '../src/fabric';
+import { computeLayout, NativeAllocator, type KvAllocator, type PoolOptions } from '../src/fabric';
+import { TsAllocator } from '../test/fabric/ts-allocator';
 import { formatRate, measureRate, printTable } from './measure';
 
 const args = process.argv.slice(2);

@@ -1,5 +1,6 @@
-// Pool option validation and block layout arithmetic, shared by TsAllocator and the native wrapper so
-// both reject exactly the same options (docs/allocator.md, "Pool") before any memory is reserved.
+// Pool option validation and block layout arithmetic, shared by NativeAllocator and its test twin
+// (test/fabric/ts-allocator.ts) so both reject exactly the same options (docs/allocator.md, "Pool")
+// before any memory is reserved.
 
 import { FabricError } from './errors';
 import type { Backend, BlockLayout, ModelShape, PoolOptions, ScrubPolicy } from './types';

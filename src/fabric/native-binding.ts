@@ -4,43 +4,21 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { FabricError } from './errors';
-import type { BackendInfo, BlockLayout, ContextStats, IpcChunk, PoolStats } from './types';
+import type { BackendInfo, BlockLayout, ContextHandle, IpcChunk, KvAllocator, TierPrimitives } from './types';
 
-/** The addon's pool object; NativeAllocator is its only user. */
-export interface NativePool {
-  layout(): BlockLayout;
-  createContext(tenant: number): number;
-  append(ctx: number, kv: Uint8Array): void;
-  appendAsync(ctx: number, kv: Uint8Array): Promise<void>;
-  read(ctx: number, startToken: number, tokenCount: number): Uint8Array;
-  readAsync(ctx: number, startToken: number, tokenCount: number): Promise<Uint8Array>;
-  readBlock(ctx: number, pageIndex: number): Uint8Array;
-  fork(ctx: number): number;
-  pin(ctx: number): void;
-  unpin(ctx: number): void;
-  release(ctx: number): void;
-  blockTable(ctx: number): Uint32Array;
-  stats(): PoolStats;
-  contextStats(ctx: number): ContextStats;
-  allocateBlocks(tenant: number, count: number): Float64Array;
-  freeBlocks(handles: Float64Array): void;
-  close(): void;
-  demoteAsync(ctx: number): Promise<void>;
-  promoteAsync(ctx: number): Promise<void>;
-  beginSpill(ctx: number): { lease: number; blocks: number };
-  spillRead(lease: number, index: number): Uint8Array;
-  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
-  beginFill(ctx: number, target?: 'host' | 'device'): { lease: number; diskKeys: Float64Array };
-  fillWrite(lease: number, index: number, bytes: Uint8Array): void;
-  commitFill(lease: number): void;
-  abortLease(lease: number): void;
-  importContext(tenant: number, tokens: number, diskKeys: Float64Array): number;
-  takeFreedDiskKeys(): Float64Array;
-  pageDiskKeys(ctx: number): Float64Array;
-  pageTiers(ctx: number): Uint8Array;
-  forgetDiskCopies(ctx: number, diskKeys: Float64Array): void;
-  backendInfo(): BackendInfo;
-  blockDeviceAddresses(ctx: number): BigUint64Array;
+/**
+ * The addon's pool class, declared once: the allocator contract and the tier primitives as they are
+ * (NativeAllocator extends this class, so there is no forwarding layer), plus the few native calls that
+ * NativeAllocator turns into properties or friendlier types.
+ */
+export interface NativePool extends Omit<KvAllocator, 'layout' | 'scrubPolicy'>, Omit<TierPrimitives, 'pageResidency'> {
+  blockLayout(): BlockLayout;
+  describeBackend(): BackendInfo;
+  /** Each page's native tier: 0 only on disk, 1 device, 2 host. */
+  pageTiers(ctx: ContextHandle): Uint8Array;
+  /** CUDA: each page's block as a device address (an engine's block table); INVALID_STATE on CPU or offloaded. */
+  blockDeviceAddresses(ctx: ContextHandle): BigUint64Array;
+  /** CUDA: the pool's device allocations as IPC handles another process on the same GPU can map. */
   exportIpcHandles(): IpcChunk[];
 }
 

@@ -1,6 +1,6 @@
-// The allocator's public contract. Two implementations honour it: the native addon (NativeAllocator)
-// and a plain TypeScript one (TsAllocator) used as a baseline in benchmarks and as a second
-// implementation under the same tests.
+// The allocator's public contract. NativeAllocator (the addon) honours it, and so does a plain TypeScript
+// twin in test/fabric/ts-allocator.ts: a baseline in benchmarks and a second implementation under the
+// same tests.
 
 import type { Tier } from './tier';
 

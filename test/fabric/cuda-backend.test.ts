@@ -8,7 +8,8 @@ import path from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { FabricError, NativeAllocator, TsAllocator, probeCuda } from '../../src/fabric';
+import { FabricError, NativeAllocator, probeCuda } from '../../src/fabric';
+import { TsAllocator } from './ts-allocator';
 import { addonPath } from '../../src/fabric/native-binding';
 import { expectSameBytes, tinyShape, tokenBytes } from './implementations';
 

@@ -1,5 +1,6 @@
 // Both allocator implementations, so each test file runs the same cases against the two of them.
-import { NativeAllocator, TsAllocator, type KvAllocator, type PoolOptions } from '../../src/fabric';
+import { NativeAllocator, type KvAllocator, type PoolOptions } from '../../src/fabric';
+import { TsAllocator } from './ts-allocator';
 
 export interface Implementation {
   name: 'native' | 'ts';

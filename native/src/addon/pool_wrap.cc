@@ -201,7 +201,7 @@ uint32_t u32Option(Napi::Env env, Napi::Object options, const char* name, uint32
 Napi::Function PoolWrap::define(Napi::Env env) {
   return DefineClass(env, "NativePool",
                      {
-                         InstanceMethod<&PoolWrap::layout>("layout"),
+                         InstanceMethod<&PoolWrap::layout>("blockLayout"),
                          InstanceMethod<&PoolWrap::createContext>("createContext"),
                          InstanceMethod<&PoolWrap::append>("append"),
                          InstanceMethod<&PoolWrap::appendAsync>("appendAsync"),
@@ -218,8 +218,8 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::allocateBlocks>("allocateBlocks"),
                          InstanceMethod<&PoolWrap::freeBlocks>("freeBlocks"),
                          InstanceMethod<&PoolWrap::close>("close"),
-                         InstanceMethod<&PoolWrap::demoteAsync>("demoteAsync"),
-                         InstanceMethod<&PoolWrap::promoteAsync>("promoteAsync"),
+                         InstanceMethod<&PoolWrap::demoteAsync>("demote"),
+                         InstanceMethod<&PoolWrap::promoteAsync>("promote"),
                          InstanceMethod<&PoolWrap::beginSpill>("beginSpill"),
                          InstanceMethod<&PoolWrap::spillRead>("spillRead"),
                          InstanceMethod<&PoolWrap::commitSpill>("commitSpill"),
@@ -232,7 +232,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
                          InstanceMethod<&PoolWrap::pageTiers>("pageTiers"),
                          InstanceMethod<&PoolWrap::forgetDiskCopies>("forgetDiskCopies"),
-                         InstanceMethod<&PoolWrap::backendInfo>("backendInfo"),
+                         InstanceMethod<&PoolWrap::backendInfo>("describeBackend"),
                          InstanceMethod<&PoolWrap::blockDeviceAddresses>("blockDeviceAddresses"),
                          InstanceMethod<&PoolWrap::exportIpcHandles>("exportIpcHandles"),
                      });

@@ -7,8 +7,8 @@
 // never occurs. Block metadata lives in typed arrays indexed by block (no per-block objects); typed-array
 // reads carry `!` because noUncheckedIndexedAccess cannot see that indices are in range by construction.
 
-import { FabricError } from './errors';
-import { computeLayout, validatePoolOptions } from './layout';
+import { FabricError } from '../../src/fabric/errors';
+import { computeLayout, validatePoolOptions } from '../../src/fabric/layout';
 import type {
   BlockLayout,
   ContextHandle,
@@ -18,7 +18,7 @@ import type {
   PoolStats,
   ScrubPolicy,
   TenantId,
-} from './types';
+} from '../../src/fabric/types';
 
 const HANDLE_SLOT_SPAN = 2 ** 32;
 /** Largest generation whose handles (generation * 2^32 + index) stay exact JS numbers. */

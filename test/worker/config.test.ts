@@ -1,0 +1,38 @@
+// The worker's flags and environment, parsed and checked before anything starts.
+import { randomBytes } from 'node:crypto';
+
+import { describe, expect, it } from 'vitest';
+
+import { parseWorkerConfig } from '../../src/worker/config';
+import { MODELS } from '../../src/workflows/models';
+import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
+
+describe('worker configuration', () => {
+  const key = randomBytes(32).toString('base64');
+  it('reads flags before the environment and keys only from the environment or a file', () => {
+    const security = { KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    const config = parseWorkerConfig(['--tier-dir', '/tmp/t', '--model', 'tiny', '--device-blocks', '64', '--backend', 'cpu', '--no-workflows'], {
+      ...security,
+      KVFABRIC_KEYS: `k1=${key}`,
+      TEMPORAL_ADDRESS: 'temporal:7233',
+      KVFABRIC_HOST_BLOCKS: '32',
+    });
+    expect(config).toMatchObject({ tierDir: '/tmp/t', deviceBlocks: 64, hostBlocks: 32, backend: 'cpu', workflows: false, activeKeyId: 'k1', activeCodecKeyId: 'test-codec-1' });
+    expect(config.trustedKeys.map((k) => k.id)).toEqual(['test-sign-1']);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_CODEC_KEYS: security.KVFABRIC_CODEC_KEYS })).toThrow(/KVFABRIC_TRUSTED_KEYS/);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: security.KVFABRIC_TRUSTED_KEYS })).toThrow(/KVFABRIC_CODEC_KEYS/);
+    expect(config.temporal).toEqual({ address: 'temporal:7233', namespace: 'default' });
+    expect(config.model).toBe(MODELS.tiny);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], {})).toThrow(/no master key/);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--backend', 'tpu'], { KVFABRIC_KEYS: `k1=${key}` })).toThrow(/backend/);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: 'k1=c2hvcnQ=' })).toThrow(/32 bytes/);
+    expect(() => parseWorkerConfig(['--key', key], {})).toThrow();
+  });
+
+  it('sweeps orphan segments every 10 minutes, taking those an hour old, unless told otherwise', () => {
+    const env = { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env)).toMatchObject({ housekeepingMs: 600_000, orphanMinAgeMs: 3_600_000 });
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({ housekeepingMs: 0, orphanMinAgeMs: 5000 });
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(/--orphan-min-age-ms must be an integer >= 0, got 'soon'/);
+  });
+});
