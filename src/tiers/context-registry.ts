@@ -3,7 +3,7 @@
 // the order of last use that eviction walks.
 import { FabricError } from '../fabric/errors';
 import type { ContextHandle, TenantId } from '../fabric/types';
-import type { ColdBlockRef } from './cold';
+import type { ColdBlockRef, ContextAttachment } from './cold';
 import { KeyedMutex } from './keyed-mutex';
 import { LruOrder } from './lru-order';
 
@@ -15,6 +15,8 @@ export interface ContextEntry {
   version: number;
   /** The pages the newest manifest names; undefined before the first durable copy. */
   manifest?: readonly ColdBlockRef[];
+  /** The owner's note kept with the KV (cold/types.ts): replaced whole, never changed in place. */
+  attachment?: ContextAttachment;
 }
 
 export class ContextRegistry {

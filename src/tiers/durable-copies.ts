@@ -93,6 +93,7 @@ export class DurableCopies {
       layout: { bytesPerToken: layout.bytesPerToken, tokensPerBlock: layout.tokensPerBlock, blockBytes: layout.blockBytes },
       pages,
       createdAt: new Date().toISOString(),
+      ...(entry.attachment ? { attachment: entry.attachment } : {}),
     };
     await this.cold.writeManifest(manifest);
     this.ledger.retainManifest(pages);
@@ -148,7 +149,14 @@ export class DurableCopies {
     const keys = Float64Array.from(manifest.pages, (page) => this.ledger.register(page));
     const handle: ContextHandle = this.pool.importContext(manifest.tenant, manifest.tokens, keys);
     this.ledger.retainManifest(manifest.pages);
-    return { id: contextId, handle, tenant: manifest.tenant as TenantId, version: manifest.version, manifest: manifest.pages };
+    return {
+      id: contextId,
+      handle,
+      tenant: manifest.tenant as TenantId,
+      version: manifest.version,
+      manifest: manifest.pages,
+      ...(manifest.attachment ? { attachment: manifest.attachment } : {}),
+    };
   }
 
   /**

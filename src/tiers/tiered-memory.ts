@@ -7,7 +7,7 @@ import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { Tier } from '../fabric/tier';
 import type { ContextHandle, ContextStats, PoolStats, TenantId } from '../fabric/types';
-import type { ColdStore, ReadManifestOptions } from './cold';
+import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
 import { ContextRegistry, type ContextEntry } from './context-registry';
 import { DurableCopies } from './durable-copies';
 import { EvictionPolicy } from './eviction-policy';
@@ -107,17 +107,24 @@ export class TieredMemory {
     this.registry.requireNew(childId);
     return this.locked(parentId, async (parent) => {
       this.registry.requireNew(childId);
-      this.registry.add({ id: childId, handle: this.pool.fork(parent.handle), tenant: parent.tenant, version: 0 });
+      const child: ContextEntry = { id: childId, handle: this.pool.fork(parent.handle), tenant: parent.tenant, version: 0 };
+      if (parent.attachment) child.attachment = parent.attachment;
+      this.registry.add(child);
     });
   }
 
-  /** Appends whole tokens; an offloaded context is restored first, and room is made by eviction. */
-  append(contextId: string, kv: Uint8Array): Promise<Eviction[]> {
+  /**
+   * Appends whole tokens; an offloaded context is restored first, and room is made by eviction. An
+   * attachment given replaces the context's once the tokens are in, under the same lock, so no durable
+   * copy ever pairs these pages with another note. Returns the evictions it caused.
+   */
+  append(contextId: string, kv: Uint8Array, attachment?: ContextAttachment): Promise<Eviction[]> {
     return this.locked(contextId, async (entry) => {
       this.registry.touch(contextId);
       const log: Eviction[] = [];
       await this.moves.restore(entry, log);
       await this.eviction.withRoom('device', entry, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv), log);
+      if (attachment) entry.attachment = attachment;
       // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
       // beats none if this process dies before then (the caller knows which version it trusts).
       await this.durable?.collectFreedDiskCopies();
@@ -243,6 +250,11 @@ export class TieredMemory {
   /** The allocator handle, for callers that use the pool directly (block tables for an engine). */
   handle(contextId: string): ContextHandle {
     return this.registry.get(contextId).handle;
+  }
+
+  /** The note last appended with the context (or adopted with it from disk). */
+  attachment(contextId: string): ContextAttachment | undefined {
+    return this.registry.get(contextId).attachment;
   }
 
   /** Version of the context's newest durable copy (0: none yet); recover() can demand at least this. */

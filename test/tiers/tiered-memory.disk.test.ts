@@ -52,6 +52,33 @@ async function segmentFiles(): Promise<string[]> {
 }
 
 describe('TieredMemory with the disk tier', () => {
+  it('keeps an attachment with the pages it was appended with: forks inherit it, a second process adopts it', async () => {
+    const { pool: first, cold: firstCold, memory } = await open();
+    memory.create('a', 1);
+    await memory.append('a', tokenBytes(5, 1), { ids: [1, 2, 3, 4, 5] });
+    await memory.fork('a', 'child');
+    await memory.append('child', tokenBytes(1, 2), { ids: [1, 2, 3, 4, 5, 6] });
+    expect(memory.attachment('a')).toEqual({ ids: [1, 2, 3, 4, 5] });
+    expect(memory.attachment('child')).toEqual({ ids: [1, 2, 3, 4, 5, 6] });
+    await memory.checkpoint('a');
+    await memory.append('a', tokenBytes(1, 3), { ids: [1, 2, 3, 4, 5, 7] }); // not durable yet: the disk keeps the older pair
+    first.close();
+    await firstCold.close();
+    pool = undefined;
+    cold = undefined;
+    const { memory: adopter } = await open();
+    await adopter.recover('a', { expectedTenant: 1 });
+    expect(adopter.contextStats('a').tokens).toBe(5);
+    expect(adopter.attachment('a')).toEqual({ ids: [1, 2, 3, 4, 5] });
+  });
+
+  it('refuses a manifest whose attachment is not a JSON object, writing nothing', async () => {
+    const { cold } = await open();
+    const manifest = { contextId: 'x', tenant: 1, version: 1, tokens: 0, layout: { bytesPerToken: 1, tokensPerBlock: 1, blockBytes: 1 }, pages: [], createdAt: 'now' };
+    await expect(cold.writeManifest({ ...manifest, attachment: [1, 2] as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(cold.readManifest('x')).rejects.toThrow(/manifest is missing/);
+  });
+
   it('round-trips byte-exact through device -> host -> disk -> device and each step alone', async () => {
     const { pool, memory } = await open();
     memory.create('a', 1);

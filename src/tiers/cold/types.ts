@@ -44,7 +44,15 @@ export interface ContextManifest {
   pages: ColdBlockRef[];
   /** ISO-8601 time of the offload, for operators. */
   createdAt: string;
+  /**
+   * What the context's owner keeps beside its KV (an engine's token ids and fingerprint): opaque to the
+   * tiers, a JSON object encrypted with the manifest and always of the same version as its pages.
+   */
+  attachment?: ContextAttachment;
 }
+
+/** A JSON object; the tiers store it and give it back, never look inside. */
+export type ContextAttachment = Readonly<Record<string, unknown>>;
 
 export interface ReadManifestOptions {
   /** PERMISSION_DENIED when the manifest belongs to another tenant. */

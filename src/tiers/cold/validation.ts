@@ -4,7 +4,10 @@
 
 import { FabricError, type ErrorCode } from '../../fabric/errors';
 import { contextFileStem, MAX_CONTEXT_FILE_STEM } from './context-names';
-import type { ColdBlockRef, ContextManifest, SegmentOwner } from './types';
+import type { ColdBlockRef, ContextAttachment, ContextManifest, SegmentOwner } from './types';
+
+/** An attachment is token ids and a fingerprint: 16 M characters hold a 1M-token context's ids. */
+const MAX_ATTACHMENT_CHARS = 16 * 1024 * 1024;
 
 export const MAX_TENANT = 2 ** 32 - 1;
 /** UTF-8 bytes of a context id in file headers; implied by the file-name limit (a name takes >= 1 character per byte). */
@@ -109,7 +112,22 @@ class Checker {
       return ref;
     });
     if (typeof m.createdAt !== 'string' || m.createdAt.length > 64) this.fail(`manifest.createdAt must be a string of at most 64 characters`);
-    return { contextId, tenant, version, tokens, layout: { bytesPerToken, tokensPerBlock, blockBytes }, pages, createdAt: m.createdAt };
+    const manifest: ContextManifest = { contextId, tenant, version, tokens, layout: { bytesPerToken, tokensPerBlock, blockBytes }, pages, createdAt: m.createdAt };
+    if (m.attachment !== undefined) manifest.attachment = this.attachment(m.attachment, 'manifest.attachment');
+    return manifest;
+  }
+
+  /** A private copy of a plain JSON object of bounded size. */
+  attachment(value: unknown, name: string): ContextAttachment {
+    if (!isObject(value) || Array.isArray(value)) this.fail(`${name} must be a JSON object, got ${describe(value)}`);
+    let text: string;
+    try {
+      text = JSON.stringify(value);
+    } catch {
+      return this.fail(`${name} is not JSON`);
+    }
+    if (text.length > MAX_ATTACHMENT_CHARS) this.fail(`${name} is ${text.length} characters of JSON, over ${MAX_ATTACHMENT_CHARS}`);
+    return JSON.parse(text) as ContextAttachment;
   }
 }
 
