@@ -19,7 +19,6 @@ import type { WorkerConfig } from './config';
 import { drainToDisk, type DrainReport } from './drain';
 import { WorkerMetrics } from './metrics';
 import { startHousekeeping } from './housekeeping';
-import { pauseForKillTests } from './test-pause';
 
 export interface GpuWorkerOptions {
   config: WorkerConfig;
@@ -49,7 +48,6 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     ...(config.deviceMemoryFraction !== undefined ? { deviceMemoryFraction: config.deviceMemoryFraction } : {}),
   });
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
-  pauseForKillTests(cold);
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));
   const holder = `${config.taskQueue}@${config.workerId}`;
   const fences = await HolderFences.open(join(config.tierDir, 'fences'), holder);

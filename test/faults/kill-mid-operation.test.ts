@@ -19,6 +19,8 @@ import type { AgentStatus } from '../../src/workflows/definitions';
 import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
 import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
 
+const PAUSING_WORKER = join(__dirname, 'fixtures', 'pausing-worker.ts');
+
 let cluster: TestCluster;
 let flags: string;
 const injected: string[] = [];
@@ -50,6 +52,7 @@ async function killDuring(activity: string, agentId: string, options: { skip?: n
     taskQueue: queue,
     args: ['--no-workflows', '--tier-dir', tierDir],
     env: { KVFABRIC_TEST_PAUSE_IN: activity, KVFABRIC_TEST_PAUSE_FLAG: flag, KVFABRIC_TEST_PAUSE_SKIP: String(options.skip ?? 0) },
+    entry: PAUSING_WORKER,
   });
   const agent = await agents.start({ agentId, tenant: 'acme', model: TINY, config: options.config ?? TEST_AGENT_CONFIG });
   await setup(agent);

@@ -16,6 +16,8 @@ import { parseKeyList } from '../../src/security/key-list';
 import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
 import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
 
+const PAUSING_WORKER = join(__dirname, 'fixtures', 'pausing-worker.ts');
+
 let cluster: TestCluster;
 let scratch: string;
 
@@ -40,6 +42,7 @@ it('a holder frozen mid-checkpoint and woken after a failover cannot overwrite t
     taskQueue: queue,
     args: ['--no-workflows', '--tier-dir', tierDir, '--housekeeping-ms', '250', '--shutdown-grace-ms', '1000'],
     env: { KVFABRIC_TEST_PAUSE_IN: 'appendTurn', KVFABRIC_TEST_PAUSE_FLAG: flag, KVFABRIC_TEST_PAUSE_SKIP: '1', KVFABRIC_TEST_PAUSE_UNTIL_GONE: '1' },
+    entry: PAUSING_WORKER,
   });
   const agent = await agents.start({ agentId: id, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
   await agent.turn(37);

@@ -70,7 +70,8 @@ export interface TestCluster {
   /** A worker that runs agent workflows only (no memory), on `taskQueue` (default the cluster's). */
   startWorkflowWorker(taskQueue?: string): Promise<Worker>;
   /** A GPU worker in a child process (src/worker/main.ts), to be killed for real. */
-  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[]; env?: Record<string, string> }): Promise<WorkerProcess>;
+  /** `entry`: a wrapper around the worker's main (a fault-injecting one), instead of main itself. */
+  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[]; env?: Record<string, string>; entry?: string }): Promise<WorkerProcess>;
   workerConfig(overrides?: Partial<WorkerConfig>): WorkerConfig;
   /**
    * Stops the dev server (SIGTERM: graceful; SIGKILL: at once) and starts it again on the same port and
@@ -156,7 +157,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       runs.push(worker.run());
       return worker;
     },
-    async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {} }) {
+    async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {}, entry }) {
       const flags = [
         ...['--address', server.address, '--task-queue', queue],
         ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
@@ -167,7 +168,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
         KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
         KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
         ...env,
-      });
+      }, entry);
       processes.push(worker.child);
       return { ...worker, holder: `${queue}@${workerId}` };
     },
