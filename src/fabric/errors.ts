@@ -13,6 +13,9 @@ export const ERROR_CODES = [
   'OUT_OF_MEMORY',
   'UNAVAILABLE',
   'STORAGE_FULL',
+  // A context's KV from another model or engine setting (src/engines/fingerprint.ts): loading it would be
+  // wrong or, in llama.cpp, could crash the process.
+  'INCOMPATIBLE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

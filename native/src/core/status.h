@@ -21,6 +21,7 @@ enum class Code : uint8_t {
   kOutOfMemory,
   kUnavailable,
   kStorageFull,
+  kIncompatible,
 };
 
 inline const char* codeName(Code code) {
@@ -37,6 +38,7 @@ inline const char* codeName(Code code) {
     case Code::kOutOfMemory: return "OUT_OF_MEMORY";
     case Code::kUnavailable: return "UNAVAILABLE";
     case Code::kStorageFull: return "STORAGE_FULL";
+    case Code::kIncompatible: return "INCOMPATIBLE";
   }
   return "UNKNOWN";
 }

@@ -1,0 +1,262 @@
+// llama.cpp's sequence-state file (llama_state_seq_save_file, "GGSQ" version 3) to and from kvfabric's
+// token-major rows. Layout, little-endian, as written by llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and
+// checked against real saved files (docs/engines.md):
+//   u32 magic 'ggsq' (0x67677371), u32 version 3, u32 n_tokens, i32 tokens[n_tokens]
+//   u32 n_stream (1), u32 cell_count; then cell_count x { i32 pos, u32 n_seq_id (1), i32 seq_id }
+//   u32 v_trans, u32 n_layer
+//   per layer: i32 k_type, u64 k_row_bytes, cell_count rows of k_row_bytes          (K: one row per cell)
+//   v_trans 0, per layer: i32 v_type, u64 v_row_bytes, cell_count rows              (flash attention on)
+//   v_trans 1, per layer: i32 v_type, u32 v_el_bytes, u32 n_embd_v_gqa, then for each of the
+//              n_embd_v_gqa elements, that element of every cell                     (flash attention off)
+// A row is [kvHead][headDim]. kvfabric's token-major bytes are [token][layer][K,V][kvHead][headDim], so
+// a token's bytes are its K row and V row of every layer in turn.
+// Only what kvfabric needs is accepted: one stream, no per-cell extension (M-RoPE models), the cells of
+// exactly the listed tokens at positions 0..n-1, and non-block K/V types (f16, bf16, f32). Anything else
+// is INTEGRITY (bytes that cannot be this file) or INCOMPATIBLE (a well-formed state of another setting).
+import { FabricError } from '../../fabric/errors';
+
+export const GGSQ_MAGIC = 0x67677371;
+export const GGSQ_VERSION = 3;
+
+/** ggml type ids of the element types rows may hold, and their sizes. */
+export const GGML_TYPES = Object.freeze({ f32: { id: 0, bytes: 4 }, f16: { id: 1, bytes: 2 }, bf16: { id: 30, bytes: 2 } });
+export type KvType = keyof typeof GGML_TYPES;
+
+/** What a sequence state must look like for one engine: the model's KV shape and the context's types. */
+export interface SequenceStateShape {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  kType: KvType;
+  vType: KvType;
+}
+
+export interface SequenceState {
+  tokens: Uint32Array;
+  /** Token-major rows of tokens [fromToken, n_tokens). */
+  kv: Uint8Array;
+  /** Whether the file held V transposed (flash attention off). */
+  vTransposed: boolean;
+}
+
+const HEADER_BYTES = 12;
+const CELL_BYTES = 12;
+
+/** Bytes of one token in kvfabric's layout; both K/V types must have the same element size. */
+export function bytesPerToken(shape: SequenceStateShape): number {
+  return shape.layers * 2 * shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
+}
+
+function integrity(message: string): FabricError {
+  return new FabricError('INTEGRITY', `sequence state: ${message}`);
+}
+
+function incompatible(message: string): FabricError {
+  return new FabricError('INCOMPATIBLE', `sequence state: ${message}`);
+}
+
+/** Bounds-checked little-endian reader: running past the end is INTEGRITY, never a RangeError. */
+class Reader {
+  private readonly view: DataView;
+  offset = 0;
+  constructor(readonly bytes: Uint8Array) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  need(n: number, what: string): void {
+    if (this.offset + n > this.bytes.length) throw integrity(`truncated in ${what} (offset ${this.offset}, need ${n}, have ${this.bytes.length - this.offset})`);
+  }
+  u32(what: string): number {
+    this.need(4, what);
+    const value = this.view.getUint32(this.offset, true);
+    this.offset += 4;
+    return value;
+  }
+  i32(what: string): number {
+    this.need(4, what);
+    const value = this.view.getInt32(this.offset, true);
+    this.offset += 4;
+    return value;
+  }
+  u64(what: string): number {
+    this.need(8, what);
+    const value = this.view.getBigUint64(this.offset, true);
+    this.offset += 8;
+    return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
+  }
+}
+
+function expectType(actual: number, expected: KvType, what: string): void {
+  if (actual !== GGML_TYPES[expected].id) throw incompatible(`${what} type is ggml type ${actual}, this engine uses ${expected} (${GGML_TYPES[expected].id})`);
+}
+
+/**
+ * Splits a saved sequence state into its token ids and token-major rows of tokens [fromToken, n).
+ * INTEGRITY when the bytes are not a well-formed state of `shape`; INCOMPATIBLE for a different K/V type.
+ */
+export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, fromToken = 0): SequenceState {
+  const r = new Reader(file);
+  if (r.u32('magic') !== GGSQ_MAGIC) throw integrity('bad magic (not a GGSQ file)');
+  const version = r.u32('version');
+  if (version !== GGSQ_VERSION) throw incompatible(`version ${version}, expected ${GGSQ_VERSION}`);
+  const nTokens = r.u32('token count');
+  r.need(nTokens * 4, 'tokens');
+  const tokens = new Uint32Array(nTokens);
+  for (let i = 0; i < nTokens; i++) tokens[i] = r.u32('tokens');
+  if (!Number.isSafeInteger(fromToken) || fromToken < 0 || fromToken > nTokens) {
+    throw new FabricError('OUT_OF_RANGE', `fromToken ${fromToken} outside [0, ${nTokens}]`);
+  }
+
+  const nStream = r.u32('stream count');
+  if (nStream !== 1) throw incompatible(`${nStream} streams, expected 1`);
+  const cells = r.u32('cell count');
+  if (cells !== nTokens) throw integrity(`${cells} KV cells for ${nTokens} tokens`);
+  const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
+  const tokenBytes = bytesPerToken(shape);
+  const kv = new Uint8Array((nTokens - fromToken) * tokenBytes);
+  if (cells === 0) {
+    if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
+    return { tokens, kv, vTransposed: false };
+  }
+
+  r.need(cells * CELL_BYTES, 'cells');
+  for (let i = 0; i < cells; i++) {
+    const pos = r.i32('cell pos');
+    const seqIds = r.u32('cell seq count');
+    r.i32('cell seq id');
+    // A gap or shift would mean token i's KV is not at position i, which rows cannot express.
+    if (pos !== i) throw integrity(`cell ${i} at position ${pos}`);
+    if (seqIds !== 1) throw integrity(`cell ${i} has ${seqIds} sequence ids (per-cell extensions are not supported)`);
+  }
+
+  const vTrans = r.u32('v_trans');
+  if (vTrans > 1) throw integrity(`v_trans ${vTrans}`);
+  const layers = r.u32('layer count');
+  if (layers !== shape.layers) throw incompatible(`${layers} layers, this model has ${shape.layers}`);
+
+  const halfBytes = tokenBytes / (2 * shape.layers); // one K or V row
+  for (let layer = 0; layer < layers; layer++) {
+    expectType(r.i32('K type'), shape.kType, `layer ${layer} K`);
+    const kRow = r.u64('K row size');
+    if (kRow !== rowBytes) throw incompatible(`layer ${layer} K rows of ${kRow} bytes, expected ${rowBytes}`);
+    r.need(cells * kRow, `layer ${layer} K`);
+    const base = r.offset;
+    for (let t = fromToken; t < cells; t++) {
+      const at = base + t * kRow;
+      kv.set(file.subarray(at, at + kRow), (t - fromToken) * tokenBytes + (2 * layer) * halfBytes);
+    }
+    r.offset = base + cells * kRow;
+  }
+  for (let layer = 0; layer < layers; layer++) {
+    expectType(r.i32('V type'), shape.vType, `layer ${layer} V`);
+    const vOut = (2 * layer + 1) * halfBytes;
+    if (vTrans === 0) {
+      const vRow = r.u64('V row size');
+      if (vRow !== rowBytes) throw incompatible(`layer ${layer} V rows of ${vRow} bytes, expected ${rowBytes}`);
+      r.need(cells * vRow, `layer ${layer} V`);
+      const base = r.offset;
+      for (let t = fromToken; t < cells; t++) {
+        const at = base + t * vRow;
+        kv.set(file.subarray(at, at + vRow), (t - fromToken) * tokenBytes + vOut);
+      }
+      r.offset = base + cells * vRow;
+    } else {
+      const el = r.u32('V element size');
+      const nEmbd = r.u32('V embedding size');
+      if (el !== GGML_TYPES[shape.vType].bytes || nEmbd * el !== rowBytes) {
+        throw incompatible(`layer ${layer} V of ${nEmbd} elements x ${el} bytes, expected ${rowBytes} bytes per row`);
+      }
+      r.need(nEmbd * cells * el, `layer ${layer} V`);
+      const base = r.offset;
+      // Transposed: element j of every cell is contiguous; gather it into each token's row.
+      for (let j = 0; j < nEmbd; j++) {
+        const src = base + j * cells * el;
+        for (let t = fromToken; t < cells; t++) {
+          const out = (t - fromToken) * tokenBytes + vOut + j * el;
+          for (let b = 0; b < el; b++) kv[out + b] = file[src + t * el + b]!;
+        }
+      }
+      r.offset = base + nEmbd * cells * el;
+    }
+  }
+  if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
+  return { tokens, kv, vTransposed: vTrans === 1 };
+}
+
+/** The size of the file buildSequenceState writes for n tokens. */
+export function sequenceStateBytes(shape: SequenceStateShape, nTokens: number): number {
+  if (nTokens === 0) return HEADER_BYTES + 8;
+  const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
+  // Each layer's K and V header is 12 bytes: i32 type + u64 row size, or (V transposed) i32 type + u32 + u32.
+  return HEADER_BYTES + 4 * nTokens + 8 + CELL_BYTES * nTokens + 8 + shape.layers * (24 + 2 * nTokens * rowBytes);
+}
+
+/**
+ * The sequence-state file llama.cpp would have saved for `tokens` with KV `kv` (token-major rows):
+ * the inverse of parseSequenceState, byte for byte. INVALID_ARGUMENT when kv is not tokens x bytesPerToken.
+ */
+export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, vTransposed: boolean): Uint8Array {
+  const n = tokens.length;
+  const tokenBytes = bytesPerToken(shape);
+  if (kv.length !== n * tokenBytes) {
+    throw new FabricError('INVALID_ARGUMENT', `${kv.length} KV bytes for ${n} tokens of ${tokenBytes} bytes`);
+  }
+  const out = new Uint8Array(sequenceStateBytes(shape, n));
+  const view = new DataView(out.buffer);
+  let at = 0;
+  const u32 = (value: number) => {
+    view.setUint32(at, value, true);
+    at += 4;
+  };
+  u32(GGSQ_MAGIC);
+  u32(GGSQ_VERSION);
+  u32(n);
+  for (let i = 0; i < n; i++) u32(tokens[i]!);
+  u32(1); // streams
+  u32(n); // cells
+  if (n === 0) return out;
+  for (let i = 0; i < n; i++) {
+    u32(i); // pos
+    u32(1); // one sequence id
+    u32(0); // seq id: llama.cpp reads and discards it, restoring into the target sequence
+  }
+  u32(vTransposed ? 1 : 0);
+  u32(shape.layers);
+  const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
+  const halfBytes = rowBytes;
+  for (let layer = 0; layer < shape.layers; layer++) {
+    u32(GGML_TYPES[shape.kType].id);
+    view.setBigUint64(at, BigInt(rowBytes), true);
+    at += 8;
+    for (let t = 0; t < n; t++) {
+      const src = t * tokenBytes + 2 * layer * halfBytes;
+      out.set(kv.subarray(src, src + rowBytes), at);
+      at += rowBytes;
+    }
+  }
+  for (let layer = 0; layer < shape.layers; layer++) {
+    u32(GGML_TYPES[shape.vType].id);
+    const vIn = (2 * layer + 1) * halfBytes;
+    if (!vTransposed) {
+      view.setBigUint64(at, BigInt(rowBytes), true);
+      at += 8;
+      for (let t = 0; t < n; t++) {
+        const src = t * tokenBytes + vIn;
+        out.set(kv.subarray(src, src + rowBytes), at);
+        at += rowBytes;
+      }
+    } else {
+      const el = GGML_TYPES[shape.vType].bytes;
+      const nEmbd = rowBytes / el;
+      u32(el);
+      u32(nEmbd);
+      for (let j = 0; j < nEmbd; j++) {
+        for (let t = 0; t < n; t++) {
+          const src = t * tokenBytes + vIn + j * el;
+          for (let b = 0; b < el; b++) out[at + b] = kv[src + b]!;
+          at += el;
+        }
+      }
+    }
+  }
+  return out;
+}
