@@ -6,6 +6,8 @@ import { Context, log } from '@temporalio/activity';
 
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import type { Action, Presented } from '../agent-memory/capability-check';
+import type { TurnInput } from '../agent-memory/turn';
+import { FabricError } from '../fabric/errors';
 import { emptyDigest } from '../agent-memory/context-digest';
 import { agentWorkflowId } from '../identity/agent-identity';
 import type { CapabilityClaims } from '../security/claims';
@@ -121,15 +123,15 @@ export function createActivities(options: {
   const context: ContextActivities = {
     appendTurn(request: TurnRequest): Promise<TurnResult> {
       let phase = 'append';
-      const progress = () => ({ phase, turn: request.turn, tokens: request.tokens });
+      const progress = () => ({ phase, turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) });
       return operate({ activity: 'appendTurn', action: 'append', held: true }, request, async () => {
-        const [{ digest, alreadyApplied, durable }, appendMs] = await timed(async () => {
-          const applied = await memory.appendTurn(request.agentId, request.turn, request.tokens, request.before);
+        const [{ digest, alreadyApplied, reply, durable }, appendMs] = await timed(async () => {
+          const applied = await memory.appendTurn(request.agentId, request.turn, turnInputOf(request), request.before);
           phase = 'checkpoint';
           const copied = request.checkpoint ? await memory.checkpointUnlessDiskFull(request.agentId) : undefined;
           return { ...applied, durable: copied };
         });
-        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied, ...(durable === undefined ? {} : { durable }) };
+        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied, ...(reply ? { reply } : {}), ...(durable === undefined ? {} : { durable }) };
       }, progress);
     },
 
@@ -228,6 +230,14 @@ function presentedChild(request: ShareRequest): Presented {
     action: 'fork',
     token: request.childCapability,
   };
+}
+
+/** A message or a token count, exactly one: the workflow checks it, a raw caller may not have. */
+function turnInputOf(request: TurnRequest): TurnInput {
+  const { tokens, message, generation } = request;
+  if (typeof message === 'string' && tokens === undefined) return { message, ...(generation ? { generation } : {}) };
+  if (Number.isSafeInteger(tokens) && (tokens as number) >= 1 && message === undefined) return { tokens: tokens as number };
+  throw new FabricError('INVALID_ARGUMENT', 'a turn takes either a message or a positive token count');
 }
 
 /** Runs `work` and measures it, in milliseconds to two decimals. */

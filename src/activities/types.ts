@@ -5,8 +5,10 @@ import type { ModelShape } from '../fabric/types';
 import type { Tier } from '../fabric/tier';
 import type { ContextSnapshot } from '../agent-memory/context-snapshot';
 import type { DigestState } from '../agent-memory/context-digest';
+import type { TurnGeneration, TurnReply } from '../agent-memory/turn';
 
 export type { DigestState } from '../agent-memory/context-digest';
+export type { TurnGeneration, TurnReply } from '../agent-memory/turn';
 export type { ContextSnapshot } from '../agent-memory/context-snapshot';
 
 export type { Tier } from '../fabric/tier';
@@ -44,9 +46,13 @@ export interface RecoverRequest extends ContextRequest {
 }
 
 export interface TurnRequest extends ContextRequest {
-  /** The agent's own turn number: with the agent id, it determines the turn's KV bytes. */
+  /** The agent's own turn number: with the agent id, it determines a synthetic turn's KV bytes. */
   turn: number;
-  tokens: number;
+  /** Synthetic engine: the turn's token count. Exactly one of tokens and message. */
+  tokens?: number;
+  /** Model engine: the user's message, and how to write the reply. */
+  message?: string;
+  generation?: TurnGeneration;
   /** The context's digest before this turn (the workflow's record). */
   before: DigestState;
   /** Write the durable copy after appending (the workflow's durability policy). */
@@ -58,6 +64,8 @@ export interface TurnResult extends ContextSnapshot {
   appendMs: number;
   /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
   alreadyApplied: boolean;
+  /** Message turns: what the model said. */
+  reply?: TurnReply;
   /**
    * false: a checkpoint was asked for but the disk was full, so the turn is only in memory and the older
    * durable copy stays until a later checkpoint or offload to disk succeeds. Absent when none was asked.

@@ -5,6 +5,8 @@
 import { FabricError, isFabricError } from '../fabric/errors';
 import type { BlockLayout, ModelShape } from '../fabric/types';
 import type { ColdStore } from '../tiers/cold';
+import type { Engine } from '../engines/engine';
+import type { ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CapabilityClaims } from '../security/claims';
 import { bytesPerTokenOf } from '../fabric/layout';
@@ -15,7 +17,9 @@ import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { ContextDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
+import { engineNoteOf, type EngineNote } from './engine-note';
 import { syntheticKv } from './synthetic-kv';
+import type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 
@@ -48,6 +52,8 @@ export class AgentMemory {
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
   private readonly tenantIds: TenantRegistry;
+  /** The model behind message turns; absent on a worker of the synthetic engine (token-count turns). */
+  private readonly engine: Engine | undefined;
 
   constructor(options: {
     tiers: TieredMemory;
@@ -62,6 +68,8 @@ export class AgentMemory {
     fences?: HolderFences;
     /** Tenant names to the allocator's ids, unique across the workers sharing the tier directory. */
     tenantIds: TenantRegistry;
+    /** Runs message turns; its hot copy of a context is let go whenever the context leaves the device. */
+    engine?: Engine;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -71,8 +79,12 @@ export class AgentMemory {
     this.observer = options.observer;
     this.fences = options.fences;
     this.tenantIds = options.tenantIds;
+    this.engine = options.engine;
     // Told by the tier layer itself, foreground or background: nothing to rescan after a call.
-    this.tiers.onEviction((eviction) => this.observer?.evicted(eviction.from, eviction.to));
+    this.tiers.onEviction((eviction) => {
+      this.observer?.evicted(eviction.from, eviction.to);
+      this.letGo(eviction.contextId);
+    });
   }
 
   // ---- who may touch what ----
@@ -136,6 +148,7 @@ export class AgentMemory {
       const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
       if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
       if (!onDisk || onDisk.version <= this.tiers.durableVersion(contextId)) return;
+      this.letGo(contextId);
       await this.tiers.dropLocalCopy(contextId);
     }
     try {
@@ -217,7 +230,13 @@ export class AgentMemory {
     return 0;
   }
 
+  /** The engine's hot copy follows the context off the device: the next turn reads the stored pages. */
+  private letGo(contextId: string): void {
+    void this.engine?.release(contextId).catch(() => undefined); // nothing to let go of is no failure
+  }
+
   private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {
+    this.letGo(contextId);
     await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
     this.tenants.delete(contextId);
@@ -245,12 +264,17 @@ export class AgentMemory {
   // ---- turns ----
 
   /**
-   * Appends the turn's KV bytes unless the context already ends with them (an attempt on a lost worker
-   * applied them before its durable copy was written), and returns the digest after the turn.
+   * Runs a turn: a message through the worker's engine, or a synthetic turn's stand-in KV. Appends the
+   * turn's KV unless the context already ends with it (an attempt on a lost worker applied it before its
+   * durable copy was written), and returns the digest after the turn.
    */
-  async appendTurn(contextId: string, turn: number, tokens: number, before: DigestState): Promise<{ digest: DigestState; alreadyApplied: boolean }> {
-    const { bytesPerToken } = this.layout;
-    const kv = syntheticKv(contextId, turn, tokens, bytesPerToken);
+  async appendTurn(contextId: string, turn: number, input: TurnInput, before: DigestState): Promise<AppliedTurn> {
+    return 'tokens' in input ? this.appendSynthetic(contextId, turn, input.tokens, before) : this.appendModelTurn(contextId, input, before);
+  }
+
+  private async appendSynthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
+    if (this.engine) throw new FabricError('INVALID_ARGUMENT', `this worker runs ${this.engine.fingerprint.engine}: a turn takes a message, not a token count`);
+    const kv = syntheticKv(contextId, turn, tokens, this.layout.bytesPerToken);
     const held = this.tiers.contextStats(contextId).tokens;
     let alreadyApplied = false;
     if (held === before.tokens) {
@@ -261,24 +285,72 @@ export class AgentMemory {
     } else {
       throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
     }
-    // Re-read from the last whole digest chunk: the partly filled chunk before the turn, then the turn.
-    const tail = await this.tiers.read(contextId, before.chainedTokens, before.tokens + tokens - before.chainedTokens);
-    const split = (before.tokens - before.chainedTokens) * bytesPerToken;
-    const digest = ContextDigest.resume(before, bytesPerToken).update(tail.subarray(0, split));
-    if (digest.finish().value !== before.value) {
-      throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before turn ${turn}`);
-    }
-    const appended = tail.subarray(split);
+    const { digest, appended } = await this.digestAfter(contextId, before, tokens, turn);
     if (alreadyApplied && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
       throw new FabricError('INTEGRITY', `context ${contextId} ends with bytes that are not turn ${turn}`);
     }
-    return { digest: digest.update(appended).finish(), alreadyApplied };
+    return { digest, alreadyApplied };
+  }
+
+  /**
+   * The engine reads the stored context only when it does not hold it hot; what the turn added goes in
+   * with the context's new note (token ids, the reply) under one lock, so they are never out of step.
+   */
+  private async appendModelTurn(contextId: string, input: { message: string; generation?: TurnGeneration }, before: DigestState): Promise<AppliedTurn> {
+    const engine = this.engine;
+    if (!engine) throw new FabricError('INVALID_ARGUMENT', 'this worker runs no model (synthetic engine): a turn takes a token count');
+    const held = this.tiers.contextStats(contextId).tokens;
+    const note = engineNoteOf(contextId, this.tiers.attachment(contextId), held);
+    if (held > before.tokens && note?.lastTurn?.at === before.tokens) {
+      // Applied by an attempt whose worker was lost: the reply it gave comes from the note.
+      const { digest } = await this.digestAfter(contextId, before, held - before.tokens, 'its last');
+      return { digest, alreadyApplied: true, reply: note.lastTurn.reply };
+    }
+    if (held !== before.tokens) throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
+    const result = await engine.turn({
+      key: contextId,
+      context: {
+        tokens: Uint32Array.from(note?.tokens ?? []),
+        ...(note ? { fingerprint: note.fingerprint } : {}),
+        loadKv: () => this.tiers.read(contextId, 0, held),
+      },
+      input: input.message,
+      ...(input.generation ? { generation: input.generation } : {}),
+    });
+    const reply: TurnReply = { reply: result.reply, promptTokens: result.promptTokens, replyTokens: result.replyTokens };
+    const next: EngineNote = { fingerprint: engine.fingerprint, tokens: [...(note?.tokens ?? []), ...result.appended.tokens], lastTurn: { at: held, reply } };
+    try {
+      await this.tiers.append(contextId, result.appended.kv, next as unknown as ContextAttachment);
+    } catch (err) {
+      await engine.release(contextId); // its hot copy is ahead of the stored context now
+      throw err;
+    }
+    this.observer?.transferred('append', result.appended.kv.byteLength);
+    const { digest } = await this.digestAfter(contextId, before, result.appended.tokens.length, 'this');
+    return { digest, alreadyApplied: false, reply };
+  }
+
+  /**
+   * The digest after `added` tokens past `before`, re-reading from the last whole digest chunk (the partly
+   * filled chunk before the turn, then the turn); INTEGRITY if the context no longer starts as recorded.
+   */
+  private async digestAfter(contextId: string, before: DigestState, added: number, turn: number | string): Promise<{ digest: DigestState; appended: Uint8Array }> {
+    const { bytesPerToken } = this.layout;
+    const tail = await this.tiers.read(contextId, before.chainedTokens, before.tokens + added - before.chainedTokens);
+    const split = (before.tokens - before.chainedTokens) * bytesPerToken;
+    const digest = ContextDigest.resume(before, bytesPerToken).update(tail.subarray(0, split));
+    if (digest.finish().value !== before.value) {
+      throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before ${typeof turn === 'number' ? `turn ${turn}` : `${turn} turn`}`);
+    }
+    const appended = tail.subarray(split);
+    return { digest: digest.update(appended).finish(), appended };
   }
 
   // ---- tiers ----
 
   /** Moves the context off the device; returns the bytes that changed tier. */
   async offload(contextId: string, tier: 'host' | 'disk'): Promise<number> {
+    this.letGo(contextId);
     const { bytes } = await this.tiers.offload(contextId, tier);
     this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
     return bytes;
@@ -385,6 +457,7 @@ export class AgentMemory {
     const dropped: string[] = [];
     for (const contextId of this.tiers.contextIds()) {
       if (!this.fences || (await this.fences.stillHolder(contextId))) continue;
+      this.letGo(contextId);
       await this.tiers.dropLocalCopy(contextId).catch(() => undefined); // gone meanwhile: nothing to drop
       this.tenants.delete(contextId);
       dropped.push(contextId);

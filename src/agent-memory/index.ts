@@ -4,3 +4,4 @@ export { AgentMemory, type MemoryObserver, type TransferDirection } from './agen
 export { CapabilityCheck, RIGHT_FOR, type Action, type Presented } from './capability-check';
 export { ContextDigest, emptyDigest, type DigestState } from './context-digest';
 export type { ContextSnapshot } from './context-snapshot';
+export type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';

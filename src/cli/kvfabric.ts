@@ -26,9 +26,12 @@ async function main(argv: string[]): Promise<void> {
         console.log(call.json ? JSON.stringify({ agentId: handle.agentId, capability: handle.capability }) : `started agent ${handle.agentId}\ncapability: ${handle.capability}`);
         break;
       }
-      case 'turn':
-        print(await agent().turn(call.tokens!));
+      case 'turn': {
+        const outcome = await agent().turn(call.tokens ?? { message: call.message!, generation: call.generation ?? {} });
+        if (outcome.reply && !call.json) console.log(outcome.reply.reply);
+        print(outcome);
         break;
+      }
       case 'suspend':
         print(await agent().suspend(call.tier!));
         break;

@@ -7,6 +7,7 @@ import { msToNumber } from '@temporalio/common/lib/time';
 import type { ListFilter, StartAgentOptions } from '../client/agent-client';
 import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
+import type { TurnGeneration } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 
 export const USAGE = `Usage: kvfabric <command> [args] [options]
@@ -14,7 +15,8 @@ export const USAGE = `Usage: kvfabric <command> [args] [options]
   start <agent> --tenant T [--model llama-3-8b|tiny|LxHxDxB] [--idle-to-warm 10m] [--warm-to-cold 1h]
                 [--durability every-turn|on-offload] [--verify always|from-disk]
                                                            prints the agent's capability: keep it
-  turn <agent> --tokens N
+  turn <agent> --message TEXT [--max-tokens N] [--seed S --temperature T]
+                                                           the model's reply (synthetic workers: --tokens N)
   suspend <agent> [--tier disk|host]
   resume <agent>                                           restores and verifies the context
   fork <agent> <child>                                     prints the child's capability
@@ -51,6 +53,8 @@ export interface CliCall {
   childId?: string;
   capability?: string;
   tokens?: number;
+  message?: string;
+  generation?: TurnGeneration;
   tier?: 'host' | 'disk';
   start?: StartAgentOptions;
   list?: ListFilter;
@@ -67,6 +71,10 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
         tenant: { type: 'string' },
         model: { type: 'string' },
         tokens: { type: 'string' },
+        message: { type: 'string' },
+        'max-tokens': { type: 'string' },
+        seed: { type: 'string' },
+        temperature: { type: 'string' },
         tier: { type: 'string' },
         phase: { type: 'string' },
         all: { type: 'boolean' },
@@ -111,7 +119,17 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
       call.start = startOptions(call.agentId!, values);
       break;
     case 'turn':
-      call.tokens = positiveInteger(values.tokens, '--tokens');
+      if ((values.tokens === undefined) === (values.message === undefined)) throw usage('turn takes either --message TEXT or --tokens N');
+      if (values.tokens !== undefined) {
+        call.tokens = positiveInteger(values.tokens, '--tokens');
+      } else {
+        call.message = values.message!;
+        call.generation = {
+          ...(values['max-tokens'] !== undefined ? { maxTokens: positiveInteger(values['max-tokens'], '--max-tokens') } : {}),
+          ...(values.seed !== undefined ? { seed: nonNegativeInteger(values.seed, '--seed') } : {}),
+          ...(values.temperature !== undefined ? { temperature: temperatureOf(values.temperature) } : {}),
+        };
+      }
       break;
     case 'suspend': {
       const tier = values.tier ?? 'disk';
@@ -174,6 +192,18 @@ function positiveInteger(text: string | undefined, flag: string): number {
   if (text === undefined) throw usage(`missing ${flag}`);
   const value = Number(text);
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_TOKENS) throw usage(`${flag} must be a whole number from 1 to ${MAX_TOKENS}, got '${text}'`);
+  return value;
+}
+
+function nonNegativeInteger(text: string, flag: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value)) throw usage(`${flag} must be a whole number, got '${text}'`);
+  return value;
+}
+
+function temperatureOf(text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !(value >= 0 && value <= 2)) throw usage(`--temperature must be a number from 0 to 2, got '${text}'`);
   return value;
 }
 

@@ -31,6 +31,9 @@ import {
   type AgentInput,
   type AgentModel,
   type AgentStatus,
+  type TurnGeneration,
+  type TurnOutcome,
+  type TurnReply,
 } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
@@ -201,8 +204,20 @@ export class AgentHandle {
     readonly capability: string,
   ) {}
 
-  turn(tokens: number): Promise<AgentStatus> {
-    return this.update(turnUpdate, { capability: this.capability, tokens });
+  /**
+   * A turn: a message to the worker's model (the reply comes back in `reply`), or, for the synthetic
+   * engine of tests and benchmarks, a token count.
+   */
+  turn(input: number | { message: string; generation?: TurnGeneration }): Promise<TurnOutcome> {
+    const turn = typeof input === 'number' ? { tokens: input } : input;
+    return this.update(turnUpdate, { capability: this.capability, ...turn });
+  }
+
+  /** Says `message` to the agent and returns the model's reply (greedy unless `generation` says otherwise). */
+  async say(message: string, generation?: TurnGeneration): Promise<TurnReply> {
+    const outcome = await this.turn({ message, ...(generation ? { generation } : {}) });
+    if (!outcome.reply) throw new FabricError('INVALID_STATE', `agent ${this.agentId}'s worker runs no model: its turns take tokens`);
+    return outcome.reply;
   }
 
   suspend(tier: 'host' | 'disk' = 'disk'): Promise<AgentStatus> {

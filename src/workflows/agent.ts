@@ -49,6 +49,11 @@ import {
   type RenewArgs,
   type SuspendArgs,
   type TurnArgs,
+  type TurnGeneration,
+  type TurnOutcome,
+  type TurnReply,
+  MAX_MESSAGE_CHARS,
+  MAX_REPLY_TOKENS,
 } from './definitions';
 import { initialState, memoOf, searchAttributesOf, statusOf } from './agent-state';
 import { LifecycleError, canTake, next, timerOf, type LifecycleEvent } from './lifecycle';
@@ -176,15 +181,19 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     state.digest = placed.digest;
   }
 
-  async function turn({ capability, tokens }: TurnArgs): Promise<AgentStatus> {
+  async function turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
     if (state.tier !== 'device') await bringBack(capability);
     move('turn-started');
+    let reply: TurnReply | undefined;
     try {
+      // A message's token count is the model's to decide: any number may already be in flight.
+      const input = tokens !== undefined ? { tokens } : { message: message!, ...(generation ? { generation } : {}) };
       const result = await onHolder(async (activities) => {
         // After a failover the context is on disk at its new holder; the turn may already be in it.
-        if (state.tier !== 'device') await restoreOn(activities, capability, tokens);
-        return activities.appendTurn({ ...request(capability), turn: state.turns, tokens, before: state.digest, checkpoint: durable });
+        if (state.tier !== 'device') await restoreOn(activities, capability, tokens ?? 'any');
+        return activities.appendTurn({ ...request(capability), turn: state.turns, ...input, before: state.digest, checkpoint: durable });
       });
+      reply = result.reply;
       absorb(result);
       state.digest = result.digest;
       state.turns++;
@@ -198,7 +207,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
       move('turn-finished');
       touch();
     }
-    return statusOf(input, state);
+    return reply ? { ...statusOf(input, state), reply } : statusOf(input, state);
   }
 
   async function suspend({ capability, tier }: SuspendArgs): Promise<AgentStatus> {
@@ -333,12 +342,12 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
    * Restores and verifies. The context may hold `inFlightTokens` more than recorded: a turn whose
    * worker was lost after the turn reached the durable copy; the turn's own activity then checks them.
    */
-  async function restoreOn(activities: ContextActivities, capability: string, inFlightTokens: number): Promise<void> {
+  async function restoreOn(activities: ContextActivities, capability: string, inFlightTokens: number | 'any'): Promise<void> {
     const from = state.tier as Tier;
     const verify = config.verifyRestores !== 'from-disk' || from === 'disk';
     const restored = await activities.restore({ ...request(capability), expected: state.digest, verify });
     const extra = restored.tokens - state.digest.tokens;
-    if (extra !== 0 && extra !== inFlightTokens) {
+    if (extra !== 0 && extra !== inFlightTokens && !(inFlightTokens === 'any' && extra > 0)) {
       throw ApplicationFailure.create({
         type: 'INTEGRITY',
         message: `context came back with ${restored.tokens} tokens; the workflow recorded ${state.digest.tokens}`,
@@ -478,10 +487,27 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     };
   }
 
-  function checkTurn({ tokens }: TurnArgs): void {
-    if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > config.maxTurnTokens) {
+  function checkTurn({ tokens, message, generation }: TurnArgs): void {
+    if ((tokens === undefined) === (message === undefined)) reject('INVALID_ARGUMENT', 'a turn takes either a message or tokens');
+    if (tokens !== undefined && (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > config.maxTurnTokens)) {
       reject('INVALID_ARGUMENT', `tokens must be an integer in [1, ${config.maxTurnTokens}]`);
     }
+    if (message !== undefined && (typeof message !== 'string' || message.length === 0 || message.length > MAX_MESSAGE_CHARS)) {
+      reject('INVALID_ARGUMENT', `message must be a string of 1 to ${MAX_MESSAGE_CHARS} characters`);
+    }
+    if (generation !== undefined) checkGeneration(generation);
+  }
+
+  function checkGeneration(generation: TurnGeneration): void {
+    if (typeof generation !== 'object' || generation === null) reject('INVALID_ARGUMENT', 'generation must be an object');
+    const { maxTokens, temperature, seed } = generation;
+    if (maxTokens !== undefined && (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || maxTokens > MAX_REPLY_TOKENS)) {
+      reject('INVALID_ARGUMENT', `generation.maxTokens must be an integer in [1, ${MAX_REPLY_TOKENS}]`);
+    }
+    if (temperature !== undefined && !(typeof temperature === 'number' && temperature >= 0 && temperature <= 2)) {
+      reject('INVALID_ARGUMENT', 'generation.temperature must be a number in [0, 2]');
+    }
+    if (seed !== undefined && (!Number.isSafeInteger(seed) || seed < 0)) reject('INVALID_ARGUMENT', 'generation.seed must be an integer >= 0');
   }
 
   function checkSuspend({ tier }: SuspendArgs): void {

@@ -2,7 +2,9 @@
 // and query, and the defaults of its timers and timeouts. Safe to import outside a workflow.
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
-import type { DigestState } from '../activities/types';
+import type { DigestState, TurnGeneration, TurnReply } from '../activities/types';
+
+export type { TurnGeneration, TurnReply } from '../activities/types';
 import type { Tier } from '../fabric/tier';
 import type { ModelShape } from '../fabric/types';
 import type { AgentPhase } from './lifecycle';
@@ -154,9 +156,24 @@ export interface Credentials {
   capability: string;
 }
 
+/**
+ * A turn is either a message to the worker's model (a llama.cpp engine: real KV) or, for the synthetic
+ * engine of tests and benchmarks, a count of tokens whose stand-in KV the worker derives. Exactly one.
+ */
 export interface TurnArgs extends Credentials {
-  tokens: number;
+  tokens?: number;
+  message?: string;
+  generation?: TurnGeneration;
 }
+
+/** The agent after a turn, with the model's reply when the turn was a message. */
+export interface TurnOutcome extends AgentStatus {
+  reply?: TurnReply;
+}
+
+/** Messages longer than this are refused before anything runs (a model's context is far shorter). */
+export const MAX_MESSAGE_CHARS = 64 * 1024;
+export const MAX_REPLY_TOKENS = 4096;
 
 export interface SuspendArgs extends Credentials {
   tier: 'host' | 'disk';
@@ -179,7 +196,7 @@ export interface ForkOutcome {
   child: AgentStatus;
 }
 
-export const turnUpdate = defineUpdate<AgentStatus, [TurnArgs]>('turn');
+export const turnUpdate = defineUpdate<TurnOutcome, [TurnArgs]>('turn');
 export const suspendUpdate = defineUpdate<AgentStatus, [SuspendArgs]>('suspend');
 export const resumeUpdate = defineUpdate<AgentStatus, [Credentials]>('resume');
 export const forkUpdate = defineUpdate<ForkOutcome, [ForkArgs]>('fork');

@@ -68,15 +68,15 @@ describe('AgentMemory over tiered memory', () => {
     const a = await open(dir);
     const token = a.token('ctx');
     await a.memory.create(a.call('ctx', 'acme', 'allocate', token), true);
-    const t0 = await a.memory.appendTurn('ctx', 0, 21, emptyDigest());
+    const t0 = await a.memory.appendTurn('ctx', 0, { tokens: 21 }, emptyDigest());
     expect(t0.alreadyApplied).toBe(false);
-    const t1 = await a.memory.appendTurn('ctx', 1, 9, t0.digest);
+    const t1 = await a.memory.appendTurn('ctx', 1, { tokens: 9 }, t0.digest);
     // The same turn again (its record lost): found in the context, verified, not appended twice.
-    const again = await a.memory.appendTurn('ctx', 1, 9, t0.digest);
+    const again = await a.memory.appendTurn('ctx', 1, { tokens: 9 }, t0.digest);
     expect(again).toEqual({ digest: t1.digest, alreadyApplied: true });
     expect(a.memory.snapshot('ctx').tokens).toBe(30);
     // A turn the context does not match is an integrity error.
-    await expect(a.memory.appendTurn('ctx', 5, 3, t0.digest)).rejects.toMatchObject({ code: 'INTEGRITY' });
+    await expect(a.memory.appendTurn('ctx', 5, { tokens: 3 }, t0.digest)).rejects.toMatchObject({ code: 'INTEGRITY' });
 
     await a.memory.checkpoint('ctx');
     // Another process adopts it from the cold tier and verifies every byte.
@@ -105,9 +105,9 @@ describe('AgentMemory over tiered memory', () => {
     const observer: MemoryObserver = { transferred: () => undefined, evicted: (from, to) => evictions.push(`${from}->${to}`), denied: (action) => denials.push(action), checkpointSkipped: () => undefined };
     const { memory, close, token: mint, call } = await open(tempDir(), 8, observer);
     await memory.create(call('old', 'acme', 'allocate', mint('old')), false);
-    await memory.appendTurn('old', 0, 64, emptyDigest()); // 4 of 8 device blocks
+    await memory.appendTurn('old', 0, { tokens: 64 }, emptyDigest()); // 4 of 8 device blocks
     await memory.create(call('new', 'acme', 'allocate', mint('new')), false);
-    await memory.appendTurn('new', 0, 96, emptyDigest()); // 6 more: 'old' has to make room
+    await memory.appendTurn('new', 0, { tokens: 96 }, emptyDigest()); // 6 more: 'old' has to make room
     await memory.tiers.idle();
     expect(evictions).toEqual(['device->host']);
     await expect(memory.admit(call('new', 'acme', 'append', mint('old')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });

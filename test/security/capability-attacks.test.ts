@@ -29,7 +29,7 @@ beforeAll(async () => {
   fx = await openMemory(dir);
   owner = fx.token('planner');
   await fx.memory.create(fx.call('planner', 'acme', 'allocate', owner), true);
-  digest = (await fx.memory.appendTurn('planner', 0, 40, emptyDigest())).digest;
+  digest = (await fx.memory.appendTurn('planner', 0, { tokens: 40 }, emptyDigest())).digest;
   // Tokens older than the owner's are revoked for this context (as after a hand-off).
   await fx.capabilities.revoke('planner', readClaimsUnverified(owner).epoch);
   // A context released by its owner: its token must not work again.

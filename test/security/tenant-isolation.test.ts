@@ -21,10 +21,10 @@ beforeAll(async () => {
   fx = await openMemory(dir);
   parent = fx.token('planner', 'acme', { rights: ['resume', 'append', 'fork', 'release'] });
   await fx.memory.create(fx.call('planner', 'acme', 'allocate', parent), false);
-  await fx.memory.appendTurn('planner', 0, 40, emptyDigest());
+  await fx.memory.appendTurn('planner', 0, { tokens: 40 }, emptyDigest());
   const globex = fx.token('assistant', 'globex');
   await fx.memory.create(fx.call('assistant', 'globex', 'allocate', globex), false);
-  await fx.memory.appendTurn('assistant', 0, 100, emptyDigest());
+  await fx.memory.appendTurn('assistant', 0, { tokens: 100 }, emptyDigest());
 });
 afterAll(async () => {
   await fx?.close();
