@@ -228,7 +228,7 @@ export class LlamaEngine implements Engine {
     if (!(kv instanceof Uint8Array) || kv.length !== tokens.length * this.tokenBytes) {
       throw new FabricError('INTEGRITY', `stored context has ${kv?.length} KV bytes for ${tokens.length} tokens of ${this.tokenBytes} bytes`);
     }
-    const file = buildSequenceState(tokens, kv, this.stateShape, !this.fingerprint.flashAttention, this.streams);
+    const file = buildSequenceState(tokens, kv, this.stateShape, { vTransposed: !this.fingerprint.flashAttention, streams: this.streams, stream: 0, seqId: 0 });
     const sequence = await this.freeSequence();
     const statePath = this.statePath();
     try {

@@ -33,14 +33,23 @@ export interface SequenceStateShape {
   vType: KvType;
 }
 
+/** How a file lays the rows out, beyond the shape: what a rebuilt file must repeat to match byte for byte. */
+export interface StateLayout {
+  /** V stored transposed (flash attention off). */
+  vTransposed: boolean;
+  /** The llama context's stream count (its sequence count unless the cache is unified). */
+  streams: number;
+  /** The stream holding the sequence's cells, and the sequence id written in each cell: llama.cpp ignores
+   * both on load and restores into the target sequence's own. */
+  stream: number;
+  seqId: number;
+}
+
 export interface SequenceState {
   tokens: Uint32Array;
   /** Token-major rows of tokens [fromToken, n_tokens). */
   kv: Uint8Array;
-  /** Whether the file held V transposed (flash attention off). */
-  vTransposed: boolean;
-  /** The llama context's stream count (its sequence count unless the cache is unified). */
-  streams: number;
+  layout: StateLayout;
 }
 
 const HEADER_BYTES = 12;
@@ -128,14 +137,17 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
   const kv = new Uint8Array((nTokens - fromToken) * tokenBytes);
   if (cells === 0) {
     if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
-    return { tokens, kv, vTransposed: false, streams: nStream };
+    return { tokens, kv, layout: { vTransposed: false, streams: nStream, stream: 0, seqId: 0 } };
   }
 
   r.need(cells * CELL_BYTES, 'cells');
+  let seqId = 0;
   for (let i = 0; i < cells; i++) {
     const pos = r.i32('cell pos');
     const seqIds = r.u32('cell seq count');
-    r.i32('cell seq id');
+    const id = r.i32('cell seq id');
+    if (i === 0) seqId = id;
+    if (id !== seqId || id < 0) throw integrity(`cell ${i} of sequence ${id}, cell 0 of ${seqId}`);
     // A gap or shift would mean token i's KV is not at position i, which rows cannot express.
     if (pos !== i) throw integrity(`cell ${i} at position ${pos}`);
     if (seqIds !== 1) throw integrity(`cell ${i} has ${seqIds} sequence ids (per-cell extensions are not supported)`);
@@ -191,11 +203,11 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
       r.offset = base + nEmbd * cells * el;
     }
   }
-  for (stream++; stream < nStream; stream++) {
+  for (let rest = stream + 1; rest < nStream; rest++) {
     if (r.u32('cell count') !== 0) throw integrity(`a second stream holds cells of the sequence`);
   }
   if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
-  return { tokens, kv, vTransposed: vTrans === 1, streams: nStream };
+  return { tokens, kv, layout: { vTransposed: vTrans === 1, streams: nStream, stream, seqId } };
 }
 
 /** The size of the file buildSequenceState writes for n tokens. */
@@ -210,13 +222,17 @@ export function sequenceStateBytes(shape: SequenceStateShape, nTokens: number, s
  * The sequence-state file llama.cpp would have saved for `tokens` with KV `kv` (token-major rows):
  * the inverse of parseSequenceState, byte for byte. INVALID_ARGUMENT when kv is not tokens x bytesPerToken.
  */
-export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, vTransposed: boolean, streams = 1): Uint8Array {
+export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, layout: StateLayout): Uint8Array {
+  const { vTransposed, streams, stream, seqId } = layout;
   const n = tokens.length;
   const tokenBytes = bytesPerToken(shape);
   if (kv.length !== n * tokenBytes) {
     throw new FabricError('INVALID_ARGUMENT', `${kv.length} KV bytes for ${n} tokens of ${tokenBytes} bytes`);
   }
-  if (!Number.isSafeInteger(streams) || streams < 1 || streams > MAX_STREAMS) throw new FabricError('INVALID_ARGUMENT', `streams ${streams}`);
+  if (!Number.isSafeInteger(streams) || streams < 1 || streams > MAX_STREAMS || !Number.isSafeInteger(stream) || stream < 0 || stream >= streams) {
+    throw new FabricError('INVALID_ARGUMENT', `stream ${stream} of ${streams}`);
+  }
+  if (!Number.isSafeInteger(seqId) || seqId < 0 || seqId > 0x7fffffff) throw new FabricError('INVALID_ARGUMENT', `seqId ${seqId}`);
   const out = new Uint8Array(sequenceStateBytes(shape, n, streams));
   const view = new DataView(out.buffer);
   let at = 0;
@@ -229,16 +245,14 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
   u32(n);
   for (let i = 0; i < n; i++) u32(tokens[i]!);
   u32(streams);
-  // The sequence's cells go in the first stream; llama.cpp restores them into the target sequence's own.
+  // An empty sequence has no cells in any stream.
+  for (let s = 0; s < (n === 0 ? streams : stream); s++) u32(0);
+  if (n === 0) return out;
   u32(n);
-  if (n === 0) {
-    for (let s = 1; s < streams; s++) u32(0);
-    return out;
-  }
   for (let i = 0; i < n; i++) {
     u32(i); // pos
     u32(1); // one sequence id
-    u32(0); // seq id: llama.cpp reads and discards it, restoring into the target sequence
+    u32(seqId);
   }
   u32(vTransposed ? 1 : 0);
   u32(shape.layers);
@@ -279,6 +293,6 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
       }
     }
   }
-  for (let s = 1; s < streams; s++) u32(0);
+  for (let s = stream + 1; s < streams; s++) u32(0);
   return out;
 }
