@@ -2,7 +2,9 @@
 // token-major rows. Layout, little-endian, as written by llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and
 // checked against real saved files (docs/engines.md):
 //   u32 magic 'ggsq' (0x67677371), u32 version 3, u32 n_tokens, i32 tokens[n_tokens]
-//   u32 n_stream (1), u32 cell_count; then cell_count x { i32 pos, u32 n_seq_id (1), i32 seq_id }
+//   u32 n_stream (the llama context's sequence count; 1 with a unified cache), then per stream:
+//   u32 cell_count, and when it is not 0 (only the sequence's own stream):
+//   cell_count x { i32 pos, u32 n_seq_id (1), i32 seq_id }
 //   u32 v_trans, u32 n_layer
 //   per layer: i32 k_type, u64 k_row_bytes, cell_count rows of k_row_bytes          (K: one row per cell)
 //   v_trans 0, per layer: i32 v_type, u64 v_row_bytes, cell_count rows              (flash attention on)
@@ -10,7 +12,7 @@
 //              n_embd_v_gqa elements, that element of every cell                     (flash attention off)
 // A row is [kvHead][headDim]. kvfabric's token-major bytes are [token][layer][K,V][kvHead][headDim], so
 // a token's bytes are its K row and V row of every layer in turn.
-// Only what kvfabric needs is accepted: one stream, no per-cell extension (M-RoPE models), the cells of
+// Only what kvfabric needs is accepted: one stream holding cells, no per-cell extension (M-RoPE models), the cells of
 // exactly the listed tokens at positions 0..n-1, and non-block K/V types (f16, bf16, f32). Anything else
 // is INTEGRITY (bytes that cannot be this file) or INCOMPATIBLE (a well-formed state of another setting).
 import { FabricError } from '../../fabric/errors';
@@ -31,15 +33,28 @@ export interface SequenceStateShape {
   vType: KvType;
 }
 
+/** How a file lays the rows out, beyond the shape: what a rebuilt file must repeat to match byte for byte. */
+export interface StateLayout {
+  /** V stored transposed (flash attention off). */
+  vTransposed: boolean;
+  /** The llama context's stream count (its sequence count unless the cache is unified). */
+  streams: number;
+  /** The stream holding the sequence's cells, and the sequence id written in each cell: llama.cpp ignores
+   * both on load and restores into the target sequence's own. */
+  stream: number;
+  seqId: number;
+}
+
 export interface SequenceState {
   tokens: Uint32Array;
   /** Token-major rows of tokens [fromToken, n_tokens). */
   kv: Uint8Array;
-  /** Whether the file held V transposed (flash attention off). */
-  vTransposed: boolean;
+  layout: StateLayout;
 }
 
 const HEADER_BYTES = 12;
+/** llama.cpp's LLAMA_MAX_SEQ. */
+const MAX_STREAMS = 256;
 const CELL_BYTES = 12;
 
 /** Bytes of one token in kvfabric's layout; both K/V types must have the same element size. */
@@ -106,23 +121,33 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
     throw new FabricError('OUT_OF_RANGE', `fromToken ${fromToken} outside [0, ${nTokens}]`);
   }
 
+  // One stream per sequence unless llama.cpp's cache is unified; a sequence lives in one of them, so every
+  // other stream's cell count is 0 (and has nothing after it).
   const nStream = r.u32('stream count');
-  if (nStream !== 1) throw incompatible(`${nStream} streams, expected 1`);
-  const cells = r.u32('cell count');
+  if (nStream < 1 || nStream > MAX_STREAMS) throw integrity(`${nStream} streams`);
+  let cells = 0;
+  let stream = 0;
+  for (; stream < nStream; stream++) {
+    cells = r.u32('cell count');
+    if (cells !== 0) break;
+  }
   if (cells !== nTokens) throw integrity(`${cells} KV cells for ${nTokens} tokens`);
   const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
   const tokenBytes = bytesPerToken(shape);
   const kv = new Uint8Array((nTokens - fromToken) * tokenBytes);
   if (cells === 0) {
     if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
-    return { tokens, kv, vTransposed: false };
+    return { tokens, kv, layout: { vTransposed: false, streams: nStream, stream: 0, seqId: 0 } };
   }
 
   r.need(cells * CELL_BYTES, 'cells');
+  let seqId = 0;
   for (let i = 0; i < cells; i++) {
     const pos = r.i32('cell pos');
     const seqIds = r.u32('cell seq count');
-    r.i32('cell seq id');
+    const id = r.i32('cell seq id');
+    if (i === 0) seqId = id;
+    if (id !== seqId || id < 0) throw integrity(`cell ${i} of sequence ${id}, cell 0 of ${seqId}`);
     // A gap or shift would mean token i's KV is not at position i, which rows cannot express.
     if (pos !== i) throw integrity(`cell ${i} at position ${pos}`);
     if (seqIds !== 1) throw integrity(`cell ${i} has ${seqIds} sequence ids (per-cell extensions are not supported)`);
@@ -178,29 +203,37 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
       r.offset = base + nEmbd * cells * el;
     }
   }
+  for (let rest = stream + 1; rest < nStream; rest++) {
+    if (r.u32('cell count') !== 0) throw integrity(`a second stream holds cells of the sequence`);
+  }
   if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
-  return { tokens, kv, vTransposed: vTrans === 1 };
+  return { tokens, kv, layout: { vTransposed: vTrans === 1, streams: nStream, stream, seqId } };
 }
 
 /** The size of the file buildSequenceState writes for n tokens. */
-export function sequenceStateBytes(shape: SequenceStateShape, nTokens: number): number {
-  if (nTokens === 0) return HEADER_BYTES + 8;
+export function sequenceStateBytes(shape: SequenceStateShape, nTokens: number, streams = 1): number {
+  if (nTokens === 0) return HEADER_BYTES + 4 + 4 * streams;
   const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
   // Each layer's K and V header is 12 bytes: i32 type + u64 row size, or (V transposed) i32 type + u32 + u32.
-  return HEADER_BYTES + 4 * nTokens + 8 + CELL_BYTES * nTokens + 8 + shape.layers * (24 + 2 * nTokens * rowBytes);
+  return HEADER_BYTES + 4 * nTokens + 4 + 4 * streams + CELL_BYTES * nTokens + 8 + shape.layers * (24 + 2 * nTokens * rowBytes);
 }
 
 /**
  * The sequence-state file llama.cpp would have saved for `tokens` with KV `kv` (token-major rows):
  * the inverse of parseSequenceState, byte for byte. INVALID_ARGUMENT when kv is not tokens x bytesPerToken.
  */
-export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, vTransposed: boolean): Uint8Array {
+export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, layout: StateLayout): Uint8Array {
+  const { vTransposed, streams, stream, seqId } = layout;
   const n = tokens.length;
   const tokenBytes = bytesPerToken(shape);
   if (kv.length !== n * tokenBytes) {
     throw new FabricError('INVALID_ARGUMENT', `${kv.length} KV bytes for ${n} tokens of ${tokenBytes} bytes`);
   }
-  const out = new Uint8Array(sequenceStateBytes(shape, n));
+  if (!Number.isSafeInteger(streams) || streams < 1 || streams > MAX_STREAMS || !Number.isSafeInteger(stream) || stream < 0 || stream >= streams) {
+    throw new FabricError('INVALID_ARGUMENT', `stream ${stream} of ${streams}`);
+  }
+  if (!Number.isSafeInteger(seqId) || seqId < 0 || seqId > 0x7fffffff) throw new FabricError('INVALID_ARGUMENT', `seqId ${seqId}`);
+  const out = new Uint8Array(sequenceStateBytes(shape, n, streams));
   const view = new DataView(out.buffer);
   let at = 0;
   const u32 = (value: number) => {
@@ -211,13 +244,15 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
   u32(GGSQ_VERSION);
   u32(n);
   for (let i = 0; i < n; i++) u32(tokens[i]!);
-  u32(1); // streams
-  u32(n); // cells
+  u32(streams);
+  // An empty sequence has no cells in any stream.
+  for (let s = 0; s < (n === 0 ? streams : stream); s++) u32(0);
   if (n === 0) return out;
+  u32(n);
   for (let i = 0; i < n; i++) {
     u32(i); // pos
     u32(1); // one sequence id
-    u32(0); // seq id: llama.cpp reads and discards it, restoring into the target sequence
+    u32(seqId);
   }
   u32(vTransposed ? 1 : 0);
   u32(shape.layers);
@@ -258,5 +293,6 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
       }
     }
   }
+  for (let s = stream + 1; s < streams; s++) u32(0);
   return out;
 }

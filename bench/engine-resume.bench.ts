@@ -1,0 +1,164 @@
+// Resume vs re-prefill with a real model (the llama engine's default, SmolLM2-135M, on this machine's
+// CPU), in one run: for each context size, prefill the tokens once (timed), store the KV rows in a
+// kvfabric pool, then bring the context back from the pool's pages into a fresh llama sequence: read the
+// rows, rebuild the GGSQ state, load it. Both paths end with a sequence ready for the next token, and the
+// bench checks they then generate the same greedy tokens.
+//   npm run bench:engine -- [--tokens 512,2k,8k] [--repeats 3] [--threads N] [--json build/bench/engine-resume.json]
+// 8k is 8,000 tokens: the model's trained context is 8,192 and the check needs a few more.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+
+import { NativeAllocator } from '../src/fabric';
+import { modelFile, sha256File } from '../src/engines/llama/default-model';
+import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
+import { buildSequenceState, parseSequenceState, type SequenceStateShape } from '../src/engines/llama/sequence-state';
+import { printTable } from './measure';
+
+const args = process.argv.slice(2);
+const option = (name: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+};
+const sizes = (option('--tokens') ?? '512,2k,8k').split(',').map((s) => (s === '8k' ? 8000 : s.endsWith('k') ? Number(s.slice(0, -1)) * 1024 : Number(s)));
+const repeats = Number(option('--repeats') ?? '3');
+const threads = Number(option('--threads') ?? Math.max(1, os.availableParallelism() - 1));
+const jsonPath = option('--json');
+const CHECK_TOKENS = 4;
+const stateDir = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
+
+interface Row {
+  tokens: number;
+  kvBytes: number;
+  prefillMs: number;
+  resumeMs: number;
+  readMs: number;
+  buildMs: number;
+  writeMs: number;
+  loadMs: number;
+  ratio: number;
+  sameContinuation: boolean;
+}
+
+const now = () => performance.now();
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+async function greedy(sequence: LlamaContextSequence, count: number): Promise<Token[]> {
+  // The last context token is fed again after erasing it, so both paths sample from the same logits.
+  const last = sequence.contextTokens.at(-1)!;
+  await sequence.eraseContextTokenRanges([{ start: sequence.nextTokenIndex - 1, end: sequence.nextTokenIndex }]);
+  const out: Token[] = [];
+  for await (const token of sequence.evaluate([last], { temperature: 0 })) {
+    out.push(token);
+    if (out.length >= count) break;
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
+  const file = modelFile();
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath: file });
+  const info = modelInfoFromMetadata(model.fileInfo.metadata);
+  const shape: SequenceStateShape = { layers: info.shape.layers, kvHeads: info.shape.kvHeads, headDim: info.shape.headDim, kType: 'f16', vType: 'f16' };
+  const contextSize = Math.max(...sizes) + CHECK_TOKENS + 8;
+  const context = await model.createContext({ contextSize, sequences: 1, flashAttention: true, threads });
+  const pool = new NativeAllocator({ shape: info.shape, blockCount: Math.ceil(contextSize / 16) + 1, backend: 'cpu' });
+  const bytesPerToken = pool.layout.bytesPerToken;
+  console.log(`model ${path.basename(file)} (${(await sha256File(file)).slice(0, 12)}), ${bytesPerToken} bytes/token, flash attention on, ${threads} thread(s), state via ${stateDir}`);
+
+  // Deterministic prose, tokenized once and cut to each size.
+  const text = Array.from({ length: 2000 }, (_, i) => `Agent ${i % 17} stored block ${i} of its context in tier ${i % 3}.`).join(' ');
+  const allTokens = model.tokenize(text);
+  if (allTokens.length < Math.max(...sizes)) throw new Error(`the bench text has only ${allTokens.length} tokens`);
+
+  const rows: Row[] = [];
+  for (const n of sizes) {
+    const tokens = allTokens.slice(0, n);
+    // Prefill, once (8k takes minutes here), in 512-token steps so progress shows.
+    let sequence = context.getSequence();
+    const prefillStart = now();
+    for (let at = 0; at < n; at += 512) {
+      await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + 512));
+      if (n > 2048) process.stdout.write(`\r  prefill ${n}: ${Math.min(n, at + 512)} tokens, ${((now() - prefillStart) / 1000).toFixed(0)} s`);
+    }
+    const prefillMs = now() - prefillStart;
+    if (n > 2048) process.stdout.write('\n');
+
+    // Into kvfabric: save, cut rows, append to the pool (not timed: a turn does this as it goes).
+    const statePath = path.join(stateDir, `kvfabric-bench-${process.pid}.ggsq`);
+    await sequence.saveStateToFile(statePath);
+    const saved = parseSequenceState(fs.readFileSync(statePath), shape);
+    const handle = pool.createContext(1);
+    pool.append(handle, saved.kv);
+    const expected = await greedy(sequence, CHECK_TOKENS);
+    sequence.dispose();
+
+    const timings: Array<Omit<Row, 'tokens' | 'kvBytes' | 'prefillMs' | 'ratio' | 'sameContinuation'>> = [];
+    let sameContinuation = true;
+    for (let r = 0; r < repeats; r++) {
+      sequence = context.getSequence();
+      const t0 = now();
+      const kv = pool.read(handle, 0, n);
+      const t1 = now();
+      const state = buildSequenceState(saved.tokens, kv, shape, { vTransposed: false, streams: saved.layout.streams, stream: 0, seqId: 0 });
+      const t2 = now();
+      fs.writeFileSync(statePath, state);
+      const t3 = now();
+      await sequence.loadStateFromFile(statePath, { acceptRisk: true });
+      const t4 = now();
+      timings.push({ resumeMs: t4 - t0, readMs: t1 - t0, buildMs: t2 - t1, writeMs: t3 - t2, loadMs: t4 - t3 });
+      const got = await greedy(sequence, CHECK_TOKENS);
+      sameContinuation &&= got.join() === expected.join();
+      sequence.dispose();
+    }
+    fs.rmSync(statePath, { force: true });
+    pool.release(handle);
+    const pick = (key: keyof (typeof timings)[number]) => median(timings.map((t) => t[key]));
+    const row: Row = {
+      tokens: n,
+      kvBytes: n * bytesPerToken,
+      prefillMs,
+      resumeMs: pick('resumeMs'),
+      readMs: pick('readMs'),
+      buildMs: pick('buildMs'),
+      writeMs: pick('writeMs'),
+      loadMs: pick('loadMs'),
+      ratio: prefillMs / pick('resumeMs'),
+      sameContinuation,
+    };
+    rows.push(row);
+    console.log(`  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), same continuation: ${sameContinuation}`);
+  }
+
+  console.log('');
+  printTable(
+    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'same tokens after'],
+    rows.map((r) => [
+      String(r.tokens),
+      `${(r.kvBytes / 2 ** 20).toFixed(1)} MiB`,
+      `${(r.prefillMs / 1000).toFixed(2)} s`,
+      `${r.resumeMs.toFixed(1)} ms`,
+      `${r.readMs.toFixed(1)} ms`,
+      `${r.buildMs.toFixed(1)} ms`,
+      `${r.writeMs.toFixed(1)} ms`,
+      `${r.loadMs.toFixed(1)} ms`,
+      `${r.ratio.toFixed(0)}x`,
+      String(r.sameContinuation),
+    ]),
+  );
+  if (jsonPath) {
+    fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
+    fs.writeFileSync(jsonPath, JSON.stringify({ threads, rows }, null, 2));
+  }
+  pool.close();
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+  if (rows.some((r) => !r.sameContinuation)) process.exitCode = 1;
+}
+
+void main();

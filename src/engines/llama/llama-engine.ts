@@ -1,0 +1,312 @@
+// The default engine: llama.cpp through node-llama-cpp (pinned 3.22.1, prebuilt binaries only). One
+// llama context holds a few sequences; each is the hot copy of one kvfabric context, kept between turns
+// and evicted least recently used first, since kvfabric has every byte of it anyway.
+//
+// A context crosses the seam as a llama.cpp sequence-state file (GGSQ, ./sequence-state.ts) on tmpfs:
+// out, the sequence is saved and its new tokens' rows cut from the file; in, the file is rebuilt from
+// token ids and rows, and loaded only after the fingerprint matched, because llama.cpp trusts the file
+// (a foreign state loaded with acceptRisk can crash the process).
+//
+// Pinned, and recorded in the fingerprint: flash attention (default on: V rows are then stored untransposed
+// and the conversion is a copy per row), K and V as f16. CPU by default (`gpu: false`); `gpu: 'cuda'`
+// needs the optional @node-llama-cpp/linux-x64-cuda package, which this repository does not install, and
+// is unverified (docs/engines.md).
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+
+import { FabricError, isFabricError } from '../../fabric/errors';
+import type { ContextKv, Engine, TurnRequest, TurnResult } from '../engine';
+import { requireCompatible, type EngineFingerprint } from '../fingerprint';
+import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
+import { modelFile as defaultModelFile, sha256File } from './default-model';
+import { modelInfoFromMetadata } from './gguf-shape';
+import { buildSequenceState, bytesPerToken, parseSequenceState, type SequenceStateShape } from './sequence-state';
+
+export const LLAMA_ENGINE_NAME = 'llama.cpp';
+/** Must match package.json; the engine reports it in every fingerprint. */
+export const NODE_LLAMA_CPP_VERSION = '3.22.1';
+
+export interface LlamaEngineOptions {
+  /** A GGUF file; default $KVFABRIC_MODEL_FILE, else the cached default model (scripts/ensure-model.ts). */
+  modelFile?: string;
+  /** Tokens one context may hold (default 4096, at most the model's trained length). */
+  contextLength?: number;
+  /** Default true. */
+  flashAttention?: boolean;
+  /** Contexts kept hot at once (llama sequences; default 2). */
+  hotContexts?: number;
+  /** Default false (CPU). 'cuda' is unverified here. */
+  gpu?: false | 'cuda';
+  /** Where state files pass through; default /dev/shm (tmpfs) when writable, else the OS temp directory. */
+  stateDir?: string;
+  /**
+   * CPU threads (default: all cores but one). llama.cpp's threads spin at every barrier, so on a busy
+   * machine using every core is catastrophic (measured here on 2 cores under load: 115 s instead of
+   * 0.5 s for the same 61 tokens); one core stays free for Node and the allocator's copies.
+   */
+  threads?: number;
+}
+
+interface HotContext {
+  sequence: LlamaContextSequence;
+  lastUsed: number;
+}
+
+const DEFAULT_MAX_TOKENS = 128;
+
+export class LlamaEngine implements Engine {
+  readonly fingerprint: EngineFingerprint;
+  private readonly hot = new Map<string, HotContext>();
+  private readonly busy = new Set<string>();
+  private readonly stateShape: SequenceStateShape;
+  private readonly tokenBytes: number;
+  private useClock = 0;
+
+  private closed = false;
+
+  private constructor(
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly format: ChatTurnFormat,
+    private readonly vocabularySize: number,
+    private readonly stateDir: string,
+    /** The llama context's KV streams (one per sequence unless its cache is unified): rebuilt states need it. */
+    private readonly streams: number,
+    fingerprint: EngineFingerprint,
+  ) {
+    this.fingerprint = Object.freeze(fingerprint);
+    const { layers, kvHeads, headDim } = fingerprint.shape;
+    this.stateShape = { layers, kvHeads, headDim, kType: 'f16', vType: 'f16' };
+    this.tokenBytes = bytesPerToken(this.stateShape);
+  }
+
+  static async open(options: LlamaEngineOptions = {}): Promise<LlamaEngine> {
+    const file = options.modelFile ?? defaultModelFile();
+    if (!fs.existsSync(file)) {
+      throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npm run setup:model\` or set KVFABRIC_MODEL_FILE`);
+    }
+    const flashAttention = options.flashAttention ?? true;
+    // node-llama-cpp is an ES module; this is a dynamic import so the CommonJS build can load it.
+    const nlc = await import('node-llama-cpp');
+    const [llama, modelSha256] = await Promise.all([
+      nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }),
+      sha256File(file),
+    ]);
+    const model = await llama.loadModel({ modelPath: file });
+    try {
+      const info = modelInfoFromMetadata(model.fileInfo.metadata);
+      const contextLength = Math.min(options.contextLength ?? 4096, info.trainedContextLength || Infinity);
+      const context = await model.createContext({
+        contextSize: contextLength,
+        sequences: options.hotContexts ?? 2,
+        flashAttention,
+        experimentalKvCacheKeyType: 'F16',
+        experimentalKvCacheValueType: 'F16',
+        threads: options.threads ?? Math.max(1, os.availableParallelism() - 1),
+      });
+      if (context.flashAttention !== flashAttention) {
+        await context.dispose();
+        throw new FabricError('UNAVAILABLE', `flash attention ${flashAttention ? 'on' : 'off'} was asked for, llama.cpp gave ${context.flashAttention ? 'on' : 'off'}`);
+      }
+      const metadata = model.fileInfo.metadata as unknown as Record<string, { vocab_size?: number } | undefined>;
+      const vocabularySize = metadata[info.architecture]?.vocab_size ?? model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+      const stateDir = options.stateDir ?? defaultStateDir();
+      const streams = await streamCount(context, stateDir);
+      return new LlamaEngine(llama, model, context, chatMlTurnFormat(model), vocabularySize, stateDir, streams, {
+        engine: LLAMA_ENGINE_NAME,
+        version: `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
+        modelSha256,
+        flashAttention,
+        kType: 'f16',
+        vType: 'f16',
+        shape: info.shape,
+        contextLength: context.contextSize,
+      });
+    } catch (err) {
+      await model.dispose();
+      throw err;
+    }
+  }
+
+  async turn(request: TurnRequest): Promise<TurnResult> {
+    if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
+    const { key, context, input } = request;
+    if (typeof key !== 'string' || typeof input !== 'string' || !(context?.tokens instanceof Uint32Array)) {
+      throw new FabricError('INVALID_ARGUMENT', 'a turn needs a string key, a string input and context.tokens as a Uint32Array');
+    }
+    const maxTokens = request.generation?.maxTokens ?? DEFAULT_MAX_TOKENS;
+    const temperature = request.generation?.temperature ?? 0;
+    if (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || !(temperature >= 0)) {
+      throw new FabricError('INVALID_ARGUMENT', `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`);
+    }
+    if (this.busy.has(key)) throw new FabricError('BUSY', `a turn of ${key} is already running`);
+
+    const before = context.tokens;
+    if (before.length > 0) {
+      if (!context.fingerprint) throw new FabricError('INVALID_ARGUMENT', 'a non-empty context needs the fingerprint recorded with it');
+      requireCompatible(context.fingerprint, this.fingerprint);
+    }
+    const prompt = this.format.prompt(input, before.length === 0, request.system);
+    // Reply, then the last sampled token if llama.cpp has not evaluated it, then the closing tokens.
+    const needed = before.length + prompt.length + maxTokens + this.format.close.length;
+    if (needed > this.fingerprint.contextLength) {
+      throw new FabricError('OUT_OF_RANGE', `the turn needs up to ${needed} tokens (${before.length} in context, ${prompt.length} prompt, ${maxTokens} reply, ${this.format.close.length} closing); the context length is ${this.fingerprint.contextLength}`);
+    }
+
+    this.busy.add(key);
+    try {
+      const { sequence, resumedFrom } = await this.sequenceFor(key, before, context);
+      const reply: Token[] = [];
+      const generation = sequence.evaluate(prompt, {
+        temperature,
+        ...(temperature > 0 ? { seed: request.generation?.seed ?? 0 } : {}),
+      });
+      for await (const token of generation) {
+        if (this.model.isEogToken(token)) break;
+        reply.push(token);
+        if (reply.length >= maxTokens) break;
+      }
+      // Whatever was sampled but not yet evaluated goes in now, then the reply is closed whether it ended
+      // on its own or at maxTokens: the context's tokens are then exactly those whose KV is cached, and a
+      // restored context continues exactly like one that stayed hot.
+      const expected = [...(Array.from(before) as Token[]), ...prompt, ...reply];
+      const evaluated = sequence.contextTokens.length;
+      if (evaluated < before.length + prompt.length || evaluated > expected.length) {
+        throw new FabricError('INVALID_STATE', `sequence holds ${evaluated} tokens after generation, expected ${before.length + prompt.length}..${expected.length}`);
+      }
+      await sequence.evaluateWithoutGeneratingNewTokens([...expected.slice(evaluated), ...this.format.close]);
+      const all = [...expected, ...this.format.close];
+      const appended = await this.saveNewPart(sequence, before.length, all);
+      this.touch(key, sequence);
+      return {
+        reply: this.model.detokenize(reply),
+        promptTokens: prompt.length,
+        replyTokens: reply.length,
+        appended,
+        resumedFrom,
+      };
+    } catch (err) {
+      await this.release(key);
+      throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
+    } finally {
+      this.busy.delete(key);
+    }
+  }
+
+  async release(key: string): Promise<void> {
+    const entry = this.hot.get(key);
+    if (!entry) return;
+    this.hot.delete(key);
+    if (!entry.sequence.disposed) entry.sequence.dispose();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const key of [...this.hot.keys()]) await this.release(key);
+    await this.context.dispose();
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+
+  /** The hot sequence of `key` when it holds exactly `tokens`; otherwise a sequence loaded from the store. */
+  private async sequenceFor(key: string, tokens: Uint32Array, stored: TurnRequest['context']): Promise<{ sequence: LlamaContextSequence; resumedFrom: TurnResult['resumedFrom'] }> {
+    const entry = this.hot.get(key);
+    if (entry && sameTokens(entry.sequence.contextTokens, tokens)) return { sequence: entry.sequence, resumedFrom: 'hot' };
+    await this.release(key);
+    if (tokens.length === 0) return { sequence: await this.freeSequence(), resumedFrom: 'empty' };
+
+    for (const token of tokens) {
+      if (token >= this.vocabularySize) throw new FabricError('INTEGRITY', `token id ${token} is outside the vocabulary (${this.vocabularySize})`);
+    }
+    const kv = await stored.loadKv();
+    if (!(kv instanceof Uint8Array) || kv.length !== tokens.length * this.tokenBytes) {
+      throw new FabricError('INTEGRITY', `stored context has ${kv?.length} KV bytes for ${tokens.length} tokens of ${this.tokenBytes} bytes`);
+    }
+    const file = buildSequenceState(tokens, kv, this.stateShape, { vTransposed: !this.fingerprint.flashAttention, streams: this.streams, stream: 0, seqId: 0 });
+    const sequence = await this.freeSequence();
+    const statePath = this.statePath();
+    try {
+      await fs.promises.writeFile(statePath, file);
+      await sequence.loadStateFromFile(statePath, { acceptRisk: true });
+    } catch (err) {
+      sequence.dispose();
+      throw new FabricError('INTEGRITY', `llama.cpp refused the rebuilt state: ${(err as Error).message}`);
+    } finally {
+      await fs.promises.rm(statePath, { force: true });
+    }
+    if (!sameTokens(sequence.contextTokens, tokens)) {
+      sequence.dispose();
+      throw new FabricError('INTEGRITY', 'the loaded sequence does not hold the stored tokens');
+    }
+    return { sequence, resumedFrom: 'stored' };
+  }
+
+  /** A sequence of the llama context, evicting the least recently used hot one when all are taken. */
+  private async freeSequence(): Promise<LlamaContextSequence> {
+    if (this.context.sequencesLeft === 0) {
+      const idle = [...this.hot.entries()].filter(([key]) => !this.busy.has(key)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)[0];
+      if (!idle) throw new FabricError('BUSY', 'every hot context is in a turn');
+      await this.release(idle[0]);
+    }
+    return this.context.getSequence();
+  }
+
+  private touch(key: string, sequence: LlamaContextSequence): void {
+    this.hot.set(key, { sequence, lastUsed: ++this.useClock });
+  }
+
+  /** Saves the sequence and cuts out the rows of tokens [from, end): what this turn added. */
+  private async saveNewPart(sequence: LlamaContextSequence, from: number, all: readonly Token[]): Promise<ContextKv> {
+    const statePath = this.statePath();
+    try {
+      await sequence.saveStateToFile(statePath);
+      const file = await fs.promises.readFile(statePath);
+      const state = parseSequenceState(file, this.stateShape, from);
+      if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(all))) {
+        throw new FabricError('INVALID_STATE', 'the saved sequence does not hold the turn\'s tokens');
+      }
+      return { tokens: state.tokens.slice(from), kv: state.kv };
+    } finally {
+      await fs.promises.rm(statePath, { force: true });
+    }
+  }
+
+  private statePath(): string {
+    return path.join(this.stateDir, `kvfabric-${process.pid}-${randomUUID()}.ggsq`);
+  }
+}
+
+/** Saves an empty sequence once: its header says how many streams this context's states carry. */
+async function streamCount(context: LlamaContext, stateDir: string): Promise<number> {
+  const sequence = context.getSequence();
+  const statePath = path.join(stateDir, `kvfabric-${process.pid}-${randomUUID()}.ggsq`);
+  try {
+    await sequence.saveStateToFile(statePath);
+    const file = await fs.promises.readFile(statePath);
+    return new DataView(file.buffer, file.byteOffset, file.byteLength).getUint32(12, true);
+  } finally {
+    sequence.dispose();
+    await fs.promises.rm(statePath, { force: true });
+  }
+}
+
+function sameTokens(a: readonly Token[], b: Uint32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function defaultStateDir(): string {
+  try {
+    fs.accessSync('/dev/shm', fs.constants.W_OK);
+    return '/dev/shm';
+  } catch {
+    return os.tmpdir();
+  }
+}
