@@ -39,6 +39,8 @@ export async function startAgentRig(options: { name: string; model: AgentModel; 
       workflows: true,
       backend: 'cpu',
       device: 0,
+      engine: 'synthetic',
+      contextLength: 4096,
       model: options.model,
       deviceBlocks: options.blocks,
       hostBlocks: options.blocks,

@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 
 import { AgentClient, type AgentConfigOverrides } from '../src/client/agent-client';
 import { ContextDigest } from '../src/agent-memory/context-digest';
-import { syntheticKv } from '../src/agent-memory/synthetic-kv';
+import { syntheticKv } from '../src/engines/synthetic/synthetic-kv';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { CapabilityIssuer } from '../src/security/capability-issuer';
@@ -67,7 +67,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
   let agents: AgentClient | undefined;
   try {
     for (const workerId of ['load-a', 'load-b']) {
-      const args = ['--address', server.address, '--task-queue', taskQueue, '--backend', 'cpu', '--model', 'tiny',
+      const args = ['--address', server.address, '--task-queue', taskQueue, '--backend', 'cpu', '--engine', 'synthetic', '--model', 'tiny',
         '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'];
       const env = { KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) };
       workers.push(await spawnWorkerProcess(workerId, args, env));

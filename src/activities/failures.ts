@@ -13,6 +13,7 @@ export const NON_RETRYABLE_CODES: readonly ErrorCode[] = [
   'INVALID_STATE',
   'PERMISSION_DENIED',
   'INTEGRITY',
+  'INCOMPATIBLE',
 ];
 
 export function toApplicationFailure(err: unknown): unknown {

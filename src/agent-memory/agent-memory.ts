@@ -18,7 +18,7 @@ import type { CapabilityCheck, Presented } from './capability-check';
 import { ContextDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
 import { engineNoteOf, type EngineNote } from './engine-note';
-import { syntheticKv } from './synthetic-kv';
+import { syntheticKv } from '../engines/synthetic/synthetic-kv';
 import type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';

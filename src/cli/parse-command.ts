@@ -12,7 +12,7 @@ import { modelNamed } from '../workflows/models';
 
 export const USAGE = `Usage: kvfabric <command> [args] [options]
 
-  start <agent> --tenant T [--model llama-3-8b|tiny|LxHxDxB] [--idle-to-warm 10m] [--warm-to-cold 1h]
+  start <agent> --tenant T [--model smollm2-135m|llama-3-8b|tiny|LxHxDxB] [--idle-to-warm 10m] [--warm-to-cold 1h]
                 [--durability every-turn|on-offload] [--verify always|from-disk]
                                                            prints the agent's capability: keep it
   turn <agent> --message TEXT [--max-tokens N] [--seed S --temperature T]

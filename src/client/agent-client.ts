@@ -54,7 +54,7 @@ export interface AgentConfigOverrides {
 export interface StartAgentOptions {
   agentId: string;
   tenant: string;
-  /** A catalog name (see workflows/models.ts) or a model (default llama-3-8b). */
+  /** A catalog name (see workflows/models.ts) or a model (default smollm2-135m: the default workers' model). */
   model?: string | AgentModel;
   config?: AgentConfigOverrides;
   /**
@@ -135,7 +135,7 @@ export class AgentClient {
       throw new FabricError('INVALID_ARGUMENT', `agent id must be ${AGENT_ID_RULE}`);
     }
     checkTenantName(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
-    const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'llama-3-8b');
+    const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'smollm2-135m');
     const capability = options.capability ?? this.mintCapability(options.agentId, options.tenant);
     const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability, model, config: agentConfig(options.config) };
     try {

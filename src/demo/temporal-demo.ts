@@ -1,8 +1,10 @@
-// The main job (npm run demo): the Temporal dev server (SQLite file, Web UI), a GPU worker process and a
-// scripted scenario -- two tenants, several agents, turns, a fork sharing its parent's blocks, an agent
-// idling from the device to host memory to disk and resuming with its bytes verified, and resumes
-// refused to agents holding the wrong capability. Prints a summary and the UI address, then shuts down
-// (the worker drains to disk first). `--keep` leaves the server and its UI up until Ctrl-C.
+// The main job (npm run demo): the Temporal dev server (SQLite file, Web UI), a GPU worker process running
+// a real model (SmolLM2-135M-Instruct through llama.cpp, on the CPU) whose KV cache lives in kvfabric,
+// and a scripted scenario -- two tenants, agents that converse, a fork sharing its parent's pages, an
+// agent idling from the device to host memory to disk, a resume refused to the wrong capability, and the
+// real resume continuing the conversation. The summary prints the replies before and after the pause and
+// the resume time against re-prefilling the same conversation with the same model. `--keep` leaves the
+// server and its UI up until Ctrl-C.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
@@ -13,31 +15,38 @@ import { CapabilityIssuer } from '../security/capability-issuer';
 import { startCodecServer } from '../security/codec-server';
 import { ed25519PublicOf, type RawKey } from '../security/key-list';
 import { CodecKeyRing, EncryptionCodec } from '../security/payload-codec';
-import { ContextDigest } from '../agent-memory/context-digest';
-import { syntheticKv } from '../agent-memory/synthetic-kv';
 import { ensureTemporalCli } from '../dev-server/temporal-cli';
 import { freePort, startDevServer, type DevServer } from '../dev-server/dev-server';
 import { FabricError } from '../fabric/errors';
-import type { AgentStatus } from '../workflows/definitions';
 import { bytesPerTokenOf } from '../fabric/layout';
+import type { AgentStatus, TurnGeneration } from '../workflows/definitions';
 import { MODELS } from '../workflows/models';
 
 const ROOT = resolve(__dirname, '..', '..');
 const DEMO_DIR = process.env.KVFABRIC_DEMO_DIR ?? join(ROOT, '.kvfabric', 'demo');
-const MODEL = MODELS['llama-3-8b']!;
+const MODEL = MODELS['smollm2-135m']!;
 const BYTES_PER_TOKEN = bytesPerTokenOf(MODEL.shape);
-const MiB = 1024 * 1024;
+const KiB = 1024;
 const TASK_QUEUE = 'kvfabric-demo';
-const TOKENS_PER_TURN = 64; // 8 MiB of Llama-3-8B KV per turn
 const DEMO_TIMERS = { idleToWarmMs: 2500, warmToColdMs: 2500 };
 const HOURS = { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 };
+/** Greedy and short: the same conversation always gets the same replies. */
+const GENERATION: TurnGeneration = { maxTokens: 40 };
+/** A model turn takes seconds on a laptop's CPU: room for that in every call. */
+const TIMEOUTS = { attemptMs: 300_000, operationMs: 600_000 };
 
-/** Turns each agent took, to recompute its bytes independently of the worker. */
-const turnsOf = new Map<string, Array<[agentId: string, turn: number, tokens: number]>>();
-
+/** The planner's long first message: the context a resume must not recompute. */
+const PROJECT_NOTES = [
+  'Project notes for the Riverside footbridge.',
+  'The project lead is Ada Okafor. The budget is 4.2 million euros. The deadline is 30 June 2027.',
+  'The bridge spans 84 metres over the river Lea and carries pedestrians and bicycles.',
+  'Steel arrives from Rotterdam in March; the deck is cast in place in April and May.',
+  'Risks: river floods in February, a crane shortage in spring, and noise limits near the school.',
+  'The council asked for a weekly report every Friday and a public open day before the opening.',
+].join(' ');
 async function main(): Promise<void> {
   const keep = process.argv.includes('--keep');
-  console.log('kvfabric demo: agents as Temporal workflows over tiered KV memory (CPU backend: host memory stands in for the GPU)\n');
+  console.log(`kvfabric demo: real agents (${MODEL.name} through llama.cpp) as Temporal workflows over tiered KV memory (CPU backend: host memory stands in for the GPU)\n`);
 
   // ---- set-up ----
   const cli = ensureTemporalCli();
@@ -67,8 +76,8 @@ async function main(): Promise<void> {
     console.log(`codec server         ${codecServer.url} (AES-256-GCM payloads; the UI decodes through it, anyone else sees ciphertext)`);
     worker = await startWorker(server, { trusted: signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) })), codecKeys });
     console.log(
-      `GPU worker           pid ${worker.child.pid}: ${MODEL.name}, ${BYTES_PER_TOKEN / 1024} KiB per token; 64 device blocks (128 MiB), ` +
-        `128 host blocks (256 MiB), cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
+      `GPU worker           pid ${worker.child.pid}: ${MODEL.name} (llama.cpp), ${(BYTES_PER_TOKEN / 1024).toFixed(1)} KiB of KV per token; 256 device blocks ` +
+        `(${((256 * 16 * BYTES_PER_TOKEN) / 2 ** 20).toFixed(0)} MiB), 512 host blocks, cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
     );
     const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec, issuer: new CapabilityIssuer(signing) }, TASK_QUEUE);
     try {
@@ -96,30 +105,35 @@ async function main(): Promise<void> {
 }
 
 interface Figures {
+  before: string[];
+  after: string;
   resumeMs: number;
   restoredBytes: number;
   restoreMs: number;
   verifyMs: number;
-  verified: boolean;
+  from: string;
+  contextTokens: number;
+  prefillMs: number;
+  prefillTokens: number;
   denials: string[];
 }
 
 async function scenario(agents: AgentClient): Promise<Figures> {
-  step('two tenants, four agents; each turn appends 64 tokens (8 MiB) of KV');
-  const planner = await agents.start({ agentId: 'acme-planner', tenant: 'acme', model: MODEL, config: { timers: DEMO_TIMERS } });
-  const critic = await agents.start({ agentId: 'acme-critic', tenant: 'acme', model: MODEL, config: { timers: HOURS } });
-  const assistant = await agents.start({ agentId: 'globex-assistant', tenant: 'globex', model: MODEL, config: { timers: HOURS } });
-  for (let i = 0; i < 3; i++) await turn(planner);
-  show(await turn(planner));
-  show(await turn(critic));
-  await turn(assistant);
-  show(await turn(assistant));
+  step(`two tenants, three agents talking to ${MODEL.name}; every turn's KV is appended to kvfabric's pages`);
+  const planner = await start(agents, 'acme-planner', 'acme', DEMO_TIMERS);
+  const critic = await start(agents, 'acme-critic', 'acme', HOURS);
+  const assistant = await start(agents, 'globex-assistant', 'globex', HOURS);
+  const before = [await say(planner, `${PROJECT_NOTES} Summarise the project in one sentence.`), await say(planner, 'Who leads the project?')];
+  await say(critic, 'Name one risk of building a footbridge over a river.');
+  await say(assistant, 'Write a one-line greeting for the Globex team.');
 
-  step('fork: the researcher shares the planner\'s prefix blocks (copy-on-write)');
+  step("fork: the researcher shares the planner's pages (copy-on-write) and goes its own way");
   const { child: researcher, status: forked } = await planner.fork('acme-researcher');
-  turnsOf.set('acme-researcher', [...turnsOf.get('acme-planner')!]);
+  handles.set(researcher.agentId, researcher);
+  transcripts.set(researcher.agentId, [...transcripts.get(planner.agentId)!]);
   show(forked);
-  show(await turn(researcher));
+  await say(researcher, 'What is the budget?');
+  before.push(await say(planner, 'When is the deadline?'));
 
   step('the planner idles: device -> host (warm) after 2.5 s, host -> disk (cold) after 2.5 s more');
   let phase = '';
@@ -145,87 +159,111 @@ async function scenario(agents: AgentClient): Promise<Figures> {
   }
   show(await planner.status());
 
-  step('the planner resumes: restored from disk, every byte verified against its recorded digest');
+  step('the planner resumes: its pages come back from disk, verified, and the conversation goes on');
   const started = performance.now();
   const resumed = await planner.resume();
   const resumeMs = performance.now() - started;
   show(resumed);
-  const recomputed = expectedDigest('acme-planner');
-  const verified = resumed.digest === recomputed;
+  const restore = resumed.lastRestore!;
   console.log(
     `  resume update -> restored, verified context: ${resumeMs.toFixed(0)} ms end to end ` +
-      `(${(resumed.lastRestore!.bytes / MiB).toFixed(0)} MiB from ${resumed.lastRestore!.from}: restore ${resumed.lastRestore!.transferMs.toFixed(0)} ms, verify ${resumed.lastRestore!.verifyMs.toFixed(0)} ms)`,
+      `(${(restore.bytes / KiB).toFixed(0)} KiB from ${restore.from}: restore ${restore.transferMs.toFixed(0)} ms, verify ${restore.verifyMs.toFixed(0)} ms)`,
   );
-  console.log(`  digest recomputed here from the turns' KV: ${verified ? 'matches, byte-exact' : 'MISMATCH'}`);
-  show(await turn(planner));
+  const after = await say(planner, 'Remind me: what are the risks?');
+
+  step('the same conversation prefilled from scratch by a fresh agent (what a resume saves)');
+  const recompute = await start(agents, 'acme-planner-recomputed', 'acme', HOURS);
+  const prefillStarted = performance.now();
+  const recomputed = await recompute.turn({ message: conversationText('acme-planner'), generation: { maxTokens: 1 } });
+  const prefillMs = performance.now() - prefillStarted;
+  console.log(`  one turn over the whole conversation (${recomputed.reply!.promptTokens} tokens): ${prefillMs.toFixed(0)} ms`);
 
   step('agents by search attribute (what the UI filters on): KvTenant = "acme"');
   const listed = await waitForListing(agents, 'acme', 3);
-  for (const a of listed) console.log(`  ${a.agentId.padEnd(18)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(7)} ${String(a.tokens).padStart(5)} tokens`);
+  for (const a of listed) console.log(`  ${a.agentId.padEnd(24)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(7)} ${String(a.tokens).padStart(5)} tokens`);
 
   return {
+    before,
+    after,
     resumeMs,
-    restoredBytes: resumed.lastRestore!.bytes,
-    restoreMs: resumed.lastRestore!.transferMs,
-    verifyMs: resumed.lastRestore!.verifyMs,
-    verified,
+    restoredBytes: restore.bytes,
+    restoreMs: restore.transferMs,
+    verifyMs: restore.verifyMs,
+    from: restore.from,
+    contextTokens: resumed.tokens,
+    prefillMs,
+    prefillTokens: recomputed.reply!.promptTokens,
     denials,
   };
 }
 
 async function summary(agents: AgentClient, figures: Figures, metrics: string): Promise<void> {
   step('summary');
-  const ids = ['acme-planner', 'acme-researcher', 'acme-critic', 'globex-assistant'];
-  console.log('  agent              tenant  phase     tier    tokens  blocks  shared  turns  events  history   digest');
+  const ids = [...handles.keys()];
+  console.log('  agent                    tenant  phase     tier    tokens  blocks  shared  turns  events  history');
   for (const id of ids) {
     const s = await agents.status(id);
     const d = await agents.workflow(id).describe();
-    const ok = s.digest === expectedDigest(id) ? 'verified' : 'MISMATCH';
     console.log(
-      `  ${id.padEnd(18)} ${s.tenant.padEnd(7)} ${s.phase.padEnd(9)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(6)}  ${String(s.blocks).padStart(6)}  ` +
-        `${String(s.sharedBlocks).padStart(6)}  ${String(s.turns).padStart(5)}  ${String(d.historyLength).padStart(6)}  ${`${((d.historySize ?? 0) / 1024).toFixed(1)} KiB`.padStart(8)}   ${ok}`,
+      `  ${id.padEnd(24)} ${s.tenant.padEnd(7)} ${s.phase.padEnd(9)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(6)}  ${String(s.blocks).padStart(6)}  ` +
+        `${String(s.sharedBlocks).padStart(6)}  ${String(s.turns).padStart(5)}  ${String(d.historyLength).padStart(6)}  ${`${((d.historySize ?? 0) / 1024).toFixed(1)} KiB`.padStart(8)}`,
     );
   }
-  console.log(`  resume -> restored context: ${figures.resumeMs.toFixed(0)} ms for ${(figures.restoredBytes / MiB).toFixed(0)} MiB (restore ${figures.restoreMs.toFixed(0)} ms, verify ${figures.verifyMs.toFixed(0)} ms); bytes ${figures.verified ? 'byte-exact' : 'NOT exact'}`);
+  console.log('  the planner before the pause:');
+  for (const reply of figures.before) console.log(`    ${quote(reply)}`);
+  console.log(`  ...and after its resume from ${figures.from}:\n    ${quote(figures.after)}`);
+  console.log(
+    `  resume of ${figures.contextTokens} tokens (${(figures.restoredBytes / KiB).toFixed(0)} KiB of KV): ${figures.resumeMs.toFixed(0)} ms through Temporal ` +
+      `(restore ${figures.restoreMs.toFixed(0)} ms, verify ${figures.verifyMs.toFixed(0)} ms); re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
+      `${figures.prefillMs.toFixed(0)} ms, ${(figures.prefillMs / figures.resumeMs).toFixed(1)}x longer`,
+  );
   console.log(`  denied resumes: ${figures.denials.join('; ')}`);
   const scraped = await fetch(`http://${metrics}/metrics`).then((r) => r.text()).catch(() => '');
   const lines = scraped.split('\n').filter((l) => /^kvfabric_(transfer_bytes|denials|pool_blocks\{[^}]*state="used")/.test(l));
   if (lines.length > 0) console.log(`  worker metrics:\n${lines.map((l) => `    ${l}`).join('\n')}`);
 
   step('release');
-  for (const id of ids) {
-    const handle = handles.get(id)!;
-    await handle.release();
-  }
-  console.log(`  all agents released; their histories stay browsable in the Web UI, e.g.`);
+  for (const handle of handles.values()) await handle.release();
+  console.log(`  all agents released; their conversations stay browsable (decoded) in the Web UI, e.g.`);
   console.log(`  ${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent('KvTenant="acme"')}`);
 }
 
 // ---- helpers ----
 
 const handles = new Map<string, AgentHandle>();
+/** Each agent's conversation so far, for the recomputation. */
+const transcripts = new Map<string, string[]>();
 let uiUrl = '';
 
-async function turn(agent: AgentHandle): Promise<AgentStatus> {
-  handles.set(agent.agentId, agent);
-  const turns = turnsOf.get(agent.agentId) ?? [];
-  const own = turns.filter(([id]) => id === agent.agentId).length;
-  const status = await agent.turn(TOKENS_PER_TURN);
-  turns.push([agent.agentId, own, TOKENS_PER_TURN]);
-  turnsOf.set(agent.agentId, turns);
-  return status;
+async function start(agents: AgentClient, agentId: string, tenant: string, timers: typeof HOURS): Promise<AgentHandle> {
+  const handle = await agents.start({ agentId, tenant, model: MODEL, config: { timers, timeouts: TIMEOUTS } });
+  handles.set(agentId, handle);
+  return handle;
 }
 
-function expectedDigest(agentId: string): string {
-  const digest = ContextDigest.fresh(BYTES_PER_TOKEN);
-  for (const [id, turn, tokens] of turnsOf.get(agentId) ?? []) digest.update(syntheticKv(id, turn, tokens, BYTES_PER_TOKEN));
-  return digest.finish().value;
+async function say(agent: AgentHandle, message: string): Promise<string> {
+  const started = performance.now();
+  const { reply, promptTokens, replyTokens } = await agent.say(message, GENERATION);
+  const ms = performance.now() - started;
+  transcripts.set(agent.agentId, [...(transcripts.get(agent.agentId) ?? []), `User: ${message}`, `Assistant: ${reply}`]);
+  const shown = message.length > 70 ? `${message.slice(0, 32)}...${message.slice(-34)}` : message;
+  console.log(`  ${agent.agentId.padEnd(18)} > ${shown}`);
+  console.log(`  ${''.padEnd(18)} < ${quote(reply)}   (${promptTokens} + ${replyTokens} tokens, ${ms.toFixed(0)} ms)`);
+  return reply;
+}
+
+function conversationText(agentId: string): string {
+  return (transcripts.get(agentId) ?? []).join('\n');
+}
+
+function quote(text: string): string {
+  return JSON.stringify(text.trim());
 }
 
 function show(s: AgentStatus): void {
-  const mib = (s.tokens * BYTES_PER_TOKEN) / MiB;
+  const kib = (s.tokens * BYTES_PER_TOKEN) / KiB;
   console.log(
-    `  ${s.agentId.padEnd(18)} ${s.phase.padEnd(8)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(4)} tokens (${mib.toFixed(0).padStart(3)} MiB) in ${String(s.blocks).padStart(3)} blocks` +
+    `  ${s.agentId.padEnd(18)} ${s.phase.padEnd(8)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(4)} tokens (${kib.toFixed(0).padStart(5)} KiB) in ${String(s.blocks).padStart(3)} blocks` +
       `${s.sharedBlocks > 0 ? `, ${s.sharedBlocks} shared` : ''}${s.parentId ? `, fork of ${s.parentId}` : ''}`,
   );
 }
@@ -264,8 +302,8 @@ async function startWorker(server: DevServer, keys: { trusted: RawKey[]; codecKe
       '--import',
       'tsx',
       join(ROOT, 'src', 'worker', 'main.ts'),
-      ...['--address', server.address, '--task-queue', TASK_QUEUE, '--worker-id', 'demo-gpu-1', '--model', MODEL.name],
-      ...['--device-blocks', '64', '--host-blocks', '128', '--tier-dir', join(DEMO_DIR, 'tiers'), '--metrics', metrics],
+      ...['--address', server.address, '--task-queue', TASK_QUEUE, '--worker-id', 'demo-gpu-1', '--engine', 'llama', '--model', MODEL.name],
+      ...['--context-length', '2048', '--device-blocks', '256', '--host-blocks', '512', '--tier-dir', join(DEMO_DIR, 'tiers'), '--metrics', metrics],
     ],
     // Keys are generated for this run and handed over in the environment only; the worker gets no signing key.
     {

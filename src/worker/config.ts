@@ -14,6 +14,8 @@ import { modelNamed } from '../workflows/models';
 
 export type { Backend } from '../fabric/types';
 
+export type EngineKind = 'llama' | 'synthetic';
+
 export interface MasterKeySetting {
   id: string;
   key: Buffer;
@@ -32,7 +34,14 @@ export interface WorkerConfig {
   device: number;
   /** CUDA: size the device tier as this fraction of the device's free memory instead of deviceBlocks. */
   deviceMemoryFraction?: number;
-  model: AgentModel;
+  /** What runs turns: `llama` (a GGUF model through node-llama-cpp) or `synthetic` (stand-in KV, token-count turns). */
+  engine: EngineKind;
+  /** llama: the GGUF file; absent, the default model that set-up caches (scripts/ensure-model.ts). */
+  modelFile?: string;
+  /** llama: tokens one agent's context may hold. */
+  contextLength: number;
+  /** The pool's shape. Absent for llama without --model: taken from the model file. */
+  model?: AgentModel;
   deviceBlocks: number;
   hostBlocks: number;
   /** Shared by every worker: the cold tier (`cold/`) and grants (`grants/`). */
@@ -65,7 +74,11 @@ Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --no-workflows      run memory activities only
 Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
             --device-memory-fraction f (KVFABRIC_DEVICE_MEMORY_FRACTION; CUDA: device tier = f x free memory)
-            --model llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL, default llama-3-8b)
+Engine:     --engine llama|synthetic (KVFABRIC_ENGINE, default llama): a model, or stand-in KV for tests
+            --model-file path.gguf (KVFABRIC_MODEL_FILE, default the cached SmolLM2-135M-Instruct)
+            --context-length n (KVFABRIC_CONTEXT_LENGTH, default 4096): tokens per agent context
+            --model smollm2-135m|llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL): the pool's shape; default the
+              model file's (llama), llama-3-8b (synthetic)
             --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
             --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
             --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
@@ -92,6 +105,9 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       backend: { type: 'string' },
       device: { type: 'string' },
       'device-memory-fraction': { type: 'string' },
+      engine: { type: 'string' },
+      'model-file': { type: 'string' },
+      'context-length': { type: 'string' },
       model: { type: 'string' },
       'device-blocks': { type: 'string' },
       'host-blocks': { type: 'string' },
@@ -118,6 +134,10 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key"');
   const activeCodecKeyId = env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id;
   const metricsAddress = values.metrics ?? env.KVFABRIC_METRICS;
+  const engine = values.engine ?? env.KVFABRIC_ENGINE ?? 'llama';
+  if (engine !== 'llama' && engine !== 'synthetic') throw new Error(`--engine must be llama or synthetic, got '${engine}'`);
+  const modelName = values.model ?? env.KVFABRIC_MODEL ?? (engine === 'synthetic' ? 'llama-3-8b' : undefined);
+  const modelFile = values['model-file'] ?? env.KVFABRIC_MODEL_FILE;
   return {
     temporal: temporalSettingsFromFlags(values, env),
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
@@ -126,7 +146,10 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     backend,
     device: positiveInteger('--device', values.device ?? env.KVFABRIC_DEVICE ?? '0', true),
     ...fraction(values['device-memory-fraction'] ?? env.KVFABRIC_DEVICE_MEMORY_FRACTION),
-    model: modelNamed(values.model ?? env.KVFABRIC_MODEL ?? 'llama-3-8b'),
+    engine,
+    ...(modelFile ? { modelFile } : {}),
+    contextLength: positiveInteger('--context-length', values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096'),
+    ...(modelName ? { model: modelNamed(modelName) } : {}),
     deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
     hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
     tierDir,

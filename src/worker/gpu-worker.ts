@@ -14,6 +14,12 @@ import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-
 import { AuditLog, CapabilityVerifier, CodecKeyRing, dataConverterOf } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
+import type { Engine } from '../engines/engine';
+import { LlamaEngine } from '../engines/llama/llama-engine';
+import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
+import type { ModelShape } from '../fabric/types';
+import type { AgentModel } from '../workflows/definitions';
+import { MODELS, modelNamed } from '../workflows/models';
 import { createPool } from './backend';
 import type { WorkerConfig } from './config';
 import { drainToDisk, type DrainReport } from './drain';
@@ -38,9 +44,11 @@ export interface GpuWorker {
 
 export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
   const logger = Runtime.instance().logger;
+  const engine = await openEngine(config);
+  const model = poolModel(config, engine);
   const { pool, backend } = createPool({
-    shape: config.model.shape,
-    tokensPerBlock: config.model.tokensPerBlock,
+    shape: model.shape,
+    tokensPerBlock: model.tokensPerBlock,
     blockCount: config.deviceBlocks,
     hostBlockCount: config.hostBlocks,
     backend: config.backend,
@@ -67,7 +75,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     (action) => metrics.denied(action),
   );
   const tenantIds = await TenantRegistry.open(join(config.tierDir, 'tenants'));
-  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds });
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
   const activities = createActivities({ memory, holder, ...(hooks ? { hooks } : {}) });
 
   const ownConnection = connection === undefined;
@@ -95,7 +103,8 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
   logger.info('kvfabric GPU worker ready', {
     holder,
     backend,
-    model: config.model.name,
+    model: model.name,
+    engine: engine ? `${engine.fingerprint.engine} ${engine.fingerprint.version}` : 'synthetic',
     deviceBlocks: config.deviceBlocks,
     hostBlocks: config.hostBlocks,
     workflows: config.workflows,
@@ -118,6 +127,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
       const report = await drainToDisk(memory);
       logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
       await cold.close();
+      await engine?.close();
       pool.close();
       if (ownConnection) await conn.close();
       const failure = outcomes.find((outcome) => outcome.status === 'rejected');
@@ -126,6 +136,34 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     },
     shutdown: stopAll,
   };
+}
+
+/** The engine behind message turns: none for the synthetic engine (its turns are token counts). */
+async function openEngine(config: WorkerConfig): Promise<Engine | undefined> {
+  if (config.engine === 'synthetic') return undefined;
+  return LlamaEngine.open({
+    ...(config.modelFile ? { modelFile: config.modelFile } : {}),
+    contextLength: config.contextLength,
+    // A CUDA pool's worker runs the model on the GPU too (node-llama-cpp's CUDA build; unverified here).
+    ...(config.backend === 'cuda' ? { gpu: 'cuda' as const } : {}),
+  });
+}
+
+/** The pool's shape: --model, which must then be the engine's, or the engine's own. */
+function poolModel(config: WorkerConfig, engine: Engine | undefined): AgentModel {
+  if (!engine) return config.model ?? modelNamed('llama-3-8b');
+  const { shape } = engine.fingerprint;
+  const named = config.model;
+  if (named && bytesPerTokenOf(named.shape) !== bytesPerTokenOf(shape)) {
+    throw new Error(`--model ${named.name} (${bytesPerTokenOf(named.shape)} bytes per token) does not match the model file (${bytesPerTokenOf(shape)})`);
+  }
+  return named ?? { name: modelNameOf(shape), shape, tokensPerBlock: DEFAULT_TOKENS_PER_BLOCK };
+}
+
+/** The catalog's name for a shape (so clients can name it), else LxHxDxB. */
+function modelNameOf(shape: ModelShape): string {
+  const known = Object.values(MODELS).find((m) => bytesPerTokenOf(m.shape) === bytesPerTokenOf(shape) && m.shape.layers === shape.layers);
+  return known?.name ?? `${shape.layers}x${shape.kvHeads}x${shape.headDim}x${shape.dtypeBytes}`;
 }
 
 /** The workflow bundle's entry, from TypeScript sources (tsx, vitest) or compiled JavaScript (dist). */

@@ -6,6 +6,9 @@ import type { AgentModel } from './definitions';
 export const MODELS: Readonly<Record<string, AgentModel>> = {
   // 32 layers x 2 x 8 KV heads x 128 x fp16 = 128 KiB per token, 2 MiB per 16-token block.
   'llama-3-8b': { name: 'llama-3-8b', shape: { layers: 32, kvHeads: 8, headDim: 128, dtypeBytes: 2 }, tokensPerBlock: 16 },
+  // SmolLM2-135M-Instruct (the default model of llama.cpp workers): 30 layers x 2 x 3 KV heads x 64 x f16 =
+  // 23,040 bytes per token.
+  'smollm2-135m': { name: 'smollm2-135m', shape: { layers: 30, kvHeads: 3, headDim: 64, dtypeBytes: 2 }, tokensPerBlock: 16 },
   // 256 bytes per token: the shape of tests, where only the bookkeeping matters.
   tiny: { name: 'tiny', shape: { layers: 2, kvHeads: 2, headDim: 16, dtypeBytes: 2 }, tokensPerBlock: 16 },
 };

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import type { MemoryObserver } from '../../src/agent-memory/agent-memory';
 import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/agent-memory/context-digest';
-import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { openMemory } from '../security/memory-fixture';
 
 const BPT = 256;

@@ -2,7 +2,7 @@
 // (key, turn number), in any shape, and it refuses what a real engine refuses.
 import { describe, expect, it } from 'vitest';
 
-import { syntheticKv } from '../../src/activities/synthetic-kv';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { FabricError } from '../../src/fabric';
 import type { StoredContext } from '../../src/engines/engine';
 import { SyntheticEngine, TURN_MARK } from '../../src/engines/synthetic/synthetic-engine';

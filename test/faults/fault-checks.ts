@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { ContextDigest } from '../../src/agent-memory/context-digest';
 import { bytesPerTokenOf } from '../../src/fabric/layout';
-import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
 import { TINY } from '../temporal/harness';
 

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { ContextDigest } from '../../src/agent-memory/context-digest';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { AgentClient } from '../../src/client/agent-client';
 import { ContextDigest } from '../../src/agent-memory/context-digest';
-import { syntheticKv } from '../../src/agent-memory/synthetic-kv';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_AGENT_CONFIG, TINY, recordHistory, startCluster, type TestCluster } from './harness';
 

@@ -111,6 +111,8 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     workflows: true,
     backend: 'cpu',
     device: 0,
+    engine: 'synthetic',
+    contextLength: 4096,
     model: TINY,
     deviceBlocks: 256,
     hostBlocks: 256,
@@ -160,7 +162,7 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {}, entry }) {
       const flags = [
         ...['--address', server.address, '--task-queue', queue],
-        ...['--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
+        ...['--engine', 'synthetic', '--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
         ...args,
       ];
       const worker = await spawnWorkerProcess(workerId, flags, {

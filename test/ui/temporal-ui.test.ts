@@ -88,6 +88,8 @@ async function runAgent(dev: DevServer): Promise<Runs> {
       workflows: true,
       backend: 'cpu',
       device: 0,
+      engine: 'synthetic',
+      contextLength: 4096,
       model: TINY,
       deviceBlocks: 64,
       hostBlocks: 64,

@@ -6,7 +6,7 @@
 // A turn adds `generation.maxTokens` tokens (default 16): the synthetic "reply" never stops early and has
 // no prompt. Its first token id is TURN_MARK, the others count up from 2; the turn number is the count of
 // TURN_MARKs already in the context (0 for the first turn), so the engine needs no state of its own.
-import { syntheticKv } from '../../activities/synthetic-kv';
+import { syntheticKv } from './synthetic-kv';
 import { FabricError } from '../../fabric/errors';
 import type { ModelShape } from '../../fabric/types';
 import type { Engine, TurnRequest, TurnResult } from '../engine';
