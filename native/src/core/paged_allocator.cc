@@ -108,14 +108,16 @@ uint32_t PagedAllocator::newBlockLocked(uint32_t tenant, BlockKind kind, uint32_
 }
 
 FrameGrant PagedAllocator::takeFrameLocked(Tier tier, uint32_t tenant) {
-  FrameGrant grant{tier, 0, 0, false};
+  FrameGrant grant{tier, 0, 0, false, false};
   grant.frame = arena(tier).take(tenant, &grant.previousTenant);
   grant.needsScrub = grant.previousTenant != 0 && grant.previousTenant != tenant;
   return grant;
 }
 
 void PagedAllocator::returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater) {
-  if (!written) {
+  if (grant.scrubFailed) {
+    arena(grant.tier).withhold(grant.frame);
+  } else if (!written) {
     arena(grant.tier).giveBackUntouched(grant.frame, grant.previousTenant);
   } else {
     releaseFrameLocked(grant.tier, grant.frame, scrubLater);
@@ -205,15 +207,32 @@ void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vec
 void PagedAllocator::finishScrubs(std::vector<FrameRef>* scrubLater) {
   if (scrubLater->empty()) return;
   for (const FrameRef& f : *scrubLater) arena(f.tier).memory().scrubBlock(f.frame);
+  // A scrub reports failure only through the memory's fault (a driver error): such frames may still
+  // hold their last tenant's bytes, so they leave circulation rather than return as clean.
   std::lock_guard<std::mutex> lock(mu_);
-  for (const FrameRef& f : *scrubLater) arena(f.tier).give(f.frame, true);
+  for (const FrameRef& f : *scrubLater) {
+    FrameArena& a = arena(f.tier);
+    if (a.memory().fault().isOk()) {
+      a.give(f.frame, true);
+    } else {
+      a.withhold(f.frame);
+    }
+  }
   scrubLater->clear();
 }
 
-void PagedAllocator::scrubGrants(const std::vector<FrameGrant>& grants) {
-  for (const FrameGrant& g : grants) {
-    if (g.needsScrub) arena(g.tier).memory().scrubBlock(g.frame);
+bool PagedAllocator::scrubGrants(std::vector<FrameGrant>* grants) {
+  bool clean = true;
+  for (FrameGrant& g : *grants) {
+    if (!g.needsScrub) continue;
+    BlockMemory& memory = arena(g.tier).memory();
+    memory.scrubBlock(g.frame);
+    if (!memory.fault().isOk()) {
+      g.scrubFailed = true;
+      clean = false;
+    }
   }
+  return clean;
 }
 
 // ---- contexts ----
@@ -617,8 +636,27 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
       out[i] = packHandle(blocks_[b].generation, b);
     }
   }
-  scrubGrants(grants);  // before the handles reach the caller
-  return Status::ok();
+  if (scrubGrants(&grants)) return Status::ok();  // zeroed before the handles reach the caller
+  // A scrub failed: no handle reaches the caller, and frames that may hold another tenant's bytes are
+  // withheld for good.
+  const Status fault = memoryFault();
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t b = handleIndex(out[i]);
+      for (const FrameGrant& g : grants) {
+        if (g.scrubFailed && g.frame == blocks_[b].frame) {
+          device_.withhold(g.frame);
+          setTierLocked(b, Tier::kNone, 0);  // retired below without releasing the frame
+        }
+      }
+      dropRefLocked(b, &scrubLater);
+      out[i] = 0;
+    }
+  }
+  finishScrubs(&scrubLater);
+  return fault.isOk() ? Status(Code::kUnavailable, "a scrub failed") : fault;
 }
 
 Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {

@@ -97,6 +97,7 @@ struct FrameGrant {
   uint32_t frame;
   uint32_t previousTenant;
   bool needsScrub;
+  bool scrubFailed = false;  // its previous tenant's bytes may still be there: never handed out again
 };
 
 // Reserved blocks for one append. copyFrom() moves the bytes (no lock); commit() publishes them.
@@ -350,9 +351,11 @@ class PagedAllocator {
   void setDiskKeyLocked(uint32_t block, uint64_t key);
   void setTierLocked(uint32_t block, Tier tier, uint32_t frame);
   void endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater);
-  // Zeroes queued frames without the lock, then frees them.
+  // Zeroes queued frames without the lock, then frees them; frames whose scrub may have failed (the
+  // memory reports a fault) are withheld instead, since their old bytes may still be there.
   void finishScrubs(std::vector<FrameRef>* scrubLater);
-  void scrubGrants(const std::vector<FrameGrant>& grants);
+  // Zeroes the grants that need it; false (and scrubFailed set) when the memory reports a fault after.
+  bool scrubGrants(std::vector<FrameGrant>* grants);
 
   void commitAppend(AppendLease* lease);
   void abortAppend(AppendLease* lease);
