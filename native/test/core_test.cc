@@ -303,7 +303,7 @@ static void testSpillFillAndImport() {
     CHECK(pool->demote(direct).isOk());
     MoveLease refused;
     CHECK(pool->beginFill(direct, &refused, Tier::kDevice).code() == Code::kInvalidState);
-    CHECK(pool->beginFill(direct, &refused, Tier::kNone).code() == Code::kInvalidArgument);
+    CHECK(pool->beginFill(direct, &refused, Tier::kDisk).code() == Code::kInvalidArgument);
     CHECK(pool->release(direct).isOk());
     pool->takeFreedDiskKeys();
   }

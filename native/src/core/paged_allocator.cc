@@ -164,13 +164,13 @@ void PagedAllocator::retireLocked(uint32_t block, std::vector<FrameRef>* scrubLa
     m.kind = BlockKind::kZombie;  // the last reader frees it
     return;
   }
-  if (m.tier == Tier::kNone) {
+  if (m.tier == Tier::kDisk) {
     --diskOnlyBlocks_;
   } else {
     releaseFrameLocked(m.tier, m.frame, scrubLater);
   }
   m.kind = BlockKind::kFree;
-  m.tier = Tier::kNone;
+  m.tier = Tier::kDisk;
   freeIds_.push_back(block);
 }
 
@@ -186,8 +186,8 @@ void PagedAllocator::setDiskKeyLocked(uint32_t block, uint64_t key) {
 
 void PagedAllocator::setTierLocked(uint32_t block, Tier tier, uint32_t frame) {
   BlockMeta& m = blocks_[block];
-  if (m.tier == Tier::kNone) --diskOnlyBlocks_;
-  if (tier == Tier::kNone) ++diskOnlyBlocks_;
+  if (m.tier == Tier::kDisk) --diskOnlyBlocks_;
+  if (tier == Tier::kDisk) ++diskOnlyBlocks_;
   m.tier = tier;
   m.frame = frame;
 }
@@ -196,9 +196,9 @@ void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vec
   for (const SlotRun& run : runs) {
     BlockMeta& m = blocks_[run.block];
     if (--m.readers == 0 && m.kind == BlockKind::kZombie) {
-      if (m.tier != Tier::kNone) releaseFrameLocked(m.tier, m.frame, scrubLater);
+      if (m.tier != Tier::kDisk) releaseFrameLocked(m.tier, m.frame, scrubLater);
       m.kind = BlockKind::kFree;
-      m.tier = Tier::kNone;
+      m.tier = Tier::kDisk;
       freeIds_.push_back(run.block);
     }
   }
@@ -414,7 +414,7 @@ Status PagedAllocator::beginRead(Handle ctx, uint64_t startToken, uint64_t token
   for (uint64_t page = startToken / tpb; page * tpb < end; ++page) {
     const BlockMeta& m = blocks_[c->pages[page]];
     if (m.moving) return busyBlocks();
-    if (m.tier == Tier::kNone) {
+    if (m.tier == Tier::kDisk) {
       return Status(Code::kInvalidState, "the range includes pages that are only on disk; restore the context first");
     }
   }
@@ -449,7 +449,7 @@ Status PagedAllocator::beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease*
   const uint32_t block = c->pages[pageIndex];
   BlockMeta& m = blocks_[block];
   if (m.moving) return busyBlocks();
-  if (m.tier == Tier::kNone) return Status(Code::kInvalidState, "the page is only on disk; restore the context first");
+  if (m.tier == Tier::kDisk) return Status(Code::kInvalidState, "the page is only on disk; restore the context first");
   try {
     lease->runs_.push_back({block, m.tier, m.frame, 0, layout_.tokensPerBlock});
   } catch (const std::bad_alloc&) {
@@ -598,7 +598,7 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
     s.sharedBlocks += m.refs > 1 ? 1 : 0;
     s.devicePages += m.tier == Tier::kDevice ? 1 : 0;
     s.hostPages += m.tier == Tier::kHost ? 1 : 0;
-    s.diskOnlyPages += m.tier == Tier::kNone ? 1 : 0;
+    s.diskOnlyPages += m.tier == Tier::kDisk ? 1 : 0;
     s.diskCopies += m.diskKey != 0 ? 1 : 0;
   }
   s.pinCount = c->pinCount;
@@ -648,7 +648,7 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
       for (const FrameGrant& g : grants) {
         if (g.scrubFailed && g.frame == blocks_[b].frame) {
           device_.withhold(g.frame);
-          setTierLocked(b, Tier::kNone, 0);  // retired below without releasing the frame
+          setTierLocked(b, Tier::kDisk, 0);  // frameless, so retiring it below releases no frame
         }
       }
       dropRefLocked(b, &scrubLater);

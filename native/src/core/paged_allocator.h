@@ -43,7 +43,9 @@ namespace kvfabric {
 using Handle = uint64_t;
 
 enum class ScrubPolicy : uint8_t { kOnTenantChange, kAlways };
-enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2 };
+// Where a page's bytes are: kDisk when only its disk copy remains (no frame in either tier; a free
+// block's meta holds it too, as "no frame"). The values cross to JS as numbers (pageTiers): keep them.
+enum class Tier : uint8_t { kDisk = 0, kDevice = 1, kHost = 2 };
 
 struct PoolConfig {
   ModelShape shape;
@@ -275,7 +277,7 @@ class PagedAllocator {
   // Forgets the disk copies named by keys on the context's pages (their files are gone), so the next spill
   // writes them again; kIntegrity, changing nothing, when such a page has no other copy.
   Status forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count);
-  // Each page's tier: kDevice, kHost, or kNone when only its disk copy remains.
+  // Each page's tier: kDevice, kHost, or kDisk when only its disk copy remains.
   Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
 
   // Synchronous conveniences over the leases.
@@ -306,7 +308,7 @@ class PagedAllocator {
     uint32_t readers = 0;
     uint32_t frame = 0;
     BlockKind kind = BlockKind::kFree;
-    Tier tier = Tier::kNone;
+    Tier tier = Tier::kDisk;
     bool moving = false;
     bool batchMark = false;
     uint64_t diskKey = 0;
