@@ -124,6 +124,7 @@ struct State {
   bool initialized = false;
   std::atomic<bool> deinitialized{false};
   std::atomic<uint64_t> pageableCopies{0}, displacedContexts{0}, kernelHostTables{0}, faults{0};
+  std::atomic<int> waiting{0};  // threads inside a blocking driver call
   std::map<std::string, uint64_t> calls;
 };
 State& S() {
@@ -312,10 +313,20 @@ struct FakeFunction {
 };
 
 // At exit: later calls return CUDA_ERROR_DEINITIALIZED, and the report is written.
+// Counts a thread inside a call that blocks, so teardown under it can be reported.
+struct Waiting {
+  Waiting() { ++S().waiting; }
+  ~Waiting() { --S().waiting; }
+};
+
 struct ExitHook {
   ~ExitHook() {
     State& s = S();
     s.deinitialized.store(true);
+    // A real driver tearing down under a thread that is inside it is undefined: say so loudly.
+    if (const int n = s.waiting.load(); n > 0) {
+      std::fprintf(stderr, "fake CUDA: driver torn down at exit while %d thread(s) were inside a driver call\n", n);
+    }
     const char* path = std::getenv("KVFABRIC_FAKECUDA_REPORT");
     if (!path || !*path) return;
     const char* mainCtx = t_depth == 0 ? "none" : t_stack[t_depth - 1]->engine ? "engine" : "kvfabric";
@@ -414,6 +425,7 @@ CUresult deviceFree(uintptr_t p, Kind kind) {
 
 // Copies that touch pageable host memory: the driver stages them synchronously.
 void pageable(Queue& q, const std::function<void()>& copy) {
+  const Waiting waiting;
   q.drain();
   copy();
   ++S().pageableCopies;
@@ -709,6 +721,7 @@ FAKE_API CUresult cuStreamSynchronize(CUstream s) {
       return kNotPermitted;
     }
   }
+  const Waiting waiting;
   queueOf(s, ctx).drain();
   return ctx->sticky.load();
 }
@@ -750,6 +763,7 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
     return kNotPermitted;
   }
   EventState& state = *box->state;
+  const Waiting waiting;
   std::unique_lock<std::mutex> lock(state.mu);
   const uint64_t target = state.recorded;
   // Polls for exit too: the driver's teardown wakes every waiter with CUDA_ERROR_DEINITIALIZED.
