@@ -139,10 +139,7 @@ thread_local bool t_seeded = false;
 Ctx* current() {
   if (!t_seeded) {
     t_seeded = true;
-    if (envNumber("KVFABRIC_FAKECUDA_ENGINE_CONTEXT", 0)) {
-      S().engine.engine = true;
-      t_stack[t_depth++] = &S().engine;
-    }
+    if (envNumber("KVFABRIC_FAKECUDA_ENGINE_CONTEXT", 0)) t_stack[t_depth++] = &S().engine;
   }
   return t_depth ? t_stack[t_depth - 1] : nullptr;
 }
@@ -440,6 +437,7 @@ FAKE_API CUresult cuInit(unsigned) {
   const CUresult r = static_cast<CUresult>(envNumber("KVFABRIC_FAKECUDA_INIT_ERROR", 0));
   if (r == kSuccess) {
     S().primary[1].device = 1;
+    S().engine.engine = true;
     S().initialized = true;
   }
   return r;
