@@ -125,6 +125,21 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
     expect(result.auto).toMatchObject(lost);
   });
 
+  it('does not take a sticky error at launch for a refused kernel (no retry with copies)', () => {
+    // The context was poisoned before the launch (another user of the primary context): the launch fails.
+    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:2:=719' }, `
+      const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8, backend: 'cuda' });
+      const ctx = pool.createContext(1);
+      pool.append(ctx, tokens(8, 0x21));
+      const demote = await pool.demote(ctx).then(() => null, (e) => ({ code: e.code, message: e.message }));
+      done({ demote, probe: fabric.probeCuda(0) });`);
+    expect(result.demote).toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringMatching(/CUDA device 0 is lost \(cuLaunchKernel failed with CUDA_ERROR_LAUNCH_FAILED \(719\)\).*restart the process/),
+    });
+    expect(result.probe).toMatchObject({ usable: false });
+  });
+
   it('builds the kernel before sizing the pool to all free memory, and keeps using it', () => {
     const { result } = inChild({ KVFABRIC_FAKECUDA_TOTAL_MIB: '256' }, `
       const big = { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 };
@@ -155,7 +170,7 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
 
   it('leaves the caller\'s current context alone, stages every append and read through pinned memory, reads the block table from device memory', () => {
     // Every thread starts with another engine's context current, as next to an in-process CUDA engine.
-    const { result, report } = inChild({ KVFABRIC_FAKECUDA_ENGINE_CONTEXT: '1' }, `
+    const { result, report, stderr } = inChild({ KVFABRIC_FAKECUDA_ENGINE_CONTEXT: '1' }, `
       const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 16, hostBlockCount: 16, backend: 'cuda' });
       const ctx = pool.createContext(1);
       pool.append(ctx, tokens(10, 1));
@@ -168,6 +183,19 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
       done({ ok: a[0] === 1 && a[80] === 2 && b[0] === 1 && c[136 - 1] === 2 });`);
     expect(result.ok).toBe(true);
     expect(report).toMatchObject({ displacedContexts: 0, mainThreadContext: 'engine', pageableCopies: 0, kernelHostTables: 0 });
+    expect(stderr).not.toMatch(/spins a core/); // every wait is on a blocking-sync event
+  });
+
+  it('keeps pools on two devices apart: each device\'s own context, streams and kernel architecture', () => {
+    const { result } = inChild({}, `
+      const pools = [0, 1].map((device) => new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8, backend: 'cuda', device }));
+      const ctxs = pools.map((p, i) => { const c = p.createContext(1); p.append(c, tokens(9, 10 + i)); return c; });
+      await Promise.all(pools.map((p, i) => p.demote(ctxs[i])));
+      await Promise.all(pools.map((p, i) => p.promote(ctxs[i])));
+      const same = pools.every((p, i) => p.read(ctxs[i], 0, 9).every((x) => x === 10 + i));
+      done({ same, transfers: pools.map((p) => p.backendInfo.transfer) });`);
+    expect(result.same).toBe(true);
+    expect(result.transfers).toEqual([expect.stringMatching(/^kernel \(cubin sm_90/), expect.stringMatching(/^kernel \(cubin sm_80/)]);
   });
 
   it('waits for the stream when no event can be made, so no copy outlives the call', () => {

@@ -29,8 +29,9 @@
 //   KVFABRIC_FAKECUDA_TOTAL_MIB=<MiB>     device size (default 8192); KVFABRIC_FAKECUDA_RESERVE_MIB (default 64)
 //   KVFABRIC_FAKECUDA_DRIVER_VERSION      cuDriverGetVersion (default 13000)
 //   KVFABRIC_FAKECUDA_NVRTC_VERSION       nvrtcVersion as major.minor (default: the driver's)
-//   KVFABRIC_FAKECUDA_FAIL=<call>:<n>:<code>[,...]  the n-th call (n = *: every call) of <call> fails with <code>; a sticky
-//       code on cuLaunchKernel faults while the kernel runs, as on a GPU
+//   KVFABRIC_FAKECUDA_FAIL=<call>:<n>:<code>[,...]  the n-th call (n = *: every call) of <call> fails with
+//       <code>; a sticky code on cuLaunchKernel faults while the kernel runs, as on a GPU, unless written
+//       =<code>: then the launch itself returns it, as when the context was already poisoned
 //   KVFABRIC_FAKECUDA_ENGINE_CONTEXT=1    see above
 //   KVFABRIC_FAKECUDA_REPORT=<file>       at exit, JSON counters: pageableCopies, displacedContexts,
 //       mainThreadContext, primaryRetains, kernelHostTables, faults
@@ -144,8 +145,12 @@ Ctx* current() {
   return t_depth ? t_stack[t_depth - 1] : nullptr;
 }
 
+// Whether the last injected fault on this thread was asked to show at the call ("=<code>"), not later.
+thread_local bool t_injectedAtCall = false;
+
 // Fault injection: the n-th call of a named entry point returns the configured code.
 CUresult injected(const char* name) {
+  t_injectedAtCall = false;
   const char* spec = std::getenv("KVFABRIC_FAKECUDA_FAIL");
   if (!spec || !*spec) return kSuccess;
   uint64_t n;
@@ -164,7 +169,9 @@ CUresult injected(const char* name) {
     if (c1 != std::string::npos && c2 != c1 && item.substr(0, c1) == name &&
         (every || std::strtoull(item.c_str() + c1 + 1, nullptr, 10) == n)) {
       ++S().faults;
-      return static_cast<CUresult>(std::strtol(item.c_str() + c2 + 1, nullptr, 10));
+      const char* code = item.c_str() + c2 + 1;
+      t_injectedAtCall = *code == '=';
+      return static_cast<CUresult>(std::strtol(code + (t_injectedAtCall ? 1 : 0), nullptr, 10));
     }
     at = end + 1;
   }
@@ -898,6 +905,10 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
   Ctx* ctx = current();
   if (!ctx) return kInvalidContext;
   if (CUresult sticky = ctx->sticky.load(); sticky != kSuccess) return sticky;
+  if (isSticky(inject) && t_injectedAtCall) {  // the context was already poisoned (by another user of it)
+    ctx->sticky.store(inject);
+    return inject;
+  }
   auto* fn = reinterpret_cast<FakeFunction*>(f);
   if (!fn || extra || !params || foreignStream(s, ctx)) return kInvalidValue;
   if (fn->module->ctx != ctx) return kInvalidContext;
