@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the allocator and tier suites through the CUDA backend's code on a machine without a GPU, with
-# the test-only stand-in driver (native/test/fake_cuda: host memory, asynchronous streams). Debugs the
-# backend's logic; it is not GPU verification (docs/cuda.md). Tier moves run both ways: the kernel
-# path (fake NVRTC) over everything, then the merged-copies path over the tier tests.
+# the test-only strict stand-in driver (native/test/fake_cuda: host memory, asynchronous streams, the
+# driver API's documented rules enforced). Debugs the backend's logic; it is not GPU verification
+# (docs/cuda.md). Tier moves run both ways: the kernel path (fake NVRTC) over everything, then the
+# merged-copies path over the tier tests.
 #   KVFABRIC_BUILD_DIR   build holding kvfabric.node and libkvfabric_fakecuda.so (default build/native)
 #   extra arguments go to vitest; an --outputFile=X.json becomes X.json and X-copies.json
 set -euo pipefail

@@ -2,6 +2,7 @@
 // lease paths (abort, zombie blocks) that the TypeScript suite can only reach indirectly.
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -149,6 +150,58 @@ static void testScrubOnTenantChange() {
     for (uint32_t i = 0; i < 2; ++i) clean = clean && raw[plane * 8 + 2 + i] == 0;
   }
   CHECK(clean);
+}
+
+// Host memory whose scrubs fail as a device's would: nothing is zeroed and the failure shows only as fault().
+class FailingScrubMemory final : public HostAddressedMemory {
+ public:
+  FailingScrubMemory(const BlockLayout& layout, uint32_t frames)
+      : HostAddressedMemory(layout), bytes_(uint64_t{frames} * layout.blockBytes) {}
+  void scrubBlock(uint32_t) override { fault_ = Status(Code::kUnavailable, "scrub failed"); }
+  Status fault() const override { return fault_; }
+
+ private:
+  uint8_t* frameAddress(uint32_t frame) const override {
+    return const_cast<uint8_t*>(bytes_.data()) + uint64_t{frame} * layout_.blockBytes;
+  }
+  std::vector<uint8_t> bytes_;
+  Status fault_;
+};
+
+static std::unique_ptr<PagedAllocator> makeFailingScrubPool(uint32_t blocks, ScrubPolicy scrub) {
+  PoolConfig config;
+  config.shape = {2, 1, 2, 1};
+  config.tokensPerBlock = 4;
+  config.blockCount = blocks;
+  config.scrub = scrub;
+  BlockLayout layout;
+  std::unique_ptr<PagedAllocator> pool;
+  if (!BlockLayout::make(config.shape, config.tokensPerBlock, &layout).isOk() ||
+      !PagedAllocator::create(config, std::make_unique<FailingScrubMemory>(layout, blocks), nullptr, &pool).isOk()) {
+    std::fprintf(stderr, "create failed\n");
+  }
+  return pool;
+}
+
+// A frame whose scrub failed may still hold its last tenant's bytes: it must never be handed out again.
+static void testFailedScrubWithholdsFrame() {
+  auto always = makeFailingScrubPool(2, ScrubPolicy::kAlways);
+  Handle a;
+  CHECK(always->createContext(1, &a).isOk());
+  auto four = tokens(4, 9);
+  CHECK(always->append(a, four.data(), four.size()).isOk());
+  (void)always->release(a);  // the scrub fails here
+  CHECK(always->stats().freeBlocks == 1);
+  Handle handles[2];
+  CHECK(always->allocateBlocks(2, 2, handles).code() == Code::kPoolExhausted);
+
+  auto onChange = makeFailingScrubPool(1, ScrubPolicy::kOnTenantChange);
+  CHECK(onChange->createContext(1, &a).isOk());
+  CHECK(onChange->append(a, four.data(), four.size()).isOk());
+  CHECK(onChange->release(a).isOk());  // tenant 1's bytes stay until another tenant takes the frame
+  CHECK(onChange->allocateBlocks(2, 1, handles).code() == Code::kUnavailable);
+  CHECK(onChange->stats().freeBlocks == 0);
+  CHECK(onChange->allocateBlocks(2, 1, handles).code() == Code::kPoolExhausted);
 }
 
 static void testRawBlocks() {
@@ -303,7 +356,7 @@ static void testSpillFillAndImport() {
     CHECK(pool->demote(direct).isOk());
     MoveLease refused;
     CHECK(pool->beginFill(direct, &refused, Tier::kDevice).code() == Code::kInvalidState);
-    CHECK(pool->beginFill(direct, &refused, Tier::kNone).code() == Code::kInvalidArgument);
+    CHECK(pool->beginFill(direct, &refused, Tier::kDisk).code() == Code::kInvalidArgument);
     CHECK(pool->release(direct).isOk());
     pool->takeFreedDiskKeys();
   }
@@ -338,6 +391,7 @@ int main() {
   testAbortedAppendRestoresEverything();
   testZombieBlockFreedByLastReader();
   testScrubOnTenantChange();
+  testFailedScrubWithholdsFrame();
   testRawBlocks();
   testConcurrentContexts();
   testSharedBlocksMoveOnce();

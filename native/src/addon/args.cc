@@ -1,4 +1,4 @@
-// Argument checking and error construction for the addon.
+// Argument checking and error construction for the addon, and the pool options.
 #include "args.h"
 
 #include <cmath>
@@ -64,6 +64,71 @@ std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t ind
     values[i] = static_cast<uint64_t>(d);
   }
   return values;
+}
+
+namespace {
+
+ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
+  if (value.IsUndefined()) return ScrubPolicy::kOnTenantChange;
+  if (value.IsString()) {
+    const std::string s = value.As<Napi::String>().Utf8Value();
+    if (s == "on-tenant-change") return ScrubPolicy::kOnTenantChange;
+    if (s == "always") return ScrubPolicy::kAlways;
+  }
+  throwInvalid(env, "scrub must be 'on-tenant-change' or 'always'");
+}
+
+cuda::BackendRequest backendOption(Napi::Env env, Napi::Object options) {
+  cuda::BackendRequest request;
+  Napi::Value backend = options.Get("backend");
+  if (!backend.IsUndefined()) {
+    const std::string s = backend.IsString() ? backend.As<Napi::String>().Utf8Value() : "";
+    if (s == "auto") {
+      request.kind = cuda::BackendKind::kAuto;
+    } else if (s == "cpu") {
+      request.kind = cuda::BackendKind::kCpu;
+    } else if (s == "cuda") {
+      request.kind = cuda::BackendKind::kCuda;
+    } else {
+      throwInvalid(env, "backend must be 'auto', 'cpu' or 'cuda'");
+    }
+  }
+  Napi::Value device = options.Get("device");
+  if (!device.IsUndefined()) request.device = static_cast<int>(integerValue(env, device, "device", 0, 1023));
+  Napi::Value fraction = options.Get("deviceMemoryFraction");
+  if (!fraction.IsUndefined()) {
+    const double f = fraction.IsNumber() ? fraction.As<Napi::Number>().DoubleValue() : -1;
+    if (!(f > 0 && f <= 1)) throwInvalid(env, "deviceMemoryFraction must be a number in (0, 1]");
+    request.deviceMemoryFraction = f;
+  }
+  return request;
+}
+
+uint32_t u32Option(Napi::Env env, Napi::Object options, const char* name, uint32_t fallback, uint32_t min) {
+  Napi::Value v = options.Get(name);
+  if (v.IsUndefined()) return fallback;
+  return static_cast<uint32_t>(integerValue(env, v, name, min, 0xFFFFFFFFu));
+}
+
+}  // namespace
+
+PoolOptions poolOptionsArg(const Napi::CallbackInfo& info, size_t index) {
+  Napi::Env env = info.Env();
+  if (!info[index].IsObject()) throwInvalid(env, "pool options must be an object");
+  Napi::Object options = info[index].As<Napi::Object>();
+  PoolOptions out;
+  PoolConfig& config = out.config;
+  config.shape.layers = u32Option(env, options, "layers", 0, 1);
+  config.shape.kvHeads = u32Option(env, options, "kvHeads", 0, 1);
+  config.shape.headDim = u32Option(env, options, "headDim", 0, 1);
+  config.shape.dtypeBytes = u32Option(env, options, "dtypeBytes", 0, 1);
+  config.tokensPerBlock = u32Option(env, options, "tokensPerBlock", 16, 1);
+  config.blockCount = u32Option(env, options, "blockCount", 0, 1);
+  config.hostBlockCount = u32Option(env, options, "hostBlockCount", 0, 0);
+  config.maxContexts = u32Option(env, options, "maxContexts", config.maxContexts, 1);
+  config.scrub = scrubOption(env, options.Get("scrub"));
+  out.backend = backendOption(env, options);
+  return out;
 }
 
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name) {

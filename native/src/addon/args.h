@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda_backend.h"
+#include "paged_allocator.h"
 #include "status.h"
 
 namespace kvfabric::addon {
@@ -35,6 +37,15 @@ uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64
 std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name, const char* item,
                                       uint64_t min);
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name);
+
+// The NativePool constructor's options object: the pool's shape and sizes, its scrub policy and the
+// backend request ({ layers, kvHeads, headDim, dtypeBytes, tokensPerBlock = 16, blockCount,
+// hostBlockCount = 0, maxContexts, scrub, backend, device, deviceMemoryFraction }).
+struct PoolOptions {
+  PoolConfig config;
+  cuda::BackendRequest backend;
+};
+PoolOptions poolOptionsArg(const Napi::CallbackInfo& info, size_t index);
 
 constexpr uint64_t kMaxSafeInteger = (uint64_t{1} << 53) - 1;
 

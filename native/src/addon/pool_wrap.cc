@@ -1,7 +1,6 @@
 // NativePool method bodies: argument checks, one core call, result conversion.
 #include "pool_wrap.h"
 
-#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,48 +153,6 @@ Tier fillTargetArg(Napi::Env env, Napi::Value value) {
   throwInvalid(env, "a fill target must be 'host' or 'device'");
 }
 
-ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
-  if (value.IsUndefined()) return ScrubPolicy::kOnTenantChange;
-  if (value.IsString()) {
-    const std::string s = value.As<Napi::String>().Utf8Value();
-    if (s == "on-tenant-change") return ScrubPolicy::kOnTenantChange;
-    if (s == "always") return ScrubPolicy::kAlways;
-  }
-  throwInvalid(env, "scrub must be 'on-tenant-change' or 'always'");
-}
-
-cuda::BackendRequest backendOption(Napi::Env env, Napi::Object options) {
-  cuda::BackendRequest request;
-  Napi::Value backend = options.Get("backend");
-  if (!backend.IsUndefined()) {
-    const std::string s = backend.IsString() ? backend.As<Napi::String>().Utf8Value() : "";
-    if (s == "auto") {
-      request.kind = cuda::BackendKind::kAuto;
-    } else if (s == "cpu") {
-      request.kind = cuda::BackendKind::kCpu;
-    } else if (s == "cuda") {
-      request.kind = cuda::BackendKind::kCuda;
-    } else {
-      throwInvalid(env, "backend must be 'auto', 'cpu' or 'cuda'");
-    }
-  }
-  Napi::Value device = options.Get("device");
-  if (!device.IsUndefined()) request.device = static_cast<int>(integerValue(env, device, "device", 0, 1023));
-  Napi::Value fraction = options.Get("deviceMemoryFraction");
-  if (!fraction.IsUndefined()) {
-    const double f = fraction.IsNumber() ? fraction.As<Napi::Number>().DoubleValue() : -1;
-    if (!(f > 0 && f <= 1)) throwInvalid(env, "deviceMemoryFraction must be a number in (0, 1]");
-    request.deviceMemoryFraction = f;
-  }
-  return request;
-}
-
-uint32_t u32Option(Napi::Env env, Napi::Object options, const char* name, uint32_t fallback, uint32_t min) {
-  Napi::Value v = options.Get(name);
-  if (v.IsUndefined()) return fallback;
-  return static_cast<uint32_t>(integerValue(env, v, name, min, 0xFFFFFFFFu));
-}
-
 }  // namespace
 
 Napi::Function PoolWrap::define(Napi::Env env) {
@@ -240,20 +197,9 @@ Napi::Function PoolWrap::define(Napi::Env env) {
 
 PoolWrap::PoolWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolWrap>(info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsObject()) throwInvalid(env, "pool options must be an object");
-  Napi::Object options = info[0].As<Napi::Object>();
-  PoolConfig config;
-  config.shape.layers = u32Option(env, options, "layers", 0, 1);
-  config.shape.kvHeads = u32Option(env, options, "kvHeads", 0, 1);
-  config.shape.headDim = u32Option(env, options, "headDim", 0, 1);
-  config.shape.dtypeBytes = u32Option(env, options, "dtypeBytes", 0, 1);
-  config.tokensPerBlock = u32Option(env, options, "tokensPerBlock", 16, 1);
-  config.blockCount = u32Option(env, options, "blockCount", 0, 1);
-  config.hostBlockCount = u32Option(env, options, "hostBlockCount", 0, 0);
-  config.maxContexts = u32Option(env, options, "maxContexts", config.maxContexts, 1);
-  config.scrub = scrubOption(env, options.Get("scrub"));
+  const PoolOptions options = poolOptionsArg(info, 0);
   cuda::OpenedPool opened;
-  check(env, cuda::openPool(config, backendOption(env, options), &opened));
+  check(env, cuda::openPool(options.config, options.backend, &opened));
   pool_ = std::move(opened.pool);
   deviceMemory_ = opened.deviceMemory;
   backend_ = std::move(opened.info);

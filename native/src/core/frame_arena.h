@@ -39,6 +39,12 @@ class FrameArena {
     if (clean) lastTenant_[frame] = 0;
     free_.push_back(frame);
   }
+  // Takes a frame out of circulation for the arena's lifetime: its bytes are unknown (a failed scrub).
+  void withhold(uint32_t frame) {
+    (void)frame;
+    ++withheld_;
+  }
+  uint32_t withheldFrames() const { return withheld_; }
   // Undoes take() for a frame nothing was written to: it keeps its previous owner.
   void giveBackUntouched(uint32_t frame, uint32_t previousTenant) {
     lastTenant_[frame] = previousTenant;
@@ -50,6 +56,7 @@ class FrameArena {
   uint32_t frames_ = 0;
   std::vector<uint32_t> free_;
   std::vector<uint32_t> lastTenant_;
+  uint32_t withheld_ = 0;
 };
 
 }  // namespace kvfabric

@@ -42,7 +42,7 @@ void AppendLease::reset() {
 void AppendLease::copyFrom(const uint8_t* src) {
   if (!pool_ || copied_) return;
   BlockMemory& device = pool_->device_.memory();
-  pool_->scrubGrants(grants_);
+  pool_->scrubGrants(&grants_);  // a failure shows as the memory's fault at commit
   if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
   const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
   for (const SlotRun& run : runs_) {

@@ -108,14 +108,16 @@ uint32_t PagedAllocator::newBlockLocked(uint32_t tenant, BlockKind kind, uint32_
 }
 
 FrameGrant PagedAllocator::takeFrameLocked(Tier tier, uint32_t tenant) {
-  FrameGrant grant{tier, 0, 0, false};
+  FrameGrant grant{tier, 0, 0, false, false};
   grant.frame = arena(tier).take(tenant, &grant.previousTenant);
   grant.needsScrub = grant.previousTenant != 0 && grant.previousTenant != tenant;
   return grant;
 }
 
 void PagedAllocator::returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater) {
-  if (!written) {
+  if (grant.scrubFailed) {
+    arena(grant.tier).withhold(grant.frame);
+  } else if (!written) {
     arena(grant.tier).giveBackUntouched(grant.frame, grant.previousTenant);
   } else {
     releaseFrameLocked(grant.tier, grant.frame, scrubLater);
@@ -162,13 +164,13 @@ void PagedAllocator::retireLocked(uint32_t block, std::vector<FrameRef>* scrubLa
     m.kind = BlockKind::kZombie;  // the last reader frees it
     return;
   }
-  if (m.tier == Tier::kNone) {
+  if (m.tier == Tier::kDisk) {
     --diskOnlyBlocks_;
   } else {
     releaseFrameLocked(m.tier, m.frame, scrubLater);
   }
   m.kind = BlockKind::kFree;
-  m.tier = Tier::kNone;
+  m.tier = Tier::kDisk;
   freeIds_.push_back(block);
 }
 
@@ -184,8 +186,8 @@ void PagedAllocator::setDiskKeyLocked(uint32_t block, uint64_t key) {
 
 void PagedAllocator::setTierLocked(uint32_t block, Tier tier, uint32_t frame) {
   BlockMeta& m = blocks_[block];
-  if (m.tier == Tier::kNone) --diskOnlyBlocks_;
-  if (tier == Tier::kNone) ++diskOnlyBlocks_;
+  if (m.tier == Tier::kDisk) --diskOnlyBlocks_;
+  if (tier == Tier::kDisk) ++diskOnlyBlocks_;
   m.tier = tier;
   m.frame = frame;
 }
@@ -194,9 +196,9 @@ void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vec
   for (const SlotRun& run : runs) {
     BlockMeta& m = blocks_[run.block];
     if (--m.readers == 0 && m.kind == BlockKind::kZombie) {
-      if (m.tier != Tier::kNone) releaseFrameLocked(m.tier, m.frame, scrubLater);
+      if (m.tier != Tier::kDisk) releaseFrameLocked(m.tier, m.frame, scrubLater);
       m.kind = BlockKind::kFree;
-      m.tier = Tier::kNone;
+      m.tier = Tier::kDisk;
       freeIds_.push_back(run.block);
     }
   }
@@ -205,15 +207,32 @@ void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vec
 void PagedAllocator::finishScrubs(std::vector<FrameRef>* scrubLater) {
   if (scrubLater->empty()) return;
   for (const FrameRef& f : *scrubLater) arena(f.tier).memory().scrubBlock(f.frame);
+  // A scrub reports failure only through the memory's fault (a driver error): such frames may still
+  // hold their last tenant's bytes, so they leave circulation rather than return as clean.
   std::lock_guard<std::mutex> lock(mu_);
-  for (const FrameRef& f : *scrubLater) arena(f.tier).give(f.frame, true);
+  for (const FrameRef& f : *scrubLater) {
+    FrameArena& a = arena(f.tier);
+    if (a.memory().fault().isOk()) {
+      a.give(f.frame, true);
+    } else {
+      a.withhold(f.frame);
+    }
+  }
   scrubLater->clear();
 }
 
-void PagedAllocator::scrubGrants(const std::vector<FrameGrant>& grants) {
-  for (const FrameGrant& g : grants) {
-    if (g.needsScrub) arena(g.tier).memory().scrubBlock(g.frame);
+bool PagedAllocator::scrubGrants(std::vector<FrameGrant>* grants) {
+  bool clean = true;
+  for (FrameGrant& g : *grants) {
+    if (!g.needsScrub) continue;
+    BlockMemory& memory = arena(g.tier).memory();
+    memory.scrubBlock(g.frame);
+    if (!memory.fault().isOk()) {
+      g.scrubFailed = true;
+      clean = false;
+    }
   }
+  return clean;
 }
 
 // ---- contexts ----
@@ -395,7 +414,7 @@ Status PagedAllocator::beginRead(Handle ctx, uint64_t startToken, uint64_t token
   for (uint64_t page = startToken / tpb; page * tpb < end; ++page) {
     const BlockMeta& m = blocks_[c->pages[page]];
     if (m.moving) return busyBlocks();
-    if (m.tier == Tier::kNone) {
+    if (m.tier == Tier::kDisk) {
       return Status(Code::kInvalidState, "the range includes pages that are only on disk; restore the context first");
     }
   }
@@ -430,7 +449,7 @@ Status PagedAllocator::beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease*
   const uint32_t block = c->pages[pageIndex];
   BlockMeta& m = blocks_[block];
   if (m.moving) return busyBlocks();
-  if (m.tier == Tier::kNone) return Status(Code::kInvalidState, "the page is only on disk; restore the context first");
+  if (m.tier == Tier::kDisk) return Status(Code::kInvalidState, "the page is only on disk; restore the context first");
   try {
     lease->runs_.push_back({block, m.tier, m.frame, 0, layout_.tokensPerBlock});
   } catch (const std::bad_alloc&) {
@@ -579,7 +598,7 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
     s.sharedBlocks += m.refs > 1 ? 1 : 0;
     s.devicePages += m.tier == Tier::kDevice ? 1 : 0;
     s.hostPages += m.tier == Tier::kHost ? 1 : 0;
-    s.diskOnlyPages += m.tier == Tier::kNone ? 1 : 0;
+    s.diskOnlyPages += m.tier == Tier::kDisk ? 1 : 0;
     s.diskCopies += m.diskKey != 0 ? 1 : 0;
   }
   s.pinCount = c->pinCount;
@@ -617,8 +636,27 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
       out[i] = packHandle(blocks_[b].generation, b);
     }
   }
-  scrubGrants(grants);  // before the handles reach the caller
-  return Status::ok();
+  if (scrubGrants(&grants)) return Status::ok();  // zeroed before the handles reach the caller
+  // A scrub failed: no handle reaches the caller, and frames that may hold another tenant's bytes are
+  // withheld for good.
+  const Status fault = memoryFault();
+  std::vector<FrameRef> scrubLater;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t b = handleIndex(out[i]);
+      for (const FrameGrant& g : grants) {
+        if (g.scrubFailed && g.frame == blocks_[b].frame) {
+          device_.withhold(g.frame);
+          setTierLocked(b, Tier::kDisk, 0);  // frameless, so retiring it below releases no frame
+        }
+      }
+      dropRefLocked(b, &scrubLater);
+      out[i] = 0;
+    }
+  }
+  finishScrubs(&scrubLater);
+  return fault.isOk() ? Status(Code::kUnavailable, "a scrub failed") : fault;
 }
 
 Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {

@@ -43,7 +43,9 @@ namespace kvfabric {
 using Handle = uint64_t;
 
 enum class ScrubPolicy : uint8_t { kOnTenantChange, kAlways };
-enum class Tier : uint8_t { kNone = 0, kDevice = 1, kHost = 2 };
+// Where a page's bytes are: kDisk when only its disk copy remains (no frame in either tier; a free
+// block's meta holds it too, as "no frame"). The values cross to JS as numbers (pageTiers): keep them.
+enum class Tier : uint8_t { kDisk = 0, kDevice = 1, kHost = 2 };
 
 struct PoolConfig {
   ModelShape shape;
@@ -97,6 +99,7 @@ struct FrameGrant {
   uint32_t frame;
   uint32_t previousTenant;
   bool needsScrub;
+  bool scrubFailed = false;  // its previous tenant's bytes may still be there: never handed out again
 };
 
 // Reserved blocks for one append. copyFrom() moves the bytes (no lock); commit() publishes them.
@@ -274,7 +277,7 @@ class PagedAllocator {
   // Forgets the disk copies named by keys on the context's pages (their files are gone), so the next spill
   // writes them again; kIntegrity, changing nothing, when such a page has no other copy.
   Status forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count);
-  // Each page's tier: kDevice, kHost, or kNone when only its disk copy remains.
+  // Each page's tier: kDevice, kHost, or kDisk when only its disk copy remains.
   Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
 
   // Synchronous conveniences over the leases.
@@ -305,7 +308,7 @@ class PagedAllocator {
     uint32_t readers = 0;
     uint32_t frame = 0;
     BlockKind kind = BlockKind::kFree;
-    Tier tier = Tier::kNone;
+    Tier tier = Tier::kDisk;
     bool moving = false;
     bool batchMark = false;
     uint64_t diskKey = 0;
@@ -350,9 +353,11 @@ class PagedAllocator {
   void setDiskKeyLocked(uint32_t block, uint64_t key);
   void setTierLocked(uint32_t block, Tier tier, uint32_t frame);
   void endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater);
-  // Zeroes queued frames without the lock, then frees them.
+  // Zeroes queued frames without the lock, then frees them; frames whose scrub may have failed (the
+  // memory reports a fault) are withheld instead, since their old bytes may still be there.
   void finishScrubs(std::vector<FrameRef>* scrubLater);
-  void scrubGrants(const std::vector<FrameGrant>& grants);
+  // Zeroes the grants that need it; false (and scrubFailed set) when the memory reports a fault after.
+  bool scrubGrants(std::vector<FrameGrant>* grants);
 
   void commitAppend(AppendLease* lease);
   void abortAppend(AppendLease* lease);

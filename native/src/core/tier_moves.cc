@@ -31,7 +31,7 @@ Status PagedAllocator::beginPromote(Handle ctx, MoveLease* lease) {
   if (c->busy) return busyContext();
   if (c->resident) return Status::ok();  // already on the device: nothing to do
   for (uint32_t b : c->pages) {
-    if (blocks_[b].tier == Tier::kNone) {
+    if (blocks_[b].tier == Tier::kDisk) {
       return Status(Code::kInvalidState, "context has pages only on disk; fill them into the host tier first");
     }
   }
@@ -69,7 +69,7 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
     const BlockMeta& m = blocks_[b];
     const bool moves = kind == MoveLease::Kind::kDemote    ? m.tier == Tier::kDevice && m.activeRefs == 1
                        : kind == MoveLease::Kind::kPromote ? m.tier == Tier::kHost
-                                                           : m.tier == Tier::kNone;
+                                                           : m.tier == Tier::kDisk;
     if (m.moving) return busyBlocks();
     if (!moves) continue;
     if (m.readers > 0) return busyBlocks();
@@ -109,9 +109,9 @@ void PagedAllocator::commitMove(MoveLease* lease) {
     ContextSlot* c = findLocked(lease->context_);  // live: release is refused while busy
     const Tier from = lease->kind_ == MoveLease::Kind::kDemote    ? Tier::kDevice
                       : lease->kind_ == MoveLease::Kind::kPromote ? Tier::kHost
-                                                                  : Tier::kNone;
+                                                                  : Tier::kDisk;
     for (const MoveLease::Move& move : lease->moves_) {
-      if (from != Tier::kNone) releaseFrameLocked(from, move.fromFrame, &scrubLater);
+      if (from != Tier::kDisk) releaseFrameLocked(from, move.fromFrame, &scrubLater);
       setTierLocked(move.block, move.to.tier, move.to.frame);
       blocks_[move.block].moving = false;
     }
@@ -194,7 +194,7 @@ Status PagedAllocator::commitSpill(SpillLease* lease, const uint64_t* diskKeys, 
         BlockMeta& m = blocks_[b];
         if (m.tier == Tier::kHost && m.diskKey != 0 && m.readers == 0 && !m.moving) {
           releaseFrameLocked(Tier::kHost, m.frame, &scrubLater);
-          setTierLocked(b, Tier::kNone, 0);
+          setTierLocked(b, Tier::kDisk, 0);
         }
       }
     }
@@ -241,7 +241,7 @@ Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uin
   for (size_t i = 0; i < pages; ++i) {
     const uint64_t fill = std::min(tpb, tokens - i * tpb);
     const uint32_t b = newBlockLocked(tenant, BlockKind::kContext, static_cast<uint32_t>(fill));
-    ++diskOnlyBlocks_;  // tier kNone from newBlockLocked
+    ++diskOnlyBlocks_;  // tier kDisk from newBlockLocked
     setDiskKeyLocked(b, diskKeys[i]);
     table.push_back(b);
   }
@@ -289,7 +289,7 @@ Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t
   if (c->busy) return busyContext();
   auto named = [&](uint64_t key) { return key != 0 && std::find(keys, keys + count, key) != keys + count; };
   for (uint32_t b : c->pages) {
-    if (named(blocks_[b].diskKey) && blocks_[b].tier == Tier::kNone) {
+    if (named(blocks_[b].diskKey) && blocks_[b].tier == Tier::kDisk) {
       return Status(Code::kIntegrity, "a page's only copy was on disk and its file is gone");
     }
   }

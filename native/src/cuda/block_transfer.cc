@@ -59,7 +59,8 @@ Status BlockTransfer::run(Direction direction, const BlockCopy* copies, size_t c
   if (count == 0) return Status::ok();
   Lane& lane = lanes_[static_cast<int>(direction)];
   std::lock_guard<std::mutex> lock(lane.mu);
-  Status st = device_.makeCurrent();
+  const ContextScope scope = device_.scope();
+  Status st = scope.status();
   if (!st.isOk()) return st;
   std::string why;
   const TransferWay resolved = resolve(way, &why);
@@ -71,8 +72,9 @@ Status BlockTransfer::run(Direction direction, const BlockCopy* copies, size_t c
     st = runCopies(lane, direction, copies, count);
   } else if (resolved == TransferWay::kKernel) {
     st = runKernel(lane, direction, copies, count);
-    if (!st.isOk() && way == TransferWay::kAuto) {
-      // A launch refused at enqueue time (nothing ran): auto falls back to copies for good.
+    if (!st.isOk() && way == TransferWay::kAuto && lostStatus(device_.index()).isOk()) {
+      // A launch refused at enqueue time (nothing ran): auto falls back to copies for good. Not after a
+      // sticky error: that is the context failing, not the kernel, and copies would fail the same way.
       kernelFailed_.store(true);
       st = runCopies(lane, direction, copies, count);
     }
@@ -110,8 +112,13 @@ Status BlockTransfer::runKernel(Lane& lane, Direction direction, const BlockCopy
   if (!st.isOk()) return st;
   const uint64_t tableBytes = uint64_t{count} * 2 * sizeof(uint64_t);
   if (lane.table.bytes() < tableBytes) {  // grows to the largest lease seen; reused after each wait
-    st = lane.table.allocate(device_, std::max<uint64_t>(tableBytes, 64 * 1024));
-    if (!st.isOk()) return st;
+    const uint64_t bytes = std::max<uint64_t>(tableBytes, 64 * 1024);
+    st = lane.table.allocate(device_, bytes);
+    if (st.isOk()) st = lane.deviceTable.allocate(device_, bytes);
+    if (!st.isOk()) {
+      lane.table.reset();  // both or neither: the size check above reads only the pinned one
+      return st;
+    }
   }
   auto* table = reinterpret_cast<uint64_t*>(lane.table.host());
   for (size_t i = 0; i < count; ++i) {
@@ -119,7 +126,11 @@ Status BlockTransfer::runKernel(Lane& lane, Direction direction, const BlockCopy
     table[2 * i] = toHost ? copies[i].device : copies[i].hostMapped;
     table[2 * i + 1] = toHost ? copies[i].hostMapped : copies[i].device;
   }
-  CUdeviceptr tableAddress = lane.table.mapped();
+  // The table's copy and the launch are ordered on the lane's stream.
+  st = check(device_.api().cuMemcpyHtoDAsync(lane.deviceTable.address(), lane.table.host(), tableBytes, lane.stream.get()),
+             "cuMemcpyHtoDAsync_v2");
+  if (!st.isOk()) return st;
+  CUdeviceptr tableAddress = lane.deviceTable.address();
   unsigned blocks = static_cast<unsigned>(count);
   unsigned long long vecs = blockBytes_ / 16;
   const uint64_t ctas = (vecs + kThreads * kVecsPerThread - 1) / (kThreads * kVecsPerThread);

@@ -49,7 +49,9 @@ class BlockTransfer {
   struct Lane {
     std::mutex mu;
     Stream stream;
-    PinnedBuffer table;  // (source, destination) address pairs the kernel reads
+    PinnedBuffer table;        // (source, destination) address pairs, written by the CPU...
+    DeviceBuffer deviceTable;  // ...and copied here on the lane's stream: every GPU thread reads the table,
+                               // so it must not cross PCIe per read
   };
   Status runCopies(Lane& lane, Direction direction, const BlockCopy* copies, size_t count);
   Status runKernel(Lane& lane, Direction direction, const BlockCopy* copies, size_t count);

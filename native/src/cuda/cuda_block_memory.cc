@@ -20,6 +20,18 @@ uint64_t FrameChunking::chunkBytes(uint32_t chunk, uint32_t frames) const {
   return std::min<uint64_t>(framesPerChunk, frames - first) * blockBytes;
 }
 
+uint64_t FrameChunking::deviceChunkBytes(uint32_t chunk, uint32_t frames) const {
+  const uint64_t bytes = chunkBytes(chunk, frames);
+  return (bytes + kDeviceAllocationGranule - 1) / kDeviceAllocationGranule * kDeviceAllocationGranule;
+}
+
+uint64_t FrameChunking::deviceBytes(uint32_t frames) const {
+  const uint32_t chunks = chunksFor(frames);
+  if (chunks == 0) return 0;
+  // Every chunk but the last is full; only the last may need rounding of its own.
+  return uint64_t{chunks - 1} * deviceChunkBytes(0, frames) + deviceChunkBytes(chunks - 1, frames);
+}
+
 // ---- pinned host tier ----
 
 Status PinnedHostMemory::create(const CudaDevice& device, const BlockLayout& layout, uint32_t blockCount,
@@ -50,6 +62,7 @@ Status CudaDeviceMemory::create(const CudaDevice& device, const BlockLayout& lay
   if (!m) return Status(Code::kOutOfMemory, "host memory exhausted for the device pool");
   Status st = m->stream_.create(device);
   if (st.isOk()) st = m->transfer_.init();
+  if (st.isOk()) st = m->staging_.allocate(device, layout.blockBytes);
   if (!st.isOk()) return st;
   const uint32_t chunks = m->chunking_.chunksFor(blockCount);
   try {
@@ -59,12 +72,20 @@ Status CudaDeviceMemory::create(const CudaDevice& device, const BlockLayout& lay
   }
   const DriverApi& api = device.api();
   for (uint32_t c = 0; c < chunks; ++c) {
-    const uint64_t bytes = m->chunking_.chunkBytes(c, blockCount);
+    const uint64_t bytes = m->chunking_.deviceChunkBytes(c, blockCount);
     st = m->chunks_[c].allocate(device, bytes);
     if (!st.isOk()) return st;
-    // cuMemAlloc does not zero; the allocator assumes fresh frames are clean.
-    st = check(api.cuMemsetD8Async(m->chunks_[c].address(), 0, bytes, m->stream_.get()), "cuMemsetD8Async");
-    if (!st.isOk()) return st;
+    // cuMemAlloc does not zero; the allocator assumes fresh frames are clean. The padding past the
+    // last frame too: an IPC importer maps the whole chunk.
+    const ContextScope s = device.scope();
+    st = s.status();
+    if (st.isOk()) {
+      st = check(api.cuMemsetD8Async(m->chunks_[c].address(), 0, bytes, m->stream_.get()), "cuMemsetD8Async");
+    }
+    if (!st.isOk()) {
+      (void)m->stream_.finish("zeroing the device pool");  // earlier memsets may still run on chunks freed with m
+      return st;
+    }
   }
   st = m->stream_.finish("zeroing the device pool");
   if (!st.isOk()) return st;
@@ -85,21 +106,46 @@ Status CudaDeviceMemory::fault() const {
 
 template <typename Body>
 void CudaDeviceMemory::onStream(const char* what, Body body) const {
-  Status st = device_.makeCurrent();
-  if (st.isOk()) st = body(device_.api(), stream_.get());
+  const ContextScope s = device_.scope();
+  Status st = s.status();
+  if (!st.isOk()) {
+    note(st);
+    return;
+  }
+  st = body(device_.api(), stream_.get());
   // Waits even when queueing failed midway: earlier work may still be touching the caller's buffer.
   const Status done = stream_.finish(what);
   note(st.isOk() ? done : st);
 }
 
+template <typename Body, typename Landed>
+void CudaDeviceMemory::staged(const char* what, uint64_t bytes, Body body, Landed landed) const {
+  std::lock_guard<std::mutex> lock(stagingMu_);
+  if (bytes > staging_.bytes()) {  // the BlockMemory contract keeps every call within one block
+    note(Status(Code::kInvalidArgument, std::string(what) + " of " + std::to_string(bytes) + " bytes exceeds a block"));
+    return;
+  }
+  const ContextScope s = device_.scope();
+  Status st = s.status();
+  if (st.isOk()) st = body(device_.api(), stream_.get(), staging_.host());
+  // Waits even when queueing failed midway: earlier copies may still be using staging_.
+  const Status done = s.status().isOk() ? stream_.finish(what) : s.status();
+  if (st.isOk()) st = done;
+  if (st.isOk()) landed(staging_.host());
+  note(st);
+}
+
 void CudaDeviceMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count, const uint8_t* src) {
-  // One strided copy per plane: the token-major source rows land as consecutive slots of the plane.
-  onStream("append", [&](const DriverApi& api, CUstream s) {
+  // The token-major bytes go to pinned staging first (a CPU copy), then one strided DMA per plane lands
+  // them as consecutive slots of each plane; one event ends it all.
+  const uint64_t bytes = uint64_t{count} * layout_.bytesPerToken;
+  staged("append", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+    std::memcpy(staging, src, bytes);  // staging is idle: the previous call waited for its copies
     const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
     for (uint32_t p = 0; p < layout_.planes; ++p) {
       CUDA_MEMCPY2D c{};
       c.srcMemoryType = kMemoryTypeHost;
-      c.srcHost = src + p * layout_.tokenPlaneBytes;
+      c.srcHost = staging + p * layout_.tokenPlaneBytes;
       c.srcPitch = layout_.bytesPerToken;
       c.dstMemoryType = kMemoryTypeDevice;
       c.dstDevice = base + p * layout_.planeBytes;
@@ -110,11 +156,12 @@ void CudaDeviceMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count,
       if (!st.isOk()) return st;
     }
     return Status::ok();
-  });
+  }, [](uint8_t*) {});
 }
 
 void CudaDeviceMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
-  onStream("read", [&](const DriverApi& api, CUstream s) {
+  const uint64_t bytes = uint64_t{count} * layout_.bytesPerToken;
+  staged("read", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
     const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
     for (uint32_t p = 0; p < layout_.planes; ++p) {
       CUDA_MEMCPY2D c{};
@@ -122,7 +169,7 @@ void CudaDeviceMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, 
       c.srcDevice = base + p * layout_.planeBytes;
       c.srcPitch = layout_.tokenPlaneBytes;
       c.dstMemoryType = kMemoryTypeHost;
-      c.dstHost = dst + p * layout_.tokenPlaneBytes;
+      c.dstHost = staging + p * layout_.tokenPlaneBytes;
       c.dstPitch = layout_.bytesPerToken;
       c.WidthInBytes = layout_.tokenPlaneBytes;
       c.Height = count;
@@ -130,19 +177,22 @@ void CudaDeviceMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, 
       if (!st.isOk()) return st;
     }
     return Status::ok();
-  });
+  }, [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
 }
 
 void CudaDeviceMemory::readBlock(uint32_t block, uint8_t* dst) const {
-  onStream("read", [&](const DriverApi& api, CUstream s) {
-    return check(api.cuMemcpyDtoHAsync(dst, address(block), layout_.blockBytes, s), "cuMemcpyDtoHAsync_v2");
-  });
+  const uint64_t bytes = layout_.blockBytes;
+  staged("read", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+    return check(api.cuMemcpyDtoHAsync(staging, address(block), bytes, s), "cuMemcpyDtoHAsync_v2");
+  }, [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
 }
 
 void CudaDeviceMemory::writeBlock(uint32_t block, const uint8_t* src) {
-  onStream("write", [&](const DriverApi& api, CUstream s) {
-    return check(api.cuMemcpyHtoDAsync(address(block), src, layout_.blockBytes, s), "cuMemcpyHtoDAsync_v2");
-  });
+  const uint64_t bytes = layout_.blockBytes;
+  staged("write", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+    std::memcpy(staging, src, bytes);
+    return check(api.cuMemcpyHtoDAsync(address(block), staging, bytes, s), "cuMemcpyHtoDAsync_v2");
+  }, [](uint8_t*) {});
 }
 
 void CudaDeviceMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {
@@ -192,7 +242,8 @@ void CudaDeviceMemory::restoreBlocks(BlockMemory& host, const FrameMove* moves, 
 
 Status CudaDeviceMemory::exportIpc(std::vector<IpcChunk>* out) const {
   if (!device_.api().cuIpcGetMemHandle) return Status(Code::kUnavailable, "the CUDA driver lacks cuIpcGetMemHandle");
-  Status st = device_.makeCurrent();
+  const ContextScope s = device_.scope();
+  Status st = s.status();
   if (!st.isOk()) return st;
   out->clear();
   for (uint32_t c = 0; c < chunks_.size(); ++c) {
@@ -201,7 +252,7 @@ Status CudaDeviceMemory::exportIpc(std::vector<IpcChunk>* out) const {
     if (!st.isOk()) return st;
     chunk.bytes = chunks_[c].bytes();
     chunk.firstFrame = c * chunking_.framesPerChunk;
-    chunk.frames = static_cast<uint32_t>(chunks_[c].bytes() / layout_.blockBytes);
+    chunk.frames = static_cast<uint32_t>(chunking_.chunkBytes(c, frames_) / layout_.blockBytes);
     out->push_back(chunk);
   }
   return Status::ok();

@@ -19,6 +19,10 @@ namespace kvfabric::cuda {
 
 // The largest single allocation: the pool is carved from chunks of whole frames up to this size.
 constexpr uint64_t kMaxChunkBytes = uint64_t{2} << 30;
+// Device chunks are whole multiples of this. cuMemAlloc may carve smaller allocations out of one shared
+// 2 MiB block, and cuIpcGetMemHandle exports the whole block: a smaller chunk would let an importing
+// process map bytes of another pool or tenant. It is also the granule the driver rounds up to anyway.
+constexpr uint64_t kDeviceAllocationGranule = uint64_t{2} << 20;
 
 // Which chunk holds a frame, and where in it.
 struct FrameChunking {
@@ -31,6 +35,10 @@ struct FrameChunking {
     return static_cast<uint32_t>((uint64_t{frames} + framesPerChunk - 1) / framesPerChunk);
   }
   uint64_t chunkBytes(uint32_t chunk, uint32_t frames) const;
+  // chunkBytes rounded up to whole kDeviceAllocationGranule: what a device chunk allocates.
+  uint64_t deviceChunkBytes(uint32_t chunk, uint32_t frames) const;
+  // The device memory a pool of `frames` frames takes, granule rounding included.
+  uint64_t deviceBytes(uint32_t frames) const;
 };
 
 // Byte operations are the CPU's (HostAddressedMemory); the GPU reaches the same frames through their
@@ -98,6 +106,10 @@ class CudaDeviceMemory final : public BlockMemory {
   template <typename Body>
   void onStream(const char* what, Body body) const;
   void note(const Status& st) const;
+  // Runs body (which queues copies between staging_ and the device), waits, then landed(staging) on
+  // success, all with staging_ held; keeps the first failure.
+  template <typename Body, typename Landed>
+  void staged(const char* what, uint64_t bytes, Body body, Landed landed) const;
   void moveBlocks(Direction direction, BlockMemory& host, const FrameMove* moves, size_t count);
 
   const CudaDevice& device_;
@@ -106,6 +118,11 @@ class CudaDeviceMemory final : public BlockMemory {
   uint32_t frames_;
   std::vector<DeviceBuffer> chunks_;
   Stream stream_;  // appends, reads, copy-on-write and scrubs; tier moves use transfer_'s own streams
+  // Pinned bytes of one block: appends, reads, spills and fills pass through it, so their copies are
+  // asynchronous DMA (pageable memory makes every copy synchronous and staged by the driver) and one
+  // event ends each call. One per pool, used under stagingMu_.
+  mutable std::mutex stagingMu_;
+  PinnedBuffer staging_;
   BlockTransfer transfer_;
   mutable std::mutex faultMu_;
   mutable Status fault_;

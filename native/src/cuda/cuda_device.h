@@ -1,6 +1,7 @@
 // One GPU as the process sees it: its primary context (retained for the life of the process, so kernels
-// and memory of every pool on it stay valid), its description, and the gather/scatter kernel compiled
-// once per device with NVRTC when present. Plus the RAII handles the backend builds on.
+// and memory of every pool on it stay valid, and set to blocking-sync scheduling when we are the first to
+// activate it), its description, and the gather/scatter kernel compiled with NVRTC when present. Plus
+// the RAII handles the backend builds on.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda_context.h"
 #include "cuda_driver.h"
 
 namespace kvfabric::cuda {
@@ -22,16 +24,21 @@ class CudaDevice {
   const std::string& name() const { return name_; }
   uint64_t totalBytes() const { return totalBytes_; }
   int computeMajor() const { return major_; }
-  // Every driver call on a thread needs the context current there (worker threads come and go).
-  Status makeCurrent() const;
+  int computeMinor() const { return minor_; }
+  // Every driver call on a thread needs the context current there (worker threads come and go): a
+  // scope pushes it and pops it again, leaving the thread's own context (another library's) in place.
+  ContextScope scope() const { return ContextScope(*api_, context_, index_); }
   Status memoryInfo(uint64_t* freeBytes, uint64_t* totalBytes) const;
-  // The block-move kernel, compiled on first use; kUnavailable (with why) when NVRTC or the JIT fails.
+  // The block-move kernel, compiled and self-tested on first use; kUnavailable (with why) when NVRTC or
+  // the driver refuses it. Only a definitive answer is kept: running out of memory is tried again later.
   Status moveKernel(CUfunction* out) const;
+  // How the kernel was built ("cubin sm_90, NVRTC 13.0"); empty until it was.
+  std::string kernelBuild() const;
 
  private:
   CudaDevice() = default;
   Status open(const DriverApi* api, int index);
-  void compileKernel() const;
+  Status compileKernel() const;
   Status selfTest() const;
 
   const DriverApi* api_ = nullptr;
@@ -42,8 +49,10 @@ class CudaDevice {
   uint64_t totalBytes_ = 0;
   int major_ = 0, minor_ = 0;
 
-  mutable std::once_flag kernelOnce_;
+  mutable std::mutex kernelMu_;
+  mutable bool kernelSettled_ = false;
   mutable Status kernelStatus_;
+  mutable std::string kernelBuild_;
   mutable CUmodule module_ = nullptr;
   mutable CUfunction kernel_ = nullptr;
 };
@@ -57,8 +66,10 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   Status create(const CudaDevice& device);
   CUstream get() const { return stream_; }
-  // Waits, on the calling thread, until everything queued so far on this stream has run: one event
-  // recorded after the work and synchronised, so other threads' later work is not waited for.
+  // Waits, on the calling thread, until everything queued so far on this stream has run: one
+  // blocking-sync event recorded after the work and synchronised, so other threads' later work is not
+  // waited for and the thread sleeps. When the event cannot be made or recorded it synchronises the
+  // whole stream instead: returning while copies still run would let DMA write into freed buffers.
   Status finish(const char* what) const;
 
  private:

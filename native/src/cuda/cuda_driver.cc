@@ -3,9 +3,12 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
+
+#include "cuda_context.h"
 
 namespace kvfabric::cuda {
 namespace {
@@ -41,15 +44,19 @@ Loaded loadDriverOnce() {
   DriverApi& a = l.api;
   std::string missing;
   bind(lib, "cuInit", &a.cuInit, &missing);
+  bind(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
   bind(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
   bind(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
   bind(lib, "cuDeviceGet", &a.cuDeviceGet, &missing);
   bind(lib, "cuDeviceGetName", &a.cuDeviceGetName, &missing);
   bind(lib, "cuDeviceGetAttribute", &a.cuDeviceGetAttribute, &missing);
   bind(lib, "cuDeviceTotalMem_v2", &a.cuDeviceTotalMem, &missing);
+  bind(lib, "cuDevicePrimaryCtxGetState", &a.cuDevicePrimaryCtxGetState, &missing);
+  bind(lib, "cuDevicePrimaryCtxSetFlags_v2", &a.cuDevicePrimaryCtxSetFlags, &missing);
   bind(lib, "cuDevicePrimaryCtxRetain", &a.cuDevicePrimaryCtxRetain, &missing);
   bind(lib, "cuDevicePrimaryCtxRelease_v2", &a.cuDevicePrimaryCtxRelease, &missing);
-  bind(lib, "cuCtxSetCurrent", &a.cuCtxSetCurrent, &missing);
+  bind(lib, "cuCtxPushCurrent_v2", &a.cuCtxPushCurrent, &missing);
+  bind(lib, "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent, &missing);
   bind(lib, "cuMemGetInfo_v2", &a.cuMemGetInfo, &missing);
   bind(lib, "cuMemAlloc_v2", &a.cuMemAlloc, &missing);
   bind(lib, "cuMemFree_v2", &a.cuMemFree, &missing);
@@ -85,7 +92,10 @@ Loaded loadDriverOnce() {
     a.cuGetErrorName(init, &name);
     l.status = Status(Code::kUnavailable, std::string("cuInit failed with ") + (name ? name : "an unknown error") +
                                               " (" + std::to_string(init) + ")");
+    return l;
   }
+  // Registered after the driver loaded, so it runs before the driver's own teardown at exit.
+  installExitHook();
   return l;
 }
 
@@ -97,32 +107,14 @@ const Loaded& driver() {
 struct LoadedNvrtc {
   Status status;
   NvrtcApi api{};
+  LoadedNvrtcInfo info;
 };
 
-LoadedNvrtc loadNvrtcOnce() {
-  LoadedNvrtc l;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("KVFABRIC_LIBNVRTC"); env && *env) {
-    candidates.push_back(env);
-  } else {
-    for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
-                             "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13",
-                             "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"}) {
-      candidates.push_back(name);
-    }
-  }
-  void* lib = nullptr;
-  std::string tried;
-  for (const std::string& c : candidates) {
-    lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    tried += (tried.empty() ? "" : ", ") + c;
-  }
-  if (!lib) {
-    l.status = Status(Code::kUnavailable, "NVRTC not found (tried " + tried + ")");
-    return l;
-  }
-  NvrtcApi& a = l.api;
+// Binds one candidate; kUnavailable (with why) when it is missing, incomplete or newer than the driver.
+Status tryNvrtc(const std::string& file, int driverMajor, LoadedNvrtc* l) {
+  void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return Status(Code::kUnavailable, file + " not found");
+  NvrtcApi a{};
   std::string missing;
   bind(lib, "nvrtcCreateProgram", &a.nvrtcCreateProgram, &missing);
   bind(lib, "nvrtcCompileProgram", &a.nvrtcCompileProgram, &missing);
@@ -131,7 +123,48 @@ LoadedNvrtc loadNvrtcOnce() {
   bind(lib, "nvrtcGetProgramLogSize", &a.nvrtcGetProgramLogSize, &missing);
   bind(lib, "nvrtcGetProgramLog", &a.nvrtcGetProgramLog, &missing);
   bind(lib, "nvrtcDestroyProgram", &a.nvrtcDestroyProgram, &missing);
-  if (!missing.empty()) l.status = Status(Code::kUnavailable, "NVRTC lacks " + missing);
+  bind(lib, "nvrtcVersion", &a.nvrtcVersion, &missing);
+  std::string optional;
+  bind(lib, "nvrtcGetCUBINSize", &a.nvrtcGetCUBINSize, &optional);
+  bind(lib, "nvrtcGetCUBIN", &a.nvrtcGetCUBIN, &optional);
+  if (!missing.empty()) return Status(Code::kUnavailable, file + " lacks " + missing);
+  int major = 0, minor = 0;
+  if (a.nvrtcVersion(&major, &minor) != 0) return Status(Code::kUnavailable, file + ": nvrtcVersion failed");
+  if (driverMajor > 0 && major > driverMajor) {
+    return Status(Code::kUnavailable, file + " is NVRTC " + std::to_string(major) + "." + std::to_string(minor) +
+                                          ", newer than the driver's CUDA " + std::to_string(driverMajor));
+  }
+  l->api = a;
+  l->info.major = major;
+  l->info.minor = minor;
+  l->info.library = file;
+  return Status::ok();
+}
+
+LoadedNvrtc loadNvrtcOnce() {
+  LoadedNvrtc l;
+  const int driverMajor = driverVersion() / 1000;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("KVFABRIC_LIBNVRTC"); env && *env) {
+    candidates.push_back(env);
+  } else {
+    // The driver's own major version first, then older ones (CUDA minor-version compatibility holds
+    // within a major version); the unversioned name last, since it may be any version.
+    for (int major = driverMajor > 0 ? driverMajor : 13; major >= 11; --major) {
+      const std::string so = "libnvrtc.so." + std::to_string(major);
+      candidates.push_back(so);
+      candidates.push_back("/usr/local/cuda/targets/x86_64-linux/lib/" + so);
+      candidates.push_back("/usr/local/cuda/lib64/" + so);
+    }
+    candidates.push_back("libnvrtc.so");
+  }
+  std::string why;
+  for (const std::string& c : candidates) {
+    const Status st = tryNvrtc(c, driverMajor, &l);
+    if (st.isOk()) return l;
+    why += (why.empty() ? "" : "; ") + st.message();
+  }
+  l.status = Status(Code::kUnavailable, "no usable NVRTC (" + why + ")");
   return l;
 }
 
@@ -144,10 +177,21 @@ Status loadDriver(const DriverApi** out) {
   return Status::ok();
 }
 
-Status loadNvrtc(const NvrtcApi** out) {
-  static const LoadedNvrtc loaded = loadNvrtcOnce();
-  if (!loaded.status.isOk()) return loaded.status;
-  *out = &loaded.api;
+int driverVersion() {
+  const Loaded& l = driver();
+  int version = 0;
+  if (l.status.isOk() && l.api.cuDriverGetVersion(&version) != kSuccess) version = 0;
+  return version;
+}
+
+Status loadNvrtc(const LoadedNvrtcInfo** out) {
+  static const LoadedNvrtc* loaded = [] {
+    auto* l = new LoadedNvrtc(loadNvrtcOnce());  // info.api points into it: never moves, never freed
+    l->info.api = &l->api;
+    return l;
+  }();
+  if (!loaded->status.isOk()) return loaded->status;
+  *out = &loaded->info;
   return Status::ok();
 }
 
@@ -161,7 +205,8 @@ std::string errorName(CUresult result) {
 Status check(CUresult result, const char* call, Code code) {
   if (result == kSuccess) return Status::ok();
   if (result == kErrorOutOfMemory) code = Code::kOutOfMemory;
-  return Status(code, std::string(call) + " failed with " + errorName(result));
+  Status st(code, std::string(call) + " failed with " + errorName(result));
+  return isStickyError(result) ? markScopeDeviceLost(st) : st;
 }
 
 }  // namespace kvfabric::cuda

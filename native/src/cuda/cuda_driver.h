@@ -60,7 +60,9 @@ constexpr CUresult kErrorNotReady = 600;
 constexpr unsigned kMemHostAllocPortable = 0x01;
 constexpr unsigned kMemHostAllocDeviceMap = 0x02;
 constexpr unsigned kStreamNonBlocking = 0x1;
+constexpr unsigned kEventBlockingSync = 0x1;  // the waiting thread sleeps instead of spinning a core
 constexpr unsigned kEventDisableTiming = 0x2;
+constexpr unsigned kCtxSchedBlockingSync = 0x4;
 constexpr CUmemorytype kMemoryTypeHost = 1;
 constexpr CUmemorytype kMemoryTypeDevice = 2;
 constexpr CUdevice_attribute kAttrCanMapHostMemory = 19;
@@ -71,15 +73,19 @@ constexpr CUdevice_attribute kAttrComputeCapabilityMinor = 76;
 // One entry per driver function; the name in the comment is the symbol looked up.
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuDeviceGetCount)(int*);
   CUresult (*cuDeviceGet)(CUdevice*, int);
   CUresult (*cuDeviceGetName)(char*, int, CUdevice);
   CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
   CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);                   // cuDeviceTotalMem_v2
+  CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned*, int*);  // no _v2
+  CUresult (*cuDevicePrimaryCtxSetFlags)(CUdevice, unsigned);        // cuDevicePrimaryCtxSetFlags_v2
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);        // no _v2
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);                   // cuDevicePrimaryCtxRelease_v2
-  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxPushCurrent)(CUcontext);                           // cuCtxPushCurrent_v2
+  CUresult (*cuCtxPopCurrent)(CUcontext*);                           // cuCtxPopCurrent_v2
   CUresult (*cuMemGetInfo)(size_t*, size_t*);                        // cuMemGetInfo_v2
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);                      // cuMemAlloc_v2
   CUresult (*cuMemFree)(CUdeviceptr);                                // cuMemFree_v2
@@ -116,16 +122,32 @@ struct NvrtcApi {
   nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
   nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
   nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+  nvrtcResult (*nvrtcVersion)(int*, int*);
+  // Optional (NVRTC 11.1 and later): a CUBIN for one architecture, loaded without the driver's JIT.
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+};
+
+struct LoadedNvrtcInfo {
+  const NvrtcApi* api = nullptr;
+  int major = 0, minor = 0;  // nvrtcVersion
+  std::string library;       // the file that was loaded
 };
 
 // The driver, loaded once per process (KVFABRIC_LIBCUDA overrides "libcuda.so.1") and cuInit'ed.
 // Never unloaded: the driver keeps threads and state that outlive any pool. Returns kUnavailable with
 // the reason (library not found, a symbol missing, cuInit failed with CUDA_ERROR_X).
 Status loadDriver(const DriverApi** out);
-// NVRTC, loaded once (KVFABRIC_LIBNVRTC, then the usual names and /usr/local/cuda); kUnavailable when absent.
-Status loadNvrtc(const NvrtcApi** out);
+// The driver's CUDA version as cuDriverGetVersion reports it (13000 for 13.0).
+int driverVersion();
+// NVRTC, loaded once: KVFABRIC_LIBNVRTC, else the library of the driver's CUDA major version first, then
+// older ones. An NVRTC newer than the driver is refused: what it emits may not load (its PTX ISA is
+// newer than the driver's JIT knows). kUnavailable when none fits.
+Status loadNvrtc(const LoadedNvrtcInfo** out);
 
-// "cuMemAlloc_v2 failed with CUDA_ERROR_OUT_OF_MEMORY (2)" as a Status; ok for CUDA_SUCCESS.
+// "cuMemAlloc_v2 failed with CUDA_ERROR_OUT_OF_MEMORY (2)" as a Status; ok for CUDA_SUCCESS. A sticky
+// error (the context is unusable for the rest of the process) marks the device of the calling thread's
+// ContextScope lost and says to restart the process (cuda_context.h).
 Status check(CUresult result, const char* call, Code code = Code::kUnavailable);
 std::string errorName(CUresult result);
 
