@@ -6,7 +6,7 @@ import { DEFAULT_SCRUB_POLICY, requireBackend, validatePoolOptions } from './lay
 import { loadNativeBinding } from './native-binding';
 import type { Backend, BackendInfo, BlockLayout, ContextHandle, KvAllocator, PoolOptions, ScrubPolicy, Tier, TierPrimitives } from './types';
 
-/** Indexed by the native Tier enum: kNone = 0 (only the disk copy), kDevice = 1, kHost = 2. */
+/** Indexed by the native Tier enum: kDisk = 0 (only the disk copy), kDevice = 1, kHost = 2. */
 const PAGE_RESIDENCY: readonly Tier[] = ['disk', 'device', 'host'];
 
 /** The backend when options name none: KVFABRIC_BACKEND (so one env var moves a whole test run), else auto. */

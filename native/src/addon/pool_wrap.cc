@@ -26,15 +26,18 @@ Napi::Uint8Array viewOf(Napi::Env env, Napi::ArrayBuffer buffer) {
   return Napi::Uint8Array::New(env, buffer.ByteLength(), buffer, 0);
 }
 
-// Async work whose outcome is a Status: resolves with undefined, or rejects with the FabricError.
+// Async work whose outcome is a Status: resolves with value() (undefined unless a subclass has a result),
+// or rejects with the FabricError.
 class StatusWorker : public Napi::AsyncWorker {
  protected:
   StatusWorker(Napi::Env env, const char* name, Napi::Promise::Deferred deferred)
       : Napi::AsyncWorker(env, name), deferred_(deferred) {}
 
+  virtual Napi::Value value() { return Env().Undefined(); }
+
   void OnOK() override {
     if (status_.isOk()) {
-      deferred_.Resolve(Env().Undefined());
+      deferred_.Resolve(value());
     } else {
       deferred_.Reject(fabricError(Env(), status_).Value());
     }
@@ -69,12 +72,11 @@ class AppendWorker final : public StatusWorker {
 };
 
 // Copies a read's bytes into a JS-owned buffer off the JS thread.
-class ReadWorker final : public Napi::AsyncWorker {
+class ReadWorker final : public StatusWorker {
  public:
   ReadWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool, ReadLease lease,
              Napi::ArrayBuffer target)
-      : Napi::AsyncWorker(env, "kvfabric.read"),
-        deferred_(deferred),
+      : StatusWorker(env, "kvfabric.read", deferred),
         pool_(std::move(pool)),
         lease_(std::move(lease)),
         target_(Napi::Persistent(target)),
@@ -85,22 +87,15 @@ class ReadWorker final : public Napi::AsyncWorker {
     lease_ = ReadLease();  // let blocks be reused as soon as the bytes are out
     status_ = pool_->memoryFault();
   }
-  void OnOK() override {
-    if (status_.isOk()) {
-      deferred_.Resolve(viewOf(Env(), target_.Value()));
-    } else {
-      deferred_.Reject(fabricError(Env(), status_).Value());
-    }
-  }
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ protected:
+  Napi::Value value() override { return viewOf(Env(), target_.Value()); }
 
  private:
-  Napi::Promise::Deferred deferred_;
   std::shared_ptr<PagedAllocator> pool_;
   ReadLease lease_;
   Napi::Reference<Napi::ArrayBuffer> target_;
   uint8_t* data_;
-  Status status_;
 };
 
 // Copies a demote or promote between the tiers and commits it off the JS thread.
