@@ -13,6 +13,10 @@ const env = { KVFABRIC_CAPABILITY: 'token' };
 describe('kvfabric CLI arguments', () => {
   it('accepts well-formed calls', () => {
     expect(parseCommand(['turn', 'agent-1', '--tokens', '128'], env)).toMatchObject({ command: 'turn', agentId: 'agent-1', tokens: 128, capability: 'token', taskQueue: 'kvfabric' });
+    expect(parseCommand(['turn', 'agent-1', '--message', 'Hello', '--max-tokens', '16', '--seed', '7', '--temperature', '0.7'], env)).toMatchObject({
+      message: 'Hello',
+      generation: { maxTokens: 16, seed: 7, temperature: 0.7 },
+    });
     expect(parseCommand(['start', 'a', '--tenant', 'acme', '--idle-to-warm', '90s', '--model', '32x8x128x2'], {})).toMatchObject({
       start: { agentId: 'a', tenant: 'acme', model: '32x8x128x2', config: { timers: { idleToWarmMs: 90_000 } } },
     });
@@ -27,7 +31,11 @@ describe('kvfabric CLI arguments', () => {
     [['turn', 'a', '--tokens=-3'], /--tokens must be a whole number/],
     [['turn', 'a', '--tokens', '1e3'], /--tokens must be a whole number/],
     [['turn', 'a', '--tokens', '99999999999'], /--tokens must be a whole number/],
-    [['turn', 'a'], /missing --tokens/],
+    [['turn', 'a'], /turn takes either --message TEXT or --tokens N/],
+    [['turn', 'a', '--message', 'hi', '--tokens', '3'], /turn takes either --message TEXT or --tokens N/],
+    [['turn', 'a', '--message', 'hi', '--max-tokens', '0'], /--max-tokens must be a whole number from 1/],
+    [['turn', 'a', '--message', 'hi', '--temperature', '3'], /--temperature must be a number from 0 to 2/],
+    [['turn', 'a', '--message', 'hi', '--seed=-1'], /--seed must be a whole number/],
     [['turn', '--tokens', '5'], /turn needs an agent id/],
     [['turn', 'a', 'b', '--tokens', '5'], /turn takes 1 argument\(s\), got 2/],
     [['turn', '../etc/passwd', '--tokens', '5'], /agent id '..\/etc\/passwd' is not valid/],
@@ -57,7 +65,7 @@ describe('kvfabric CLI arguments', () => {
   it('answers any argument list with a call or a CliUsageError, nothing else (fuzz)', () => {
     const word = fc.oneof(
       fc.constantFrom('start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup', 'help'),
-      fc.constantFrom('--tokens', '--tier', '--tenant', '--model', '--capability', '--idle-to-warm', '--warm-to-cold', '--durability', '--verify', '--phase', '--all', '--json', '--address', '--tls', '-x', '--', '--tokens=5', '--tier=disk'),
+      fc.constantFrom('--tokens', '--message', '--max-tokens', '--seed', '--temperature', '--tier', '--tenant', '--model', '--capability', '--idle-to-warm', '--warm-to-cold', '--durability', '--verify', '--phase', '--all', '--json', '--address', '--tls', '-x', '--', '--tokens=5', '--tier=disk'),
       fc.string({ maxLength: 12 }),
       fc.integer().map(String),
     );
