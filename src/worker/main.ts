@@ -5,6 +5,8 @@ import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { WORKER_USAGE, parseWorkerConfig } from './config';
 import { createGpuWorker } from './gpu-worker';
 
+const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
 async function main(): Promise<void> {
   if (process.argv.includes('--help')) {
     console.log(WORKER_USAGE);
@@ -18,8 +20,13 @@ async function main(): Promise<void> {
     },
   });
   const worker = await createGpuWorker({ config });
-  // The runtime shuts the workers down on SIGINT/SIGTERM; run() then drains and resolves.
+  // The runtime shuts the workers down on SIGINT/SIGTERM; run() then drains and resolves. It stops
+  // listening at the first signal, and signal-exit (in node-llama-cpp's dependencies) re-raises a signal
+  // nobody else listens to: staying subscribed until the drain is done keeps this process alive for it.
+  const stayForDrain = (): void => undefined;
+  for (const signal of SHUTDOWN_SIGNALS) process.on(signal, stayForDrain);
   const report = await worker.run();
+  for (const signal of SHUTDOWN_SIGNALS) process.off(signal, stayForDrain);
   if (report.failed.length > 0) process.exitCode = 1;
 }
 

@@ -25,8 +25,8 @@ beforeAll(async () => {
 });
 afterAll(async () => cluster?.close());
 
-function start(agentId: string): Promise<AgentHandle> {
-  return cluster.agents.start({ agentId, tenant: 'acme', model: MODEL, config: TURN_CONFIG });
+function start(agentId: string, durability: 'every-turn' | 'on-offload' = 'every-turn'): Promise<AgentHandle> {
+  return cluster.agents.start({ agentId, tenant: 'acme', model: MODEL, config: { ...TURN_CONFIG, durability } });
 }
 
 /** The replies of a fresh agent that says `messages` in order: the uninterrupted run. */
@@ -95,6 +95,19 @@ describe('real agents (SmolLM2-135M through llama.cpp)', () => {
     // ...and the agent goes on as if nothing happened.
     const next = (await agent.say(CONVERSATION[1]!, GENERATION)).reply;
     expect(next).toBe((await freshReplies('overflow-uninterrupted', CONVERSATION.slice(0, 2)))[1]);
+    await agent.release();
+  });
+
+  it('a worker stopped with SIGTERM drains its contexts before it exits, and another worker continues exactly', async () => {
+    // No durable copy per turn: only the drain can save this context.
+    const agent = await start('drained', 'on-offload');
+    const replies = [(await agent.say(CONVERSATION[0]!, GENERATION)).reply];
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+    expect(worker.output()).toMatch(/drained[\s\S]*contexts: 1,/);
+    await cluster.spawnWorker({ workerId: 'llama-next', args: LLAMA_WORKER });
+    replies.push((await agent.say(CONVERSATION[1]!, GENERATION)).reply);
+    expect(replies).toEqual(await freshReplies('drained-uninterrupted', CONVERSATION.slice(0, 2)));
     await agent.release();
   });
 });
