@@ -21,8 +21,12 @@ export interface AgentRig {
   close(): Promise<void>;
 }
 
-/** `blocks`: device and host blocks each; `name` labels the task queue, worker and temp directory. */
-export async function startAgentRig(options: { name: string; model: AgentModel; blocks: number }): Promise<AgentRig> {
+/**
+ * `blocks`: device and host blocks each; `name` labels the task queue, worker and temp directory. The
+ * synthetic engine by default (`model` sets the pool's shape); `engine: 'llama'` runs the default model
+ * with `contextLength` tokens per context, the pool shaped by it.
+ */
+export async function startAgentRig(options: { name: string; model?: AgentModel; blocks: number; engine?: 'synthetic' | 'llama'; contextLength?: number }): Promise<AgentRig> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const server = await startDevServer();
   const tierDir = fs.mkdtempSync(path.join(os.tmpdir(), `kvfabric-${options.name}-`));
@@ -39,9 +43,9 @@ export async function startAgentRig(options: { name: string; model: AgentModel; 
       workflows: true,
       backend: 'cpu',
       device: 0,
-      engine: 'synthetic',
-      contextLength: 4096,
-      model: options.model,
+      engine: options.engine ?? 'synthetic',
+      contextLength: options.contextLength ?? 4096,
+      ...(options.model ? { model: options.model } : {}),
       deviceBlocks: options.blocks,
       hostBlocks: options.blocks,
       tierDir,
