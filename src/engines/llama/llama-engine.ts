@@ -107,6 +107,8 @@ export class LlamaEngine implements Engine {
         flashAttention,
         experimentalKvCacheKeyType: 'F16',
         experimentalKvCacheValueType: 'F16',
+        // Sliding-window models would otherwise drop old cells from saved states: tokens and cells must match.
+        swaFullCache: true,
         threads: options.threads ?? Math.max(1, os.availableParallelism() - 1),
       });
       if (context.flashAttention !== flashAttention) {
