@@ -187,6 +187,10 @@ describe('LlamaEngine', () => {
     badTokens[3] = 0x7fffffff;
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, tokens: badTokens }, input: 'Hi.' }), 'INTEGRITY');
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, fingerprint: undefined }, input: 'Hi.' }), 'INVALID_ARGUMENT');
+    // A store that fails to read is the engine's UNAVAILABLE, as often as it happens: nothing leaks.
+    for (let i = 0; i < 3; i++) {
+      await expectCode(engine.turn({ key: `unreadable-${i}`, context: { ...stored, loadKv: async () => { throw new Error('disk gone'); } }, input: 'Hi.' }), 'UNAVAILABLE');
+    }
     // The engine is fine afterwards.
     expect((await turn('corrupt', context, MESSAGES[1]!)).resumedFrom).toBe('stored');
     await engine.release('corrupt');

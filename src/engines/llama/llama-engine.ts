@@ -163,6 +163,8 @@ export class LlamaEngine implements Engine {
     this.busy.add(key);
     try {
       const { sequence, resumedFrom } = await this.sequenceFor(key, before, context);
+      // Held under its key from here, so an error below disposes it (release) instead of leaking it.
+      this.touch(key, sequence);
       const reply: Token[] = [];
       const generation = sequence.evaluate(prompt, {
         temperature,
@@ -184,7 +186,6 @@ export class LlamaEngine implements Engine {
       await sequence.evaluateWithoutGeneratingNewTokens([...expected.slice(evaluated), ...this.format.close]);
       const all = [...expected, ...this.format.close];
       const appended = await this.saveNewPart(sequence, before.length, all);
-      this.touch(key, sequence);
       return {
         reply: this.model.detokenize(reply),
         promptTokens: prompt.length,
