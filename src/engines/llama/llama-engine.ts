@@ -24,6 +24,7 @@ import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
+import { loadNodeLlamaCpp } from './node-llama-cpp';
 import { buildSequenceState, bytesPerToken, parseSequenceState, type SequenceStateShape } from './sequence-state';
 
 export const LLAMA_ENGINE_NAME = 'llama.cpp';
@@ -91,8 +92,7 @@ export class LlamaEngine implements Engine {
       throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npm run setup:model\` or set KVFABRIC_MODEL_FILE`);
     }
     const flashAttention = options.flashAttention ?? true;
-    // node-llama-cpp is an ES module; this is a dynamic import so the CommonJS build can load it.
-    const nlc = await import('node-llama-cpp');
+    const nlc = await loadNodeLlamaCpp();
     const [llama, modelSha256] = await Promise.all([
       nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }),
       sha256File(file),
