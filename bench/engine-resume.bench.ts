@@ -14,7 +14,7 @@ import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { NativeAllocator } from '../src/fabric';
 import { modelFile, sha256File } from '../src/engines/llama/default-model';
 import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
-import { buildSequenceState, parseSequenceState, type SequenceStateShape } from '../src/engines/llama/sequence-state';
+import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
 import { printTable } from './measure';
 
 const args = process.argv.slice(2);
@@ -90,14 +90,14 @@ async function main(): Promise<void> {
     const prefillMs = now() - prefillStart;
     if (n > 2048) process.stdout.write('\n');
 
-    // Into kvfabric: save, cut rows, append to the pool. The save and a 64-token cut are what every turn
-    // pays on the way out (llama.cpp saves a whole sequence), so that is timed too.
+    // Into kvfabric: save, cut rows, append to the pool. The save and reading back the last 64 tokens' rows
+    // are what every turn pays on the way out (llama.cpp saves a whole sequence), so that is timed too.
     const statePath = path.join(stateDir, `kvfabric-bench-${process.pid}.ggsq`);
     const saves: number[] = [];
     for (let r = 0; r < repeats; r++) {
       const s0 = now();
       await sequence.saveStateToFile(statePath);
-      parseSequenceState(fs.readFileSync(statePath), shape, n - 64);
+      readSequenceStateFile(statePath, shape, n - 64);
       saves.push(now() - s0);
     }
     const saved = parseSequenceState(fs.readFileSync(statePath), shape);

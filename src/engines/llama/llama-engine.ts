@@ -25,7 +25,7 @@ import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
 import { loadNodeLlamaCpp } from './node-llama-cpp';
-import { buildSequenceState, bytesPerToken, parseSequenceState, type SequenceStateShape } from './sequence-state';
+import { buildSequenceState, bytesPerToken, readSequenceStateFile, type SequenceStateShape } from './sequence-state';
 
 export const LLAMA_ENGINE_NAME = 'llama.cpp';
 /** Must match package.json; the engine reports it in every fingerprint. */
@@ -264,13 +264,12 @@ export class LlamaEngine implements Engine {
     this.hot.set(key, { sequence, lastUsed: ++this.useClock });
   }
 
-  /** Saves the sequence and cuts out the rows of tokens [from, end): what this turn added. */
+  /** Saves the sequence and reads back only the rows of tokens [from, end): what this turn added. */
   private async saveNewPart(sequence: LlamaContextSequence, from: number, all: readonly Token[]): Promise<ContextKv> {
     const statePath = this.statePath();
     try {
       await sequence.saveStateToFile(statePath);
-      const file = await fs.promises.readFile(statePath);
-      const state = parseSequenceState(file, this.stateShape, from);
+      const state = readSequenceStateFile(statePath, this.stateShape, from);
       if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(all))) {
         throw new FabricError('INVALID_STATE', 'the saved sequence does not hold the turn\'s tokens');
       }
