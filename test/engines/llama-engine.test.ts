@@ -205,6 +205,15 @@ describe('LlamaEngine', () => {
     for (const i of [0, 1, 2]) await engine.release(`lru-${i}`);
   });
 
+  it('a second turn of a key while one runs is BUSY; turns of different keys run side by side', async () => {
+    const [a, b] = [new PooledContext(), new PooledContext()];
+    const first = turn('busy-a', a, MESSAGES[0]!);
+    await expectCode(engine.turn({ key: 'busy-a', context: new PooledContext().stored(), input: 'Hi.' }), 'BUSY');
+    const [ra, rb] = await Promise.all([first, turn('busy-b', b, MESSAGES[0]!)]);
+    expectSameTurn(ra, rb);
+    for (const key of ['busy-a', 'busy-b']) await engine.release(key);
+  });
+
   it('seeded sampling repeats exactly', async () => {
     const results: ContextKv[] = [];
     for (const key of ['seeded-a', 'seeded-b']) {
