@@ -14,7 +14,7 @@ import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { NativeAllocator } from '../src/fabric';
 import { modelFile, sha256File } from '../src/engines/llama/default-model';
 import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
-import { buildSequenceState, parseSequenceState, type SequenceStateShape } from '../src/engines/llama/sequence-state';
+import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
 import { printTable } from './measure';
 
 const args = process.argv.slice(2);
@@ -40,6 +40,8 @@ interface Row {
   loadMs: number;
   ratio: number;
   sameContinuation: boolean;
+  /** The out path a turn pays: save the whole sequence to tmpfs and cut the last turn's rows (64 tokens). */
+  saveMs: number;
 }
 
 const now = () => performance.now();
@@ -88,16 +90,23 @@ async function main(): Promise<void> {
     const prefillMs = now() - prefillStart;
     if (n > 2048) process.stdout.write('\n');
 
-    // Into kvfabric: save, cut rows, append to the pool (not timed: a turn does this as it goes).
+    // Into kvfabric: save, cut rows, append to the pool. The save and reading back the last 64 tokens' rows
+    // are what every turn pays on the way out (llama.cpp saves a whole sequence), so that is timed too.
     const statePath = path.join(stateDir, `kvfabric-bench-${process.pid}.ggsq`);
-    await sequence.saveStateToFile(statePath);
+    const saves: number[] = [];
+    for (let r = 0; r < repeats; r++) {
+      const s0 = now();
+      await sequence.saveStateToFile(statePath);
+      readSequenceStateFile(statePath, shape, n - 64);
+      saves.push(now() - s0);
+    }
     const saved = parseSequenceState(fs.readFileSync(statePath), shape);
     const handle = pool.createContext(1);
     pool.append(handle, saved.kv);
     const expected = await greedy(sequence, CHECK_TOKENS);
     sequence.dispose();
 
-    const timings: Array<Omit<Row, 'tokens' | 'kvBytes' | 'prefillMs' | 'ratio' | 'sameContinuation'>> = [];
+    const timings: Array<Omit<Row, 'tokens' | 'kvBytes' | 'prefillMs' | 'ratio' | 'sameContinuation' | 'saveMs'>> = [];
     let sameContinuation = true;
     for (let r = 0; r < repeats; r++) {
       sequence = context.getSequence();
@@ -129,6 +138,7 @@ async function main(): Promise<void> {
       loadMs: pick('loadMs'),
       ratio: prefillMs / pick('resumeMs'),
       sameContinuation,
+      saveMs: median(saves),
     };
     rows.push(row);
     console.log(`  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), same continuation: ${sameContinuation}`);
@@ -136,7 +146,7 @@ async function main(): Promise<void> {
 
   console.log('');
   printTable(
-    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'same tokens after'],
+    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'same tokens after', 'turn out: save + cut 64'],
     rows.map((r) => [
       String(r.tokens),
       `${(r.kvBytes / 2 ** 20).toFixed(1)} MiB`,
@@ -148,6 +158,7 @@ async function main(): Promise<void> {
       `${r.loadMs.toFixed(1)} ms`,
       `${r.ratio.toFixed(0)}x`,
       String(r.sameContinuation),
+      `${r.saveMs.toFixed(1)} ms`,
     ]),
   );
   if (jsonPath) {

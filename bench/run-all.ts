@@ -1,6 +1,6 @@
 // Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
-// alone and through Temporal) and memory. Each runs in its own process (so one's pools are gone before
-// the next allocates), writes its JSON, and this collects them with the machine's description into
+// alone and through Temporal), memory, and resume vs prefill with a real model (engine-resume). Each
+// runs in its own process (so one's pools are gone before the next allocates), writes its JSON, and this collects them with the machine's description into
 // build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for the
 // README.
 //   npm run bench:all -- [--tokens 8k,32k] [--repeats 3] [--out build/bench]
@@ -62,6 +62,7 @@ interface TransferJson {
   deviceName?: string;
   figures?: Array<{ way: string; direction: string; blockBytes: number; gbps?: number; ratio?: number; target: number; meets?: boolean; ceilingGBps: number }>;
 }
+interface EngineResumeJson { threads: number; rows: Array<{ tokens: number; kvBytes: number; prefillMs: number; resumeMs: number; ratio: number; sameContinuation: boolean }> }
 interface MemoryJson {
   forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
   waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
@@ -77,6 +78,8 @@ function main(): void {
   const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
   const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
+  // A real model (SmolLM2-135M on the CPU): 8k tokens of prefill take about two minutes here.
+  const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as EngineResumeJson;
 
   const rows: string[][] = [];
   for (const r of allocator.results) rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
@@ -108,6 +111,10 @@ function main(): void {
       prefill ? `H200 prefill ${ms(prefill)}` : '-',
       prefill ? (r.totalMs / prefill).toFixed(2) : '-',
     ]);
+  }
+  for (const e of engine.rows) {
+    const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engine.threads} thread(s)${e.sameContinuation ? '' : ', CONTINUATION DIFFERED'}`;
+    rows.push(['resume, real model', what, ms(e.resumeMs), `prefill ${ms(e.prefillMs)}`, (e.resumeMs / e.prefillMs).toFixed(3)]);
   }
   for (const f of memory.forks) {
     rows.push([
@@ -153,6 +160,7 @@ function main(): void {
     diskTier: cold,
     resume: { library, temporal, prefillH200Ms: PREFILL_H200_MS },
     memory,
+    engineResume: engine,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

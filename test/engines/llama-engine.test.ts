@@ -187,6 +187,10 @@ describe('LlamaEngine', () => {
     badTokens[3] = 0x7fffffff;
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, tokens: badTokens }, input: 'Hi.' }), 'INTEGRITY');
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, fingerprint: undefined }, input: 'Hi.' }), 'INVALID_ARGUMENT');
+    // A store that fails to read is the engine's UNAVAILABLE, as often as it happens: nothing leaks.
+    for (let i = 0; i < 3; i++) {
+      await expectCode(engine.turn({ key: `unreadable-${i}`, context: { ...stored, loadKv: async () => { throw new Error('disk gone'); } }, input: 'Hi.' }), 'UNAVAILABLE');
+    }
     // The engine is fine afterwards.
     expect((await turn('corrupt', context, MESSAGES[1]!)).resumedFrom).toBe('stored');
     await engine.release('corrupt');
@@ -199,6 +203,15 @@ describe('LlamaEngine', () => {
     expect((await turn('lru-2', contexts[2]!, MESSAGES[1]!)).resumedFrom).toBe('hot');
     expect((await turn('lru-0', contexts[0]!, MESSAGES[1]!)).resumedFrom).toBe('stored');
     for (const i of [0, 1, 2]) await engine.release(`lru-${i}`);
+  });
+
+  it('a second turn of a key while one runs is BUSY; turns of different keys run side by side', async () => {
+    const [a, b] = [new PooledContext(), new PooledContext()];
+    const first = turn('busy-a', a, MESSAGES[0]!);
+    await expectCode(engine.turn({ key: 'busy-a', context: new PooledContext().stored(), input: 'Hi.' }), 'BUSY');
+    const [ra, rb] = await Promise.all([first, turn('busy-b', b, MESSAGES[0]!)]);
+    expectSameTurn(ra, rb);
+    for (const key of ['busy-a', 'busy-b']) await engine.release(key);
   });
 
   it('seeded sampling repeats exactly', async () => {

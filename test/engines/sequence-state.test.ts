@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FabricError } from '../../src/fabric';
 import { modelFile } from '../../src/engines/llama/default-model';
 import { modelInfoFromMetadata, readModelInfo } from '../../src/engines/llama/gguf-shape';
-import { buildSequenceState, bytesPerToken, parseSequenceState, type SequenceStateShape } from '../../src/engines/llama/sequence-state';
+import { buildSequenceState, bytesPerToken, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../../src/engines/llama/sequence-state';
 import { expectSameBytes } from '../fabric/implementations';
 
 const SHAPE: SequenceStateShape = { layers: 30, kvHeads: 3, headDim: 64, kType: 'f16', vType: 'f16' };
@@ -80,8 +80,19 @@ describe('real llama.cpp sequence states', () => {
         expect(state.layout).toEqual({ vTransposed: !flashAttention, streams: sequences, stream: sequences - 1, seqId: sequences - 1 });
         expect(state.kv.length).toBe(tokens.length * 23_040);
         expectSameBytes(buildSequenceState(state.tokens, state.kv, SHAPE, state.layout), file);
-        // A suffix parse is the tail of the full rows.
+        // A suffix parse is the tail of the full rows; read from a file at offsets, the same.
         expectSameBytes(parseSequenceState(file, SHAPE, 3).kv, state.kv.subarray(3 * 23_040));
+        const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-read.ggsq`);
+        fs.writeFileSync(onDisk, file);
+        try {
+          for (const from of [0, 3, tokens.length]) {
+            const read = readSequenceStateFile(onDisk, SHAPE, from);
+            expectSameBytes(read.kv, state.kv.subarray(from * 23_040));
+            expect(read.layout).toEqual(state.layout);
+          }
+        } finally {
+          fs.rmSync(onDisk);
+        }
       });
     }
   }
@@ -142,6 +153,9 @@ describe('the converter on random shapes (property)', () => {
     kType: fc.constantFrom('f16' as const, 'f32' as const, 'bf16' as const),
   });
 
+  const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-property.ggsq`);
+  afterAll(() => fs.rmSync(onDisk, { force: true }));
+
   it('rows -> state -> rows is the identity, and state -> rows -> state too, for any token count, streams and V layout', () => {
     fc.assert(
       fc.property(shapes, fc.integer({ min: 0, max: 40 }), fc.integer({ min: 1, max: 4 }), fc.nat(), fc.boolean(), fc.integer(), (s, n, streams, streamPick, vTransposed, seed) => {
@@ -158,18 +172,27 @@ describe('the converter on random shapes (property)', () => {
         expectSameBytes(buildSequenceState(state.tokens, state.kv, shape, state.layout), file);
         const from = Math.floor(n / 2);
         expectSameBytes(parseSequenceState(file, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
+        fs.writeFileSync(onDisk, file);
+        expectSameBytes(readSequenceStateFile(onDisk, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
       }),
       { numRuns: 200 },
     );
   });
 
-  it('any single-byte truncation of a state is INTEGRITY', () => {
+  it('any truncation of a state is INTEGRITY, in memory and read from a file', () => {
     const shape: SequenceStateShape = { layers: 2, kvHeads: 1, headDim: 2, kType: 'f16', vType: 'f16' };
     const file = buildSequenceState(Uint32Array.of(4, 5, 6), new Uint8Array(3 * bytesPerToken(shape)).fill(9), shape, { vTransposed: true, streams: 2, stream: 1, seqId: 1 });
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: file.length - 1 }), (cut) => {
-        expectCode(() => parseSequenceState(file.subarray(0, cut), shape), 'INTEGRITY');
-      }),
-    );
+    const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-cut.ggsq`);
+    try {
+      fc.assert(
+        fc.property(fc.integer({ min: 0, max: file.length - 1 }), fc.integer({ min: 0, max: 3 }), (cut, from) => {
+          expectCode(() => parseSequenceState(file.subarray(0, cut), shape, from), 'INTEGRITY');
+          fs.writeFileSync(onDisk, file.subarray(0, cut));
+          expectCode(() => readSequenceStateFile(onDisk, shape, from), 'INTEGRITY');
+        }),
+      );
+    } finally {
+      fs.rmSync(onDisk, { force: true });
+    }
   });
 });

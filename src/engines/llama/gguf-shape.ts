@@ -6,6 +6,7 @@ import type { GgufMetadata } from 'node-llama-cpp';
 
 import { FabricError } from '../../fabric/errors';
 import type { ModelShape } from '../../fabric/types';
+import { loadNodeLlamaCpp } from './node-llama-cpp';
 
 interface ArchitectureMetadata {
   block_count?: number;
@@ -44,7 +45,7 @@ export function modelInfoFromMetadata(metadata: GgufMetadata): GgufModelInfo {
 
 /** Reads only the file's metadata (no tensors), e.g. to size a pool before any engine starts. */
 export async function readModelInfo(modelFile: string): Promise<GgufModelInfo> {
-  const { readGgufFileInfo } = await import('node-llama-cpp');
+  const { readGgufFileInfo } = await loadNodeLlamaCpp();
   const info = await readGgufFileInfo(modelFile, { readTensorInfo: false });
   return modelInfoFromMetadata(info.metadata);
 }

@@ -24,7 +24,8 @@ import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
-import { buildSequenceState, bytesPerToken, parseSequenceState, type SequenceStateShape } from './sequence-state';
+import { loadNodeLlamaCpp } from './node-llama-cpp';
+import { buildSequenceState, bytesPerToken, readSequenceStateFile, type SequenceStateShape } from './sequence-state';
 
 export const LLAMA_ENGINE_NAME = 'llama.cpp';
 /** Must match package.json; the engine reports it in every fingerprint. */
@@ -91,8 +92,7 @@ export class LlamaEngine implements Engine {
       throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npm run setup:model\` or set KVFABRIC_MODEL_FILE`);
     }
     const flashAttention = options.flashAttention ?? true;
-    // node-llama-cpp is an ES module; this is a dynamic import so the CommonJS build can load it.
-    const nlc = await import('node-llama-cpp');
+    const nlc = await loadNodeLlamaCpp();
     const [llama, modelSha256] = await Promise.all([
       nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }),
       sha256File(file),
@@ -107,6 +107,8 @@ export class LlamaEngine implements Engine {
         flashAttention,
         experimentalKvCacheKeyType: 'F16',
         experimentalKvCacheValueType: 'F16',
+        // Sliding-window models would otherwise drop old cells from saved states: tokens and cells must match.
+        swaFullCache: true,
         threads: options.threads ?? Math.max(1, os.availableParallelism() - 1),
       });
       if (context.flashAttention !== flashAttention) {
@@ -161,6 +163,8 @@ export class LlamaEngine implements Engine {
     this.busy.add(key);
     try {
       const { sequence, resumedFrom } = await this.sequenceFor(key, before, context);
+      // Held under its key from here, so an error below disposes it (release) instead of leaking it.
+      this.touch(key, sequence);
       const reply: Token[] = [];
       const generation = sequence.evaluate(prompt, {
         temperature,
@@ -182,7 +186,6 @@ export class LlamaEngine implements Engine {
       await sequence.evaluateWithoutGeneratingNewTokens([...expected.slice(evaluated), ...this.format.close]);
       const all = [...expected, ...this.format.close];
       const appended = await this.saveNewPart(sequence, before.length, all);
-      this.touch(key, sequence);
       return {
         reply: this.model.detokenize(reply),
         promptTokens: prompt.length,
@@ -261,13 +264,12 @@ export class LlamaEngine implements Engine {
     this.hot.set(key, { sequence, lastUsed: ++this.useClock });
   }
 
-  /** Saves the sequence and cuts out the rows of tokens [from, end): what this turn added. */
+  /** Saves the sequence and reads back only the rows of tokens [from, end): what this turn added. */
   private async saveNewPart(sequence: LlamaContextSequence, from: number, all: readonly Token[]): Promise<ContextKv> {
     const statePath = this.statePath();
     try {
       await sequence.saveStateToFile(statePath);
-      const file = await fs.promises.readFile(statePath);
-      const state = parseSequenceState(file, this.stateShape, from);
+      const state = readSequenceStateFile(statePath, this.stateShape, from);
       if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(all))) {
         throw new FabricError('INVALID_STATE', 'the saved sequence does not hold the turn\'s tokens');
       }

@@ -15,6 +15,8 @@
 // Only what kvfabric needs is accepted: one stream holding cells, no per-cell extension (M-RoPE models), the cells of
 // exactly the listed tokens at positions 0..n-1, and non-block K/V types (f16, bf16, f32). Anything else
 // is INTEGRITY (bytes that cannot be this file) or INCOMPATIBLE (a well-formed state of another setting).
+import fs from 'node:fs';
+
 import { FabricError } from '../../fabric/errors';
 
 export const GGSQ_MAGIC = 0x67677371;
@@ -70,32 +72,67 @@ function incompatible(message: string): FabricError {
   return new FabricError('INCOMPATIBLE', `sequence state: ${message}`);
 }
 
+/**
+ * Where a state's bytes come from: memory (a whole file already read) or an open file read at offsets, so
+ * a turn that needs only its last rows does not read every row of a long context.
+ */
+interface StateSource {
+  readonly length: number;
+  read(offset: number, length: number): Uint8Array;
+}
+
+function memorySource(bytes: Uint8Array): StateSource {
+  return { length: bytes.length, read: (offset, length) => bytes.subarray(offset, offset + length) };
+}
+
+function fileSource(fd: number, length: number): StateSource {
+  return {
+    length,
+    read(offset, n) {
+      const out = Buffer.allocUnsafe(n);
+      for (let done = 0; done < n; ) {
+        const got = fs.readSync(fd, out, done, n - done, offset + done);
+        if (got === 0) throw integrity(`file ended at ${offset + done} while reading ${n} bytes at ${offset}`);
+        done += got;
+      }
+      return out;
+    },
+  };
+}
+
 /** Bounds-checked little-endian reader: running past the end is INTEGRITY, never a RangeError. */
 class Reader {
-  private readonly view: DataView;
   offset = 0;
-  constructor(readonly bytes: Uint8Array) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  constructor(private readonly source: StateSource) {}
+  get length(): number {
+    return this.source.length;
   }
   need(n: number, what: string): void {
-    if (this.offset + n > this.bytes.length) throw integrity(`truncated in ${what} (offset ${this.offset}, need ${n}, have ${this.bytes.length - this.offset})`);
+    if (this.offset + n > this.source.length) throw integrity(`truncated in ${what} (offset ${this.offset}, need ${n}, have ${this.source.length - this.offset})`);
+  }
+  /** n bytes at the cursor, which moves past them. */
+  take(n: number, what: string): DataView {
+    this.need(n, what);
+    const bytes = this.source.read(this.offset, n);
+    this.offset += n;
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  /** n bytes at `offset` from the cursor, without moving it (the caller checked the bounds with need). */
+  peek(offset: number, n: number): Uint8Array {
+    return this.source.read(this.offset + offset, n);
+  }
+  skip(n: number, what: string): void {
+    this.need(n, what);
+    this.offset += n;
   }
   u32(what: string): number {
-    this.need(4, what);
-    const value = this.view.getUint32(this.offset, true);
-    this.offset += 4;
-    return value;
+    return this.take(4, what).getUint32(0, true);
   }
   i32(what: string): number {
-    this.need(4, what);
-    const value = this.view.getInt32(this.offset, true);
-    this.offset += 4;
-    return value;
+    return this.take(4, what).getInt32(0, true);
   }
   u64(what: string): number {
-    this.need(8, what);
-    const value = this.view.getBigUint64(this.offset, true);
-    this.offset += 8;
+    const value = this.take(8, what).getBigUint64(0, true);
     return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
   }
 }
@@ -109,14 +146,32 @@ function expectType(actual: number, expected: KvType, what: string): void {
  * INTEGRITY when the bytes are not a well-formed state of `shape`; INCOMPATIBLE for a different K/V type.
  */
 export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, fromToken = 0): SequenceState {
-  const r = new Reader(file);
+  return parseFrom(memorySource(file), shape, fromToken);
+}
+
+/**
+ * parseSequenceState of a file on disk, reading only the rows of tokens [fromToken, n) besides the headers
+ * (the way out of a turn: llama.cpp saves the whole sequence, the turn wants its last rows). The whole file
+ * is still checked for shape and size.
+ */
+export function readSequenceStateFile(file: string, shape: SequenceStateShape, fromToken = 0): SequenceState {
+  const fd = fs.openSync(file, 'r');
+  try {
+    return parseFrom(fileSource(fd, fs.fstatSync(fd).size), shape, fromToken);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function parseFrom(source: StateSource, shape: SequenceStateShape, fromToken: number): SequenceState {
+  const r = new Reader(source);
   if (r.u32('magic') !== GGSQ_MAGIC) throw integrity('bad magic (not a GGSQ file)');
   const version = r.u32('version');
   if (version !== GGSQ_VERSION) throw incompatible(`version ${version}, expected ${GGSQ_VERSION}`);
   const nTokens = r.u32('token count');
-  r.need(nTokens * 4, 'tokens');
+  const tokenView = r.take(nTokens * 4, 'tokens');
   const tokens = new Uint32Array(nTokens);
-  for (let i = 0; i < nTokens; i++) tokens[i] = r.u32('tokens');
+  for (let i = 0; i < nTokens; i++) tokens[i] = tokenView.getUint32(i * 4, true);
   if (!Number.isSafeInteger(fromToken) || fromToken < 0 || fromToken > nTokens) {
     throw new FabricError('OUT_OF_RANGE', `fromToken ${fromToken} outside [0, ${nTokens}]`);
   }
@@ -136,17 +191,16 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
   const tokenBytes = bytesPerToken(shape);
   const kv = new Uint8Array((nTokens - fromToken) * tokenBytes);
   if (cells === 0) {
-    if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
+    if (r.offset !== r.length) throw integrity(`${r.length - r.offset} trailing bytes`);
     return { tokens, kv, layout: { vTransposed: false, streams: nStream, stream: 0, seqId: 0 } };
   }
 
-  r.need(cells * CELL_BYTES, 'cells');
-  let seqId = 0;
+  const cellView = r.take(cells * CELL_BYTES, 'cells');
+  const seqId = cellView.getInt32(8, true);
   for (let i = 0; i < cells; i++) {
-    const pos = r.i32('cell pos');
-    const seqIds = r.u32('cell seq count');
-    const id = r.i32('cell seq id');
-    if (i === 0) seqId = id;
+    const pos = cellView.getInt32(i * CELL_BYTES, true);
+    const seqIds = cellView.getUint32(i * CELL_BYTES + 4, true);
+    const id = cellView.getInt32(i * CELL_BYTES + 8, true);
     if (id !== seqId || id < 0) throw integrity(`cell ${i} of sequence ${id}, cell 0 of ${seqId}`);
     // A gap or shift would mean token i's KV is not at position i, which rows cannot express.
     if (pos !== i) throw integrity(`cell ${i} at position ${pos}`);
@@ -158,32 +212,27 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
   const layers = r.u32('layer count');
   if (layers !== shape.layers) throw incompatible(`${layers} layers, this model has ${shape.layers}`);
 
-  const halfBytes = tokenBytes / (2 * shape.layers); // one K or V row
+  const kept = cells - fromToken;
+  /** Rows [fromToken, cells) of one layer's K or untransposed V, placed at `out` in each token's bytes. */
+  const copyRows = (out: number, what: string) => {
+    r.need(cells * rowBytes, what);
+    const rows = r.peek(fromToken * rowBytes, kept * rowBytes);
+    for (let t = 0; t < kept; t++) kv.set(rows.subarray(t * rowBytes, (t + 1) * rowBytes), t * tokenBytes + out);
+    r.skip(cells * rowBytes, what);
+  };
   for (let layer = 0; layer < layers; layer++) {
     expectType(r.i32('K type'), shape.kType, `layer ${layer} K`);
     const kRow = r.u64('K row size');
     if (kRow !== rowBytes) throw incompatible(`layer ${layer} K rows of ${kRow} bytes, expected ${rowBytes}`);
-    r.need(cells * kRow, `layer ${layer} K`);
-    const base = r.offset;
-    for (let t = fromToken; t < cells; t++) {
-      const at = base + t * kRow;
-      kv.set(file.subarray(at, at + kRow), (t - fromToken) * tokenBytes + (2 * layer) * halfBytes);
-    }
-    r.offset = base + cells * kRow;
+    copyRows(2 * layer * rowBytes, `layer ${layer} K`);
   }
   for (let layer = 0; layer < layers; layer++) {
     expectType(r.i32('V type'), shape.vType, `layer ${layer} V`);
-    const vOut = (2 * layer + 1) * halfBytes;
+    const vOut = (2 * layer + 1) * rowBytes;
     if (vTrans === 0) {
       const vRow = r.u64('V row size');
       if (vRow !== rowBytes) throw incompatible(`layer ${layer} V rows of ${vRow} bytes, expected ${rowBytes}`);
-      r.need(cells * vRow, `layer ${layer} V`);
-      const base = r.offset;
-      for (let t = fromToken; t < cells; t++) {
-        const at = base + t * vRow;
-        kv.set(file.subarray(at, at + vRow), (t - fromToken) * tokenBytes + vOut);
-      }
-      r.offset = base + cells * vRow;
+      copyRows(vOut, `layer ${layer} V`);
     } else {
       const el = r.u32('V element size');
       const nEmbd = r.u32('V embedding size');
@@ -191,22 +240,21 @@ export function parseSequenceState(file: Uint8Array, shape: SequenceStateShape, 
         throw incompatible(`layer ${layer} V of ${nEmbd} elements x ${el} bytes, expected ${rowBytes} bytes per row`);
       }
       r.need(nEmbd * cells * el, `layer ${layer} V`);
-      const base = r.offset;
       // Transposed: element j of every cell is contiguous; gather it into each token's row.
       for (let j = 0; j < nEmbd; j++) {
-        const src = base + j * cells * el;
-        for (let t = fromToken; t < cells; t++) {
-          const out = (t - fromToken) * tokenBytes + vOut + j * el;
-          for (let b = 0; b < el; b++) kv[out + b] = file[src + t * el + b]!;
+        const values = r.peek((j * cells + fromToken) * el, kept * el);
+        for (let t = 0; t < kept; t++) {
+          const out = t * tokenBytes + vOut + j * el;
+          for (let b = 0; b < el; b++) kv[out + b] = values[t * el + b]!;
         }
       }
-      r.offset = base + nEmbd * cells * el;
+      r.skip(nEmbd * cells * el, `layer ${layer} V`);
     }
   }
   for (let rest = stream + 1; rest < nStream; rest++) {
     if (r.u32('cell count') !== 0) throw integrity(`a second stream holds cells of the sequence`);
   }
-  if (r.offset !== file.length) throw integrity(`${file.length - r.offset} trailing bytes`);
+  if (r.offset !== r.length) throw integrity(`${r.length - r.offset} trailing bytes`);
   return { tokens, kv, layout: { vTransposed: vTrans === 1, streams: nStream, stream, seqId } };
 }
 
