@@ -42,9 +42,3 @@ export function requireCompatible(recorded: EngineFingerprint, current: EngineFi
     throw new FabricError('INCOMPATIBLE', `context was produced by another engine setting: ${differences.join(', ')}`);
   }
 }
-
-/** Bytes of one token under this fingerprint (kvfabric's token-major layout). */
-export function fingerprintBytesPerToken(fingerprint: EngineFingerprint): number {
-  const { layers, kvHeads, headDim, dtypeBytes } = fingerprint.shape;
-  return layers * 2 * kvHeads * headDim * dtypeBytes;
-}

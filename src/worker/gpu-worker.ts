@@ -51,9 +51,12 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
     tokensPerBlock: model.tokensPerBlock,
     blockCount: config.deviceBlocks,
     hostBlockCount: config.hostBlocks,
-    backend: config.backend,
+    // With a model engine the engine's own cache is the hot tier (on the GPU with a CUDA build), so the
+    // pages live in host memory: no context held twice on the device, no copy a turn does not need
+    // (docs/engines.md). The device backend serves engines that read paged KV directly.
+    backend: engine ? 'cpu' : config.backend,
     device: config.device,
-    ...(config.deviceMemoryFraction !== undefined ? { deviceMemoryFraction: config.deviceMemoryFraction } : {}),
+    ...(config.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: config.deviceMemoryFraction } : {}),
   });
   const cold = await ColdStore.open({ directory: join(config.tierDir, 'cold'), keyRing: new KeyRing(config.keys, config.activeKeyId) });
   const grants = await GrantStore.open(join(config.tierDir, 'grants'));

@@ -18,6 +18,7 @@
 import fs from 'node:fs';
 
 import { FabricError } from '../../fabric/errors';
+import { bytesPerTokenOf } from '../../fabric/layout';
 
 export const GGSQ_MAGIC = 0x67677371;
 export const GGSQ_VERSION = 3;
@@ -61,7 +62,8 @@ const CELL_BYTES = 12;
 
 /** Bytes of one token in kvfabric's layout; both K/V types must have the same element size. */
 export function bytesPerToken(shape: SequenceStateShape): number {
-  return shape.layers * 2 * shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
+  const { layers, kvHeads, headDim } = shape;
+  return bytesPerTokenOf({ layers, kvHeads, headDim, dtypeBytes: GGML_TYPES[shape.kType].bytes });
 }
 
 function integrity(message: string): FabricError {

@@ -10,7 +10,8 @@ import { syntheticKv } from './synthetic-kv';
 import { FabricError } from '../../fabric/errors';
 import type { ModelShape } from '../../fabric/types';
 import type { Engine, TurnRequest, TurnResult } from '../engine';
-import { fingerprintBytesPerToken, requireCompatible, type EngineFingerprint } from '../fingerprint';
+import { bytesPerTokenOf } from '../../fabric/layout';
+import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 
 export const TURN_MARK = 1;
 const DEFAULT_TURN_TOKENS = 16;
@@ -38,7 +39,7 @@ export class SyntheticEngine implements Engine {
       shape: Object.freeze({ layers, kvHeads, headDim, dtypeBytes }),
       contextLength: options.contextLength ?? 131_072,
     });
-    this.bytesPerToken = fingerprintBytesPerToken(this.fingerprint);
+    this.bytesPerToken = bytesPerTokenOf(this.fingerprint.shape);
   }
 
   async turn(request: TurnRequest): Promise<TurnResult> {
