@@ -11,14 +11,9 @@ import path from 'node:path';
 
 import type { AgentHandle } from '../src/client/agent-client';
 import { startAgentRig } from './agent-rig';
-import { printTable } from './measure';
+import { modelContextSizes, option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
-const sizes = (option('--tokens') ?? '512,2k,8k').split(',').map((s) => (s === '8k' ? 8000 : s.endsWith('k') ? Number(s.slice(0, -1)) * 1024 : Number(s)));
+const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
 const jsonPath = option('--json');
 /** The model's trained context: an 8k context plus the probe turns fit. */

@@ -8,13 +8,8 @@ import path from 'node:path';
 
 import { computeLayout, NativeAllocator, type KvAllocator, type PoolOptions } from '../src/fabric';
 import { TsAllocator } from '../test/fabric/ts-allocator';
-import { formatRate, measureRate, printTable } from './measure';
+import { formatRate, measureRate, option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 const seconds = Number(option('--seconds') ?? 1);
 const jsonPath = option('--json');
 

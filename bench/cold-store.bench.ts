@@ -13,13 +13,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { ColdStore, KeyRing, type ColdBlockRef } from '../src/tiers/cold';
-import { dropPageCache, printTable } from './measure';
+import { dropPageCache, option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 const MiB = 1024 * 1024;
 const totalBytes = Number(option('--total-mib') ?? 1024) * MiB;
 const blockBytes = Number(option('--block-mib') ?? 2) * MiB;

@@ -15,14 +15,9 @@ import { NativeAllocator } from '../src/fabric';
 import { modelFile, sha256File } from '../src/engines/llama/default-model';
 import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
 import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
-import { printTable } from './measure';
+import { modelContextSizes, option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
-const sizes = (option('--tokens') ?? '512,2k,8k').split(',').map((s) => (s === '8k' ? 8000 : s.endsWith('k') ? Number(s.slice(0, -1)) * 1024 : Number(s)));
+const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
 const threads = Number(option('--threads') ?? Math.max(1, os.availableParallelism() - 1));
 const jsonPath = option('--json');

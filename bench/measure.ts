@@ -4,6 +4,18 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 
+/** The value after `name` on this process's command line (`--tokens 8k`), if any. */
+export function option(name: string): string | undefined {
+  const args = process.argv.slice(2);
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+}
+
+/** Real-model context sizes like `512,2k,8k`: `8k` is 8,000 (the model's trained 8,192 leaves room to continue), other `k`s 1,024. */
+export function modelContextSizes(text: string): number[] {
+  return text.split(',').map((s) => (s === '8k' ? 8000 : s.endsWith('k') ? Number(s.slice(0, -1)) * 1024 : Number(s)));
+}
+
 export interface Rate {
   opsPerSecond: number;
   ops: number;

@@ -10,13 +10,8 @@ import path from 'node:path';
 import { NativeAllocator } from '../src/fabric';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { MODELS } from '../src/workflows/models';
-import { printTable } from './measure';
+import { option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 // Not a multiple of 16: the prefix's last block is partly filled, so each fork's first append copies it.
 const prefixTokens = Number(option('--prefix') ?? 8100);
 const turnTokens = Number(option('--turn') ?? 500);

@@ -21,13 +21,8 @@ import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { MODELS } from '../src/workflows/models';
-import { dropPageCache, printTable } from './measure';
+import { dropPageCache, option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 const LLAMA = MODELS['llama-3-8b']!;
 const BYTES_PER_TOKEN = bytesPerTokenOf(LLAMA.shape);
 const TOKENS_PER_BLOCK = LLAMA.tokensPerBlock;

@@ -11,13 +11,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { printTable } from './measure';
+import { option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 const tokens = option('--tokens') ?? '8k,32k,128k';
 const repeats = option('--repeats') ?? '3';
 const outDir = option('--out') ?? path.join('build', 'bench');

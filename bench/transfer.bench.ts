@@ -7,13 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { loadNativeBinding, type TransferFigure } from '../src/fabric/native-binding';
-import { printTable } from './measure';
+import { option, printTable } from './measure';
 
-const args = process.argv.slice(2);
-const option = (name: string) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : undefined;
-};
 const KIB = 1024;
 const parseSize = (s: string) => Number.parseFloat(s) * (/m$/i.test(s) ? KIB * KIB : /k$/i.test(s) ? KIB : 1);
 const sizes = (option('--sizes') ?? '64k,256k,1m,2m,8m').split(',').map(parseSize);
