@@ -1,7 +1,7 @@
 // SIGKILL of a GPU worker process in the middle of an offload to disk, a restore from disk and a turn's
-// append. The doomed worker (src/worker/main.ts in a child process) runs with the test-only pause hook
-// (src/worker/test-pause.ts): inside the named activity, after its first segment was written or read, it
-// writes a flag file and stops there. The kill lands once the flag exists, so it is mid-operation every
+// append. The doomed worker (the worker's main in a child process) runs behind fixtures/pausing-worker.ts,
+// which wraps ColdStore first (fixtures/pause-in-activity.ts): inside the named activity, after its first
+// segment was written or read, it writes a flag file and stops there. The kill lands once the flag exists, so it is mid-operation every
 // run. With the default durability (every turn writes the durable copy) a durable copy always exists: the
 // agent's call completes on another worker after a failover, byte-exact, and release leaves no block and
 // no file behind. The survivor sweeps orphan segments (those no manifest names, such as the one a worker

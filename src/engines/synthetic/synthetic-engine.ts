@@ -1,5 +1,5 @@
 // The stand-in engine: no model, so a turn's KV is the keystream of (context key, turn number) from
-// src/activities/synthetic-kv.ts, in any shape (Llama-3-8B's for benchmarks, small ones for tests).
+// ./synthetic-kv.ts, in any shape (Llama-3-8B's for benchmarks, small ones for tests).
 // Deterministic, so a test can recompute any turn's bytes, and behind the same seam as a real engine so
 // allocator and tier code cannot tell the difference.
 //
