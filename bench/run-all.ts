@@ -1,8 +1,9 @@
 // Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
-// alone and through Temporal), memory, and resume vs prefill with a real model (engine-resume). Each
-// runs in its own process (so one's pools are gone before the next allocates), writes its JSON, and this collects them with the machine's description into
-// build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for the
-// README.
+// alone and through Temporal), memory, and resume vs prefill with a real model (engine-resume: the
+// library; agent-resume: through Temporal). Each runs in its own process (so one's pools are gone before
+// the next allocates), writes its JSON, and this collects them with the machine's description into
+// build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for
+// docs/benchmarks.md.
 //   npm run bench:all -- [--tokens 8k,32k] [--repeats 3] [--out build/bench]
 // --tokens: resume context sizes (default 8k,32k,128k); a size whose device and host pools do not both
 // fit in memory (128k: 16 GiB each) is measured from disk only, through the library (resume.bench.ts).
@@ -58,6 +59,7 @@ interface TransferJson {
   figures?: Array<{ way: string; direction: string; blockBytes: number; gbps?: number; ratio?: number; target: number; meets?: boolean; ceilingGBps: number }>;
 }
 interface EngineResumeJson { threads: number; rows: Array<{ tokens: number; kvBytes: number; prefillMs: number; resumeMs: number; ratio: number; sameContinuation: boolean }> }
+interface AgentResumeJson { rows: Array<{ tokens: number; kvBytes: number; from: string; prefillMs: number; resumeMs: number; firstTurnMs: number; hotTurnMs: number; ratio: number }> }
 interface MemoryJson {
   forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
   waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
@@ -75,6 +77,8 @@ function main(): void {
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
   // A real model (SmolLM2-135M on the CPU): 8k tokens of prefill take about two minutes here.
   const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as EngineResumeJson;
+  // The same through Temporal: a resume update, then the first turn after it (the engine loads the pages).
+  const agent = run('agent-resume', 'agent-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as AgentResumeJson;
 
   const rows: string[][] = [];
   for (const r of allocator.results) rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
@@ -110,6 +114,10 @@ function main(): void {
   for (const e of engine.rows) {
     const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engine.threads} thread(s)${e.sameContinuation ? '' : ', CONTINUATION DIFFERED'}`;
     rows.push(['resume, real model', what, ms(e.resumeMs), `prefill ${ms(e.prefillMs)}`, (e.resumeMs / e.prefillMs).toFixed(3)]);
+  }
+  for (const a of agent.rows) {
+    const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: resume ${ms(a.resumeMs)} + first turn ${ms(a.firstTurnMs)} (hot turn ${ms(a.hotTurnMs)})`;
+    rows.push(['resume, real model', what, ms(a.resumeMs + a.firstTurnMs), `prefill turn ${ms(a.prefillMs)}`, (1 / a.ratio).toFixed(3)]);
   }
   for (const f of memory.forks) {
     rows.push([
@@ -156,6 +164,7 @@ function main(): void {
     resume: { library, temporal, prefillH200Ms: PREFILL_H200_MS },
     memory,
     engineResume: engine,
+    agentResume: agent,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
