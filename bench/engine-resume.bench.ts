@@ -1,10 +1,12 @@
 // Resume vs re-prefill with a real model (the llama engine's default, SmolLM2-135M, on this machine's
 // CPU), in one run: for each context size, prefill the tokens once (timed), store the KV rows in a
 // kvfabric pool, then bring the context back from the pool's pages into a fresh llama sequence: read the
-// rows, rebuild the GGSQ state, load it. Both paths end with a sequence ready for the next token, and the
-// bench checks they then generate the same greedy tokens.
+// rows, rebuild the GGSQ state, load it; and the same from kvfabric's disk tier (restore first). Every
+// path ends with a sequence ready for the next token, and the bench checks they then generate the same
+// greedy tokens as the prefilled one.
 //   npm run bench:engine -- [--tokens 512,2k,8k] [--repeats 3] [--threads N] [--json build/bench/engine-resume.json]
 // 8k is 8,000 tokens: the model's trained context is 8,192 and the check needs a few more.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,7 +17,9 @@ import { NativeAllocator } from '../src/fabric';
 import { modelFile, sha256File } from '../src/engines/llama/default-model';
 import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
 import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
-import { modelContextSizes, option, printTable } from './measure';
+import { ColdStore, KeyRing } from '../src/tiers/cold';
+import { TieredMemory } from '../src/tiers/tiered-memory';
+import { dropPageCache, modelContextSizes, option, printTable } from './measure';
 
 const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
@@ -37,6 +41,9 @@ interface Row {
   sameContinuation: boolean;
   /** The out path a turn pays: save the whole sequence to tmpfs and cut the last turn's rows (64 tokens). */
   saveMs: number;
+  /** The same resume with the pages on disk (kvfabric's cold tier, page cache dropped when root): restore, read, build, load. */
+  diskResumeMs: number;
+  diskRatio: number;
 }
 
 const now = () => performance.now();
@@ -64,6 +71,12 @@ async function main(): Promise<void> {
   const contextSize = Math.max(...sizes) + CHECK_TOKENS + 8;
   const context = await model.createContext({ contextSize, sequences: 1, flashAttention: true, threads });
   const pool = new NativeAllocator({ shape: info.shape, blockCount: Math.ceil(contextSize / 16) + 1, backend: 'cpu' });
+  // The disk path: a second pool whose context lives in the encrypted cold tier between resumes.
+  const blocks = Math.ceil(contextSize / 16) + 1;
+  const diskPool = new NativeAllocator({ shape: info.shape, blockCount: blocks, hostBlockCount: blocks, backend: 'cpu' });
+  const coldDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-engine-bench-'));
+  const cold = await ColdStore.open({ directory: coldDir, keyRing: new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench') });
+  const tiers = new TieredMemory({ pool: diskPool, cold, deviceLowWatermark: 0, hostLowWatermark: 0 });
   const bytesPerToken = pool.layout.bytesPerToken;
   console.log(`model ${path.basename(file)} (${(await sha256File(file)).slice(0, 12)}), ${bytesPerToken} bytes/token, flash attention on, ${threads} thread(s), state via ${stateDir}`);
 
@@ -101,7 +114,7 @@ async function main(): Promise<void> {
     const expected = await greedy(sequence, CHECK_TOKENS);
     sequence.dispose();
 
-    const timings: Array<Omit<Row, 'tokens' | 'kvBytes' | 'prefillMs' | 'ratio' | 'sameContinuation' | 'saveMs'>> = [];
+    const timings: Array<Pick<Row, 'resumeMs' | 'readMs' | 'buildMs' | 'writeMs' | 'loadMs'>> = [];
     let sameContinuation = true;
     for (let r = 0; r < repeats; r++) {
       sequence = context.getSequence();
@@ -119,6 +132,23 @@ async function main(): Promise<void> {
       sameContinuation &&= got.join() === expected.join();
       sequence.dispose();
     }
+    const diskTimings: number[] = [];
+    tiers.create('context', 1);
+    await tiers.append('context', saved.kv);
+    for (let r = 0; r < repeats; r++) {
+      await tiers.offload('context', 'disk');
+      dropPageCache();
+      sequence = context.getSequence();
+      const t0 = now();
+      await tiers.restore('context');
+      const kv = await tiers.read('context', 0, n);
+      fs.writeFileSync(statePath, buildSequenceState(saved.tokens, kv, shape, { vTransposed: false, streams: saved.layout.streams, stream: 0, seqId: 0 }));
+      await sequence.loadStateFromFile(statePath, { acceptRisk: true });
+      diskTimings.push(now() - t0);
+      sameContinuation &&= (await greedy(sequence, CHECK_TOKENS)).join() === expected.join();
+      sequence.dispose();
+    }
+    await tiers.release('context');
     fs.rmSync(statePath, { force: true });
     pool.release(handle);
     const pick = (key: keyof (typeof timings)[number]) => median(timings.map((t) => t[key]));
@@ -134,14 +164,16 @@ async function main(): Promise<void> {
       ratio: prefillMs / pick('resumeMs'),
       sameContinuation,
       saveMs: median(saves),
+      diskResumeMs: median(diskTimings),
+      diskRatio: prefillMs / median(diskTimings),
     };
     rows.push(row);
-    console.log(`  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), same continuation: ${sameContinuation}`);
+    console.log(`  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), from disk ${row.diskResumeMs.toFixed(1)} ms (${row.diskRatio.toFixed(0)}x), same continuation: ${sameContinuation}`);
   }
 
   console.log('');
   printTable(
-    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'same tokens after', 'turn out: save + cut 64'],
+    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'from disk', 'prefill / disk', 'same tokens after', 'turn out: save + cut 64'],
     rows.map((r) => [
       String(r.tokens),
       `${(r.kvBytes / 2 ** 20).toFixed(1)} MiB`,
@@ -152,6 +184,8 @@ async function main(): Promise<void> {
       `${r.writeMs.toFixed(1)} ms`,
       `${r.loadMs.toFixed(1)} ms`,
       `${r.ratio.toFixed(0)}x`,
+      `${r.diskResumeMs.toFixed(1)} ms`,
+      `${r.diskRatio.toFixed(0)}x`,
       String(r.sameContinuation),
       `${r.saveMs.toFixed(1)} ms`,
     ]),
@@ -161,6 +195,9 @@ async function main(): Promise<void> {
     fs.writeFileSync(jsonPath, JSON.stringify({ threads, rows }, null, 2));
   }
   pool.close();
+  diskPool.close();
+  await cold.close();
+  fs.rmSync(coldDir, { recursive: true, force: true });
   await context.dispose();
   await model.dispose();
   await llama.dispose();

@@ -58,7 +58,7 @@ interface TransferJson {
   deviceName?: string;
   figures?: Array<{ way: string; direction: string; blockBytes: number; gbps?: number; ratio?: number; target: number; meets?: boolean; ceilingGBps: number }>;
 }
-interface EngineResumeJson { threads: number; rows: Array<{ tokens: number; kvBytes: number; prefillMs: number; resumeMs: number; ratio: number; sameContinuation: boolean }> }
+interface EngineResumeJson { threads: number; rows: Array<{ tokens: number; kvBytes: number; prefillMs: number; resumeMs: number; diskResumeMs: number; ratio: number; sameContinuation: boolean }> }
 interface AgentResumeJson { rows: Array<{ tokens: number; kvBytes: number; from: string; prefillMs: number; resumeMs: number; firstTurnMs: number; hotTurnMs: number; ratio: number }> }
 interface MemoryJson {
   forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
@@ -113,7 +113,8 @@ function main(): void {
   }
   for (const e of engine.rows) {
     const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engine.threads} thread(s)${e.sameContinuation ? '' : ', CONTINUATION DIFFERED'}`;
-    rows.push(['resume, real model', what, ms(e.resumeMs), `prefill ${ms(e.prefillMs)}`, (e.resumeMs / e.prefillMs).toFixed(3)]);
+    rows.push(['resume, real model', `${what}, library, from host`, ms(e.resumeMs), `prefill ${ms(e.prefillMs)}`, (e.resumeMs / e.prefillMs).toFixed(3)]);
+    rows.push(['resume, real model', `${what}, library, from disk`, ms(e.diskResumeMs), `prefill ${ms(e.prefillMs)}`, (e.diskResumeMs / e.prefillMs).toFixed(3)]);
   }
   for (const a of agent.rows) {
     const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: resume ${ms(a.resumeMs)} + first turn ${ms(a.firstTurnMs)} (hot turn ${ms(a.hotTurnMs)})`;
