@@ -118,12 +118,14 @@ async function runAgent(dev: DevServer): Promise<Runs> {
     const status = await agent.status();
     expect(status.run).toBeGreaterThan(1);
     await agent.release();
-    const found = [];
-    for await (const run of client.workflow.list({ query: `WorkflowId = '${agentWorkflowId(AGENT)}'` })) found.push(run);
-    const first = found.find((run) => run.status.name === 'CONTINUED_AS_NEW');
-    const last = found.find((run) => run.status.name === 'COMPLETED');
-    expect(first && last).toBeTruthy();
-    return { first: first!.runId, last: last!.runId };
+    // Visibility is eventually consistent: the completed run is listed a moment after the release.
+    return eventually(async () => {
+      const found = [];
+      for await (const run of client.workflow.list({ query: `WorkflowId = '${agentWorkflowId(AGENT)}'` })) found.push(run);
+      const first = found.find((run) => run.status.name === 'CONTINUED_AS_NEW');
+      const last = found.find((run) => run.status.name === 'COMPLETED');
+      return first && last ? { first: first.runId, last: last.runId } : undefined;
+    }, 20_000, 'the first and the last run in the visibility store');
   } finally {
     worker.shutdown();
     await running;
