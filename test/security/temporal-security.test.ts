@@ -6,8 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
-import type { Client } from '@temporalio/client';
+import { TEST_AGENT_CONFIG, TINY, everythingIn, eventually, startCluster, type TestCluster } from '../temporal/harness';
 
 let cluster: TestCluster;
 
@@ -16,20 +15,6 @@ beforeAll(async () => {
   await cluster.startWorker();
 });
 afterAll(async () => cluster?.close());
-
-/** Every string and byte string in a history, bytes read as Latin-1: plaintext anywhere shows up here. */
-async function everythingIn(client: Client, agentId: string): Promise<string> {
-  const history = await client.workflow.getHandle(agentWorkflowId(agentId)).fetchHistory();
-  const parts: string[] = [];
-  const walk = (value: unknown): void => {
-    if (value instanceof Uint8Array) parts.push(Buffer.from(value).toString('latin1'));
-    else if (typeof value === 'string') parts.push(value);
-    else if (Array.isArray(value)) value.forEach(walk);
-    else if (value && typeof value === 'object') Object.values(value).forEach(walk);
-  };
-  walk(history);
-  return parts.join('\n');
-}
 
 describe('history privacy', () => {
   it('keeps capabilities and KV-derived data out of the raw history; the codec opens it', async () => {

@@ -13,6 +13,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 
 import { AgentClient, type AgentConfigOverrides } from '../../src/client/agent-client';
 import { freePort, startDevServer, type DevServer } from '../../src/dev-server/dev-server';
+import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { ActivityHooks } from '../../src/activities';
 import type { WorkerConfig } from '../../src/worker/config';
 import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
@@ -253,3 +254,33 @@ export async function recordHistory(client: Client, name: string, workflowId: st
   mkdirSync(directory, { recursive: true });
   writeFileSync(join(directory, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
 }
+
+/** Every string and byte string in an agent's history, bytes read as Latin-1: plaintext anywhere shows up here. */
+export async function everythingIn(client: Client, agentId: string): Promise<string> {
+  const history = await client.workflow.getHandle(agentWorkflowId(agentId)).fetchHistory();
+  const parts: string[] = [];
+  const walk = (value: unknown): void => {
+    if (value instanceof Uint8Array) parts.push(Buffer.from(value).toString('latin1'));
+    else if (typeof value === 'string') parts.push(value);
+    else if (Array.isArray(value)) value.forEach(walk);
+    else if (value && typeof value === 'object') Object.values(value).forEach(walk);
+  };
+  walk(history);
+  return parts.join('\n');
+}
+
+/** Every payload of an agent's history decoded with the client's codec, as UTF-8 text. */
+export async function decodedPayloadsOf(client: Client, agentId: string): Promise<string> {
+  const history = await client.workflow.getHandle(agentWorkflowId(agentId)).fetchHistory();
+  const codec = client.options.loadedDataConverter.payloadCodecs[0]!;
+  const texts: string[] = [];
+  const walk = async (value: unknown): Promise<void> => {
+    if (!value || typeof value !== 'object' || value instanceof Uint8Array) return;
+    const payloads = (value as { payloads?: unknown }).payloads;
+    if (Array.isArray(payloads)) for (const payload of await codec.decode(payloads)) texts.push(Buffer.from(payload.data ?? []).toString('utf8'));
+    for (const child of Object.values(value)) await walk(child);
+  };
+  await walk(history);
+  return texts.join('\n');
+}
+

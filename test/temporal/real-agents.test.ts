@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { AgentHandle } from '../../src/client/agent-client';
-import { TEST_AGENT_CONFIG, startCluster, type TestCluster, type WorkerProcess } from './harness';
+import { TEST_AGENT_CONFIG, decodedPayloadsOf, everythingIn, startCluster, type TestCluster, type WorkerProcess } from './harness';
 
 const MODEL = 'smollm2-135m';
 const CONTEXT_LENGTH = 512;
@@ -68,6 +68,20 @@ describe('real agents (SmolLM2-135M through llama.cpp)', () => {
     expect(await agent.resume()).toMatchObject({ tier: 'device', lastRestore: { from: 'host' } });
     replies.push((await agent.say(CONVERSATION[1]!, GENERATION)).reply);
     expect(replies).toEqual(await freshReplies('host-sleeper-uninterrupted', CONVERSATION.slice(0, 2)));
+    await agent.release();
+  });
+
+  it('keep the conversation sealed in the history: ciphertext without the codec keys, the words with them', async () => {
+    const agent = await start('sealed');
+    const message = 'The password for the site office is periwinkle.';
+    const { reply } = await agent.say(message, GENERATION);
+    expect(reply.length).toBeGreaterThan(10);
+    const raw = await everythingIn(cluster.rawClient, 'sealed');
+    expect(raw).not.toContain('periwinkle');
+    expect(raw).not.toContain(reply.slice(0, 16));
+    const decoded = await decodedPayloadsOf(cluster.client, 'sealed');
+    expect(decoded).toContain(message);
+    expect(decoded).toContain(JSON.stringify(reply).slice(1, 17));
     await agent.release();
   });
 
