@@ -14,8 +14,7 @@
 // into it (export { agentWorkflow } from kvfabric's workflows). One plugin instance serves one worker.
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 import { Runtime, Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
@@ -36,7 +35,7 @@ export interface KvFabricWorkerPluginOptions extends KvFabricWorkerOptions {
 interface Node {
   holder: string;
   memory: WorkerMemory;
-  holderWorker: Worker;
+  holderOptions: WorkerOptions;
 }
 
 export class KvFabricWorkerPlugin implements WorkerPlugin {
@@ -71,31 +70,18 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const dataConverter = withKvFabricConverter(options.dataConverter, this.codec());
     const workflows = this.options.agentWorkflows === false ? {} : await withAgentWorkflow(options);
     const memory = await openWorkerMemory(this.options, holder);
-    let holderWorker: Worker;
-    try {
-      holderWorker = await Worker.create({
-        ...(options.connection ? { connection: options.connection } : {}),
-        ...(options.namespace ? { namespace: options.namespace } : {}),
-        ...(options.maxConcurrentActivityTaskExecutions !== undefined ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions } : {}),
-        ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
-        taskQueue: holder,
-        activities: memory.activities.context,
-        dataConverter,
-      });
-    } catch (err) {
-      await memory.close();
-      throw err;
-    }
-    this.node = { holder, memory, holderWorker };
-    Runtime.instance().logger.info('kvfabric GPU worker ready', {
-      holder,
-      backend: memory.backend,
-      model: memory.model.name,
-      engine: memory.engine ? `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}` : 'synthetic',
-      deviceBlocks: this.options.deviceBlocks,
-      hostBlocks: this.options.hostBlocks,
-      workflows: this.options.agentWorkflows !== false,
-    });
+    // The holder worker is created when the user's worker runs: created here, it would hold the
+    // connection even if the user's Worker.create failed after this hook.
+    const holderOptions: WorkerOptions = {
+      ...(options.connection ? { connection: options.connection } : {}),
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+      ...(options.maxConcurrentActivityTaskExecutions !== undefined ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions } : {}),
+      ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
+      taskQueue: holder,
+      activities: memory.activities.context,
+      dataConverter,
+    };
+    this.node = { holder, memory, holderOptions };
     return { ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement } };
   }
 
@@ -104,8 +90,25 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   }
 
   async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
-    const { holder, memory, holderWorker } = this.configured();
+    if (worker.options.taskQueue === this.holderQueue) return next(worker); // the holder worker itself (see configureWorker)
+    const { holder, memory, holderOptions } = this.configured();
     const logger = Runtime.instance().logger;
+    let holderWorker: Worker;
+    try {
+      holderWorker = await Worker.create(holderOptions);
+    } catch (err) {
+      await memory.close();
+      throw err;
+    }
+    logger.info('kvfabric GPU worker ready', {
+      holder,
+      backend: memory.backend,
+      model: memory.model.name,
+      engine: memory.engine ? `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}` : 'synthetic',
+      deviceBlocks: this.options.deviceBlocks,
+      hostBlocks: this.options.hostBlocks,
+      workflows: this.options.agentWorkflows !== false,
+    });
     memory.metrics.start();
     const housekeeping = startHousekeeping(memory.memory, {
       intervalMs: this.options.housekeepingMs,
@@ -146,7 +149,9 @@ async function withAgentWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 
 
 /** A workflow entry module exporting the user's workflows and the agent workflow, written once per user path. */
 function combinedEntry(userPath: string): string {
-  const directory = join(tmpdir(), 'kvfabric-workflow-entries');
+  // Beside the user's node_modules, where the bundler's own entry can resolve @temporalio/workflow.
+  const workflowPackage = require.resolve('@temporalio/workflow/package.json', { paths: [dirname(userPath)] });
+  const directory = join(dirname(workflowPackage), '..', '..', '.cache', 'kvfabric-workflow-entries');
   const path = join(directory, `${createHash('sha256').update(userPath).digest('hex').slice(0, 16)}.ts`);
   mkdirSync(directory, { recursive: true });
   writeFileSync(path, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow } from ${JSON.stringify(workflowsPath())};\n`);
