@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The kvfabric CLI: start an agent, run a turn, suspend, resume, fork, pin, unpin, release, status, list.
 // Connection flags and environment are the worker's (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*).
 // Calls on an agent act with its capability: --capability or KVFABRIC_CAPABILITY. `start` and `fork` print
