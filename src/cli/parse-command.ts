@@ -31,6 +31,7 @@ Keys (environment or files, never flags): KVFABRIC_CODEC_KEYS (payload codec, re
 Options: --capability C (KVFABRIC_CAPABILITY), --task-queue Q (KVFABRIC_TASK_QUEUE, default kvfabric),
          --request-id R (turn, suspend, resume, pin, unpin, release: sent again, the same call returns its
          first result instead of running twice),
+         --profile P (a temporal.toml profile; TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, ...),
          --address, --namespace, --tls, --tls-cert, --tls-key, --tls-ca, --tls-server-name, --json`;
 
 const COMMANDS = ['start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup'] as const;

@@ -41,7 +41,7 @@ import { readClaimsUnverified } from '../security/capability-issuer';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
 import type { ClientSecurity } from './client-security';
-import type { TemporalSettings } from './temporal-settings';
+import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
 
 export interface AgentConfigOverrides {
   timers?: Partial<AgentConfig['timers']>;
@@ -106,7 +106,7 @@ export class AgentClient {
   ) {}
 
   static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
-    const connection = await Connection.connect({ address: settings.address, ...(settings.tls ? { tls: settings.tls } : {}) });
+    const connection = await Connection.connect(connectionOptionsOf(settings));
     const client = new Client({ connection, namespace: settings.namespace, dataConverter: dataConverterOf(security.codec) });
     return new AgentClient(client, taskQueue, security, connection);
   }

@@ -12,5 +12,5 @@ export {
   type StartAgentOptions,
 } from './agent-client';
 export { clientSecurityFromEnv, type ClientSecurity } from './client-security';
-export { temporalSettings, type TemporalSettings } from './temporal-settings';
+export { connectionOptionsOf, temporalSettings, type TemporalSettings } from './temporal-settings';
 export { registerSearchAttributes } from './search-attributes';

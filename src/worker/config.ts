@@ -30,9 +30,10 @@ export interface WorkerConfig extends KvFabricWorkerOptions {
 
 export const WORKER_USAGE = `Usage: kvfabric-worker [options]
 
-Temporal:   --address host:port (TEMPORAL_ADDRESS, default localhost:7233)
-            --namespace name (TEMPORAL_NAMESPACE, default "default")
-            --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name (TEMPORAL_TLS*)
+Temporal:   --profile name (TEMPORAL_PROFILE): a profile of temporal.toml (TEMPORAL_CONFIG_FILE), then
+            Temporal's environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*),
+            then these flags: --address host:port (default localhost:7233), --namespace name (default
+            "default"), --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name
 Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random)
             --no-workflows      run memory activities only

@@ -8,6 +8,7 @@ import type { ActivityHooks } from '../activities';
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import type { DrainReport } from '../plugin/drain';
 import { KvFabricWorkerPlugin } from '../plugin/worker-plugin';
+import { connectionOptionsOf } from '../client/temporal-settings';
 import type { WorkerConfig } from './config';
 
 export { workflowsPath } from '../plugin/workflow-bundle';
@@ -31,7 +32,7 @@ export interface GpuWorker {
 export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
   const plugin = new KvFabricWorkerPlugin({ ...config, agentWorkflows: config.workflows, ...(hooks ? { hooks } : {}) });
   const ownConnection = connection === undefined;
-  const conn = connection ?? (await NativeConnection.connect({ address: config.temporal.address, ...(config.temporal.tls ? { tls: config.temporal.tls } : {}) }));
+  const conn = connection ?? (await NativeConnection.connect(connectionOptionsOf(config.temporal)));
   let worker: Worker;
   try {
     worker = await Worker.create({
