@@ -12,8 +12,8 @@
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
 // workflows and the agent workflow; one with its own workflowBundle must have bundled the agent workflow
 // into it (export { agentWorkflow } from kvfabric's workflows). One plugin instance serves one worker.
-import { createHash } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import { Runtime, Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
@@ -43,6 +43,8 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   private holderQueue: string | undefined;
   private node: Node | undefined;
   private drainReport: DrainReport | undefined;
+  private stopRequested = false;
+  private running: Worker[] = [];
 
   constructor(private readonly options: KvFabricWorkerPluginOptions) {}
 
@@ -58,6 +60,15 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   /** What the drain at the end of `worker.run()` wrote; absent until then. */
   get drained(): DrainReport | undefined {
     return this.drainReport;
+  }
+
+  /**
+   * Stops the worker this plugin serves and the holder's, which then drain. Unlike Worker.shutdown it
+   * may come before they poll (run() is still creating the holder's Worker): they then never start.
+   */
+  shutdown(): void {
+    this.stopRequested = true;
+    for (const w of this.running) if (w.getState() === 'RUNNING') w.shutdown();
   }
 
   async configureWorker(options: WorkerOptions): Promise<WorkerOptions> {
@@ -119,14 +130,19 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const stopBoth = (): void => {
       for (const w of [worker, holderWorker]) if (w.getState() === 'RUNNING') w.shutdown();
     };
-    const outcomes = await Promise.allSettled([next(worker).finally(stopBoth), holderWorker.run().finally(stopBoth)]);
+    this.running = [worker, holderWorker];
+    const runs = [next(worker).finally(stopBoth), holderWorker.run().finally(stopBoth)];
+    // Both started in this synchronous step: a shutdown() that came while the holder's Worker was being
+    // created stops them now (a Worker never run would keep its hold on the connection).
+    if (this.stopRequested) stopBoth();
+    const outcomes = await Promise.allSettled(runs);
     memory.metrics.stop();
     await housekeeping.stop();
     const report = await drainToDisk(memory.memory);
     this.drainReport = report;
     logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
     await memory.close();
-    const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+    const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     if (failure) throw failure.reason;
   }
 
@@ -154,6 +170,9 @@ function combinedEntry(userPath: string): string {
   const directory = join(dirname(workflowPackage), '..', '..', '.cache', 'kvfabric-workflow-entries');
   const path = join(directory, `${createHash('sha256').update(userPath).digest('hex').slice(0, 16)}.ts`);
   mkdirSync(directory, { recursive: true });
-  writeFileSync(path, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow } from ${JSON.stringify(workflowsPath())};\n`);
+  // Written aside and renamed: another process may be bundling from the same entry at this moment.
+  const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow } from ${JSON.stringify(workflowsPath())};\n`);
+  renameSync(aside, path);
   return path;
 }

@@ -59,7 +59,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
       return plugin.drained!;
     },
     shutdown(): void {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      plugin.shutdown();
     },
   };
 }

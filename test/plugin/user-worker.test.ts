@@ -115,3 +115,13 @@ it('drains the agents a user worker holds to the cold tier when that worker shut
   expect(leaving.plugin.drained).toMatchObject({ contexts: 1, failed: [] });
   expect(leaving.plugin.drained!.bytes).toBeGreaterThan(0);
 }, 60_000);
+
+it('stops cleanly when shut down before it polls: nothing runs, nothing is left holding the connection', async () => {
+  const config = cluster.workerConfig({ workerId: 'user-early' });
+  const user = await createUserWorker({ address: cluster.server.address, taskQueue: `early-${randomBytes(3).toString('hex')}`, kvfabric: config, security, connection: workerConnection });
+  userWorkers.push(user);
+  user.plugin.shutdown(); // while run() has yet to create the holder's Worker
+  await user.worker.run();
+  expect(user.worker.getState()).toBe('STOPPED');
+  expect(user.plugin.drained).toEqual({ contexts: 0, bytes: 0, failed: [] });
+});
