@@ -72,9 +72,10 @@ it('gives a TypeScript user the types of its entry points', () => {
     import { KvFabricWorkerPlugin, type KvFabricWorkerPluginOptions } from 'kvfabric/plugin';
     import { AgentClient, type CallOptions } from 'kvfabric/client';
     import type { AgentStatus } from 'kvfabric/workflows';
+    import { startAgentChild } from 'kvfabric/workflows/child';
     const once: CallOptions = { requestId: 'r' };
     const phase: AgentStatus['phase'] = 'idle';
-    export const used = [KvFabricWorkerPlugin, AgentClient, once, phase] as const;
+    export const used = [KvFabricWorkerPlugin, AgentClient, startAgentChild, once, phase] as const;
     export type Options = KvFabricWorkerPluginOptions['tierDir'];
     // @ts-expect-error: a turn's options take a request id, nothing else
     export const wrong: CallOptions = { updateId: 'x' };
