@@ -2,7 +2,8 @@
 // activities is created with kvfabric's worker plugin (and the user's client with the client plugin),
 // and agents work there as on kvfabric's own worker: a ticket starts an agent as a child workflow and
 // takes turns with it, the agent suspends and resumes, survives its holder being killed (another user
-// worker adopts it from the cold tier), and refuses a wrong capability.
+// worker adopts it from the cold tier), and refuses a wrong capability; a user worker running the real
+// model (SmolLM2-135M) answers a message.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 
@@ -125,3 +126,20 @@ it('stops cleanly when shut down before it polls: nothing runs, nothing is left 
   expect(user.worker.getState()).toBe('STOPPED');
   expect(user.plugin.drained).toEqual({ contexts: 0, bytes: 0, failed: [] });
 });
+
+it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker made with the plugin', async () => {
+  const queue = `llama-${randomBytes(3).toString('hex')}`;
+  const user = await cluster.spawnWorker({
+    workerId: 'user-llama',
+    taskQueue: queue,
+    entry: join(__dirname, 'fixtures', 'user-worker-main.ts'),
+    args: ['--engine', 'llama', '--model', 'smollm2-135m', '--context-length', '512'],
+  });
+  const timeouts = { ...TEST_AGENT_CONFIG.timeouts!, attemptMs: 120_000, operationMs: 240_000 };
+  const agent = await new KvFabricClientPlugin(security).agents(client, queue).start({ agentId: 'talker', tenant: 'acme', model: 'smollm2-135m', config: { ...TEST_AGENT_CONFIG, timeouts } });
+  const outcome = await agent.turn({ message: 'My name is Ada and I design bridges.', generation: { maxTokens: 12 } });
+  expect(outcome).toMatchObject({ holder: user.holder, turns: 1 });
+  expect(outcome.reply!.reply.length).toBeGreaterThan(0);
+  expect(outcome.reply!.replyTokens).toBeGreaterThan(0);
+  await agent.release();
+}, 180_000);
