@@ -3,10 +3,12 @@
 // queue), it adds the placement activities, the agent workflow and kvfabric's data converter. kvfabric
 // needs a second poller too: the worker-specific queue `${taskQueue}@${workerId}`, where every later
 // call on a context this worker holds goes (Temporal's worker-specific-task-queues pattern). The plugin
-// creates that second Worker itself, on the user's connection and namespace, while the user's worker is
-// created, and runs it inside the user's `worker.run()` (the runWorker hook): both start together, either
-// stopping stops the other, and when both have stopped the plugin drains the held contexts to the cold
-// tier and closes the memory. Metrics and housekeeping run for as long as the worker does.
+// creates that second Worker itself, on the user's connection and namespace with the same converter,
+// activity slots and shutdown grace, when the user's `worker.run()` starts (the runWorker hook), and runs
+// it alongside: both start together, either stopping stops the other, and when both have stopped the
+// plugin drains the held contexts to the cold tier and closes the memory. Metrics and housekeeping run
+// for as long as the worker does. The memory itself opens when the user's worker is created
+// (configureWorker); if that creation fails after this plugin's turn, close() frees it.
 //
 // Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
@@ -45,6 +47,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   private drainReport: DrainReport | undefined;
   private stopRequested = false;
   private running: Worker[] = [];
+  private closed = false;
 
   constructor(private readonly options: KvFabricWorkerPluginOptions) {}
 
@@ -69,6 +72,13 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   shutdown(): void {
     this.stopRequested = true;
     for (const w of this.running) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  /** Frees the memory of a worker that will never run (its Worker.create failed after this plugin's hook). */
+  async close(): Promise<void> {
+    if (!this.node || this.running.length > 0 || this.closed) return;
+    this.closed = true;
+    await this.node.memory.close();
   }
 
   async configureWorker(options: WorkerOptions): Promise<WorkerOptions> {
@@ -103,11 +113,13 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     if (worker.options.taskQueue === this.holderQueue) return next(worker); // the holder worker itself (see configureWorker)
     const { holder, memory, holderOptions } = this.configured();
+    if (this.closed) throw new Error('this kvfabric plugin was closed: its memory is gone');
     const logger = Runtime.instance().logger;
     let holderWorker: Worker;
     try {
       holderWorker = await Worker.create(holderOptions);
     } catch (err) {
+      this.closed = true;
       await memory.close();
       throw err;
     }
@@ -141,6 +153,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const report = await drainToDisk(memory.memory);
     this.drainReport = report;
     logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
+    this.closed = true;
     await memory.close();
     const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     if (failure) throw failure.reason;

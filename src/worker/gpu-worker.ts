@@ -44,6 +44,7 @@ export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOp
       plugins: [plugin],
     });
   } catch (err) {
+    await plugin.close();
     if (ownConnection) await conn.close();
     throw err;
   }

@@ -8,12 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { agentConfig, type AgentClient } from '../../src/client/agent-client';
 import { FabricError } from '../../src/fabric/errors';
-import { KvFabricClientPlugin } from '../../src/plugin';
+import { KvFabricClientPlugin, KvFabricWorkerPlugin } from '../../src/plugin';
 import { CapabilityIssuer } from '../../src/security/capability-issuer';
 import { CodecKeyRing, ENCRYPTED_ENCODING } from '../../src/security/payload-codec';
 import type { AgentInput } from '../../src/workflows/definitions';
@@ -143,3 +143,12 @@ it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker mad
   expect(outcome.reply!.replyTokens).toBeGreaterThan(0);
   await agent.release();
 }, 180_000);
+
+it('frees its memory on close() when the worker it configured is never created', async () => {
+  const plugin = new KvFabricWorkerPlugin(cluster.workerConfig({ workerId: 'user-failed' }));
+  const failsAfter = { name: 'fails-after-kvfabric', configureWorker: (): never => { throw new Error('a later plugin fails'); } };
+  await expect(Worker.create({ connection: workerConnection, taskQueue: `failed-${randomBytes(3).toString('hex')}`, plugins: [plugin, failsAfter] })).rejects.toThrow(/a later plugin fails/);
+  expect(plugin.memory.tiers.stats().contexts).toBe(0);
+  await plugin.close();
+  expect(() => plugin.memory.tiers.stats()).toThrow();
+});
