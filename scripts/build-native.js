@@ -2,7 +2,7 @@
 // Builds the native addon with CMake against the Node-API headers in node_modules (never downloads
 // headers). Runs on `npm ci` through the package's install script.
 //   --sanitize   ASan+UBSan build into build/native-asan
-//   --test       also builds and runs the C++ core test
+//   --test       also runs the C++ core test (built whenever native/test is there)
 'use strict';
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -11,6 +11,8 @@ const root = path.resolve(__dirname, '..');
 const sanitize = process.argv.includes('--sanitize');
 const runTests = process.argv.includes('--test');
 const buildDir = path.join(root, 'build', sanitize ? 'native-asan' : 'native');
+// An installed package carries no native/test (package.json "files"): it builds the addon alone.
+const withTests = require('node:fs').existsSync(path.join(root, 'native', 'test'));
 
 function run(cmd, args) {
   const result = spawnSync(cmd, args, { stdio: 'inherit', cwd: root });
@@ -28,6 +30,7 @@ run('cmake', [
   ...(hasNinja ? ['-G', 'Ninja'] : []),
   `-DCMAKE_BUILD_TYPE=${sanitize ? 'RelWithDebInfo' : 'Release'}`,
   `-DKVFABRIC_SANITIZE=${sanitize ? 'ON' : 'OFF'}`,
+  `-DKVFABRIC_TESTS=${withTests ? 'ON' : 'OFF'}`,
   `-DNODE_API_HEADERS_DIR=${require('node-api-headers').include_dir}`,
   `-DNODE_ADDON_API_DIR=${path.resolve(root, require('node-addon-api').include_dir.replace(/"/g, ''))}`,
 ]);

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The kvfabric CLI: start an agent, run a turn, suspend, resume, fork, pin, unpin, release, status, list.
 // Connection flags and environment are the worker's (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*).
 // Calls on an agent act with its capability: --capability or KVFABRIC_CAPABILITY. `start` and `fork` print
@@ -19,6 +20,7 @@ async function main(argv: string[]): Promise<void> {
   const agents = await AgentClient.connect(call.settings, clientSecurityFromEnv(), call.taskQueue);
   const print = (status: AgentStatus) => console.log(call.json ? JSON.stringify(status) : describe(status));
   const agent = (): AgentHandle => agents.agent(call.agentId!, call.capability!);
+  const once = call.requestId === undefined ? {} : { requestId: call.requestId };
   try {
     switch (call.command) {
       case 'start': {
@@ -27,16 +29,16 @@ async function main(argv: string[]): Promise<void> {
         break;
       }
       case 'turn': {
-        const outcome = await agent().turn(call.tokens ?? { message: call.message!, generation: call.generation ?? {} });
+        const outcome = await agent().turn(call.tokens ?? { message: call.message!, generation: call.generation ?? {} }, once);
         if (outcome.reply && !call.json) console.log(outcome.reply.reply);
         print(outcome);
         break;
       }
       case 'suspend':
-        print(await agent().suspend(call.tier!));
+        print(await agent().suspend(call.tier!, once));
         break;
       case 'resume':
-        print(await agent().resume());
+        print(await agent().resume(once));
         break;
       case 'fork': {
         const { child, status } = await agent().fork(call.childId!);
@@ -45,13 +47,13 @@ async function main(argv: string[]): Promise<void> {
         break;
       }
       case 'pin':
-        print(await agent().pin());
+        print(await agent().pin(once));
         break;
       case 'unpin':
-        print(await agent().unpin());
+        print(await agent().unpin(once));
         break;
       case 'release':
-        print(await agent().release());
+        print(await agent().release(once));
         break;
       case 'renew': {
         const renewed = await agent().renew();

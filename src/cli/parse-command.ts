@@ -29,12 +29,17 @@ export const USAGE = `Usage: kvfabric <command> [args] [options]
 Keys (environment or files, never flags): KVFABRIC_CODEC_KEYS (payload codec, required),
          KVFABRIC_SIGNING_KEYS (capability issuer: start and fork mint capabilities with it).
 Options: --capability C (KVFABRIC_CAPABILITY), --task-queue Q (KVFABRIC_TASK_QUEUE, default kvfabric),
+         --request-id R (turn, suspend, resume, pin, unpin, release: sent again, the same call returns its
+         first result instead of running twice),
+         --profile P (a temporal.toml profile; TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, ...),
          --address, --namespace, --tls, --tls-cert, --tls-key, --tls-ca, --tls-server-name, --json`;
 
 const COMMANDS = ['start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup'] as const;
 type Command = (typeof COMMANDS)[number];
 /** Commands that act on an agent with its capability. */
 const WITH_CAPABILITY: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew']);
+/** Commands a script may retry with --request-id (fork and renew mint a capability each try: not these). */
+const RETRIABLE: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'pin', 'unpin', 'release']);
 const TIERS = ['device', 'host', 'disk'];
 const PHASES = ['created', 'active', 'idle', 'warm', 'cold', 'resumed', 'released'];
 /** Bounds --tokens before any call; the workflow's validator then checks the agent's own maxTurnTokens. */
@@ -56,6 +61,8 @@ export interface CliCall {
   message?: string;
   generation?: TurnGeneration;
   tier?: 'host' | 'disk';
+  /** The caller's request id: the same call sent again returns the first result (AgentHandle's CallOptions). */
+  requestId?: string;
   start?: StartAgentOptions;
   list?: ListFilter;
 }
@@ -84,6 +91,7 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
         durability: { type: 'string' },
         verify: { type: 'string' },
         'task-queue': { type: 'string' },
+        'request-id': { type: 'string' },
         ...TEMPORAL_FLAG_OPTIONS,
         json: { type: 'boolean' },
         help: { type: 'boolean' },
@@ -113,6 +121,11 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
     const capability = values.capability ?? env.KVFABRIC_CAPABILITY;
     if (!capability) throw usage(`${command} acts on the agent: pass --capability or set KVFABRIC_CAPABILITY`);
     call.capability = capability;
+  }
+  if (values['request-id'] !== undefined) {
+    if (!RETRIABLE.has(command)) throw usage(`--request-id is for ${[...RETRIABLE].join(', ')}`);
+    if (values['request-id'].length === 0 || values['request-id'].length > 200) throw usage('--request-id must have 1 to 200 characters');
+    call.requestId = values['request-id'];
   }
   switch (command) {
     case 'start':

@@ -41,7 +41,7 @@ import { readClaimsUnverified } from '../security/capability-issuer';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
 import type { ClientSecurity } from './client-security';
-import type { TemporalSettings } from './temporal-settings';
+import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
 
 export interface AgentConfigOverrides {
   timers?: Partial<AgentConfig['timers']>;
@@ -106,7 +106,7 @@ export class AgentClient {
   ) {}
 
   static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
-    const connection = await Connection.connect({ address: settings.address, ...(settings.tls ? { tls: settings.tls } : {}) });
+    const connection = await Connection.connect(connectionOptionsOf(settings));
     const client = new Client({ connection, namespace: settings.namespace, dataConverter: dataConverterOf(security.codec) });
     return new AgentClient(client, taskQueue, security, connection);
   }
@@ -195,6 +195,17 @@ export class AgentClient {
   }
 }
 
+/**
+ * Options of every call that changes an agent. `requestId` is the caller's id for the request: the call
+ * becomes the Temporal update `${update}/${requestId}`, so an application that retries a call after
+ * losing its answer (a timeout, a crash) gets the first call's result back instead of a second turn.
+ * Temporal deduplicates update ids within one workflow run: a retry that lands after the agent's
+ * workflow continued as new is applied again. Without it each call is new.
+ */
+export interface CallOptions {
+  requestId?: string;
+}
+
 /** One agent, as seen by a caller holding a capability. */
 export class AgentHandle {
   constructor(
@@ -208,53 +219,63 @@ export class AgentHandle {
    * A turn: a message to the worker's model (the reply comes back in `reply`), or, for the synthetic
    * engine of tests and benchmarks, a token count.
    */
-  turn(input: number | { message: string; generation?: TurnGeneration }): Promise<TurnOutcome> {
+  turn(input: number | { message: string; generation?: TurnGeneration }, options: CallOptions = {}): Promise<TurnOutcome> {
     const turn = typeof input === 'number' ? { tokens: input } : input;
-    return this.update(turnUpdate, { capability: this.capability, ...turn });
+    return this.update(turnUpdate, { capability: this.capability, ...turn }, options);
   }
 
   /** Says `message` to the agent and returns the model's reply (greedy unless `generation` says otherwise). */
-  async say(message: string, generation?: TurnGeneration): Promise<TurnReply> {
-    const outcome = await this.turn({ message, ...(generation ? { generation } : {}) });
+  async say(message: string, generation?: TurnGeneration, options: CallOptions = {}): Promise<TurnReply> {
+    const outcome = await this.turn({ message, ...(generation ? { generation } : {}) }, options);
     if (!outcome.reply) throw new FabricError('INVALID_STATE', `agent ${this.agentId}'s worker runs no model: its turns take tokens`);
     return outcome.reply;
   }
 
-  suspend(tier: 'host' | 'disk' = 'disk'): Promise<AgentStatus> {
-    return this.update(suspendUpdate, { capability: this.capability, tier });
+  suspend(tier: 'host' | 'disk' = 'disk', options: CallOptions = {}): Promise<AgentStatus> {
+    return this.update(suspendUpdate, { capability: this.capability, tier }, options);
   }
 
-  resume(): Promise<AgentStatus> {
-    return this.update(resumeUpdate, { capability: this.capability });
+  resume(options: CallOptions = {}): Promise<AgentStatus> {
+    return this.update(resumeUpdate, { capability: this.capability }, options);
   }
 
-  /** Forks a child agent sharing this agent's blocks; the child gets its own capability. */
-  async fork(childId: string, childCapability?: string): Promise<{ child: AgentHandle; status: AgentStatus }> {
+  /**
+   * Forks a child agent sharing this agent's blocks; the child gets its own capability. A retried fork
+   * (`requestId`) must carry the child capability of the first try: a fresh one would not be the child's.
+   */
+  async fork(childId: string, childCapability?: string, options: CallOptions = {}): Promise<{ child: AgentHandle; status: AgentStatus }> {
+    if (options.requestId !== undefined && childCapability === undefined) {
+      throw new FabricError('INVALID_ARGUMENT', 'a fork with a request id needs its child capability, minted once before the first try (mintChildCapability)');
+    }
     childCapability ??= this.agents.mintChildCapability(this.capability, childId);
-    const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability });
+    const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability }, options);
     return { child: this.agents.agent(childId, childCapability), status: outcome.child };
   }
 
-  pin(): Promise<AgentStatus> {
-    return this.update(pinUpdate, { capability: this.capability });
+  pin(options: CallOptions = {}): Promise<AgentStatus> {
+    return this.update(pinUpdate, { capability: this.capability }, options);
   }
 
-  unpin(): Promise<AgentStatus> {
-    return this.update(unpinUpdate, { capability: this.capability });
+  unpin(options: CallOptions = {}): Promise<AgentStatus> {
+    return this.update(unpinUpdate, { capability: this.capability }, options);
   }
 
-  release(): Promise<AgentStatus> {
-    return this.update(releaseUpdate, { capability: this.capability });
+  release(options: CallOptions = {}): Promise<AgentStatus> {
+    return this.update(releaseUpdate, { capability: this.capability }, options);
   }
 
   /**
    * Replaces this agent's capability with a fresh one (a new expiry; `next` or one minted by this
    * client's issuer) in the workflow too, and revokes the old one: returns the handle acting with the new.
+   * A retried renewal (`requestId`) must carry the `next` of the first try.
    */
-  async renew(next?: string): Promise<AgentHandle> {
+  async renew(next?: string, options: CallOptions = {}): Promise<AgentHandle> {
+    if (options.requestId !== undefined && next === undefined) {
+      throw new FabricError('INVALID_ARGUMENT', 'a renewal with a request id needs its next capability, minted once before the first try (mintCapability)');
+    }
     const current = readClaimsUnverified(this.capability);
     next ??= this.agents.mintCapability(this.agentId, current.ten, current.rights);
-    await this.update(renewUpdate, { capability: this.capability, next });
+    await this.update(renewUpdate, { capability: this.capability, next }, options);
     return this.agents.agent(this.agentId, next);
   }
 
@@ -262,9 +283,16 @@ export class AgentHandle {
     return this.agents.status(this.agentId);
   }
 
-  private update<R, A>(definition: UpdateDefinition<R, [A]>, args: A): Promise<R> {
-    return translated(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args] }));
+  private update<R, A>(definition: UpdateDefinition<R, [A]>, args: A, { requestId }: CallOptions): Promise<R> {
+    const updateId = requestId === undefined ? undefined : updateIdOf(definition.name, requestId);
+    return translated(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], ...(updateId ? { updateId } : {}) }));
   }
+}
+
+/** The update id of a caller's request: the update's name keeps one request id from meaning two calls. */
+export function updateIdOf(update: string, requestId: string): string {
+  if (requestId.length === 0 || requestId.length > 200) throw new FabricError('INVALID_ARGUMENT', 'a request id has 1 to 200 characters');
+  return `${update}/${requestId}`;
 }
 
 /** Update and query failures as FabricErrors with the code the worker or the workflow chose. */

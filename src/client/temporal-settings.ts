@@ -1,20 +1,30 @@
-// How a process reaches Temporal: address, namespace and TLS, from flags or the environment variables
-// Temporal's own tools use (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*). Shared by the worker
-// and the client, which hand the result to NativeConnection and Connection alike.
+// How a process reaches Temporal, the Temporal way (@temporalio/envconfig): a profile of temporal.toml
+// (TEMPORAL_CONFIG_FILE, else ~/.config/temporalio/temporal.toml; TEMPORAL_PROFILE or --profile, else
+// "default"), overridden by Temporal's environment variables (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, ..., TEMPORAL_GRPC_META_*), overridden
+// by flags. Shared by the worker, the client and the CLI, which hand the result to NativeConnection and
+// Connection alike (connectionOptionsOf). The API key comes from the file or the environment, never a
+// flag (flags show in `ps`).
 import { readFileSync } from 'node:fs';
 
 import type { TLSConfig } from '@temporalio/client';
+import { loadClientConnectConfig } from '@temporalio/envconfig';
 
 export interface TemporalSettings {
   address: string;
   namespace: string;
   /** Absent: plaintext (the dev server). */
   tls?: TLSConfig;
+  /** Temporal Cloud's API key (implies TLS). Secret: never print it. */
+  apiKey?: string;
+  /** gRPC metadata sent with every call. */
+  metadata?: Record<string, string>;
 }
 
 export interface TemporalFlags {
   address?: string;
   namespace?: string;
+  profile?: string;
   tls?: boolean;
   tlsCert?: string;
   tlsKey?: string;
@@ -26,6 +36,7 @@ export interface TemporalFlags {
 export const TEMPORAL_FLAG_OPTIONS = {
   address: { type: 'string' },
   namespace: { type: 'string' },
+  profile: { type: 'string' },
   tls: { type: 'boolean' },
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
@@ -36,6 +47,7 @@ export const TEMPORAL_FLAG_OPTIONS = {
 interface ParsedTemporalFlags {
   address?: string;
   namespace?: string;
+  profile?: string;
   tls?: boolean;
   'tls-cert'?: string;
   'tls-key'?: string;
@@ -43,12 +55,20 @@ interface ParsedTemporalFlags {
   'tls-server-name'?: string;
 }
 
-/** Settings from parsed TEMPORAL_FLAG_OPTIONS values, falling back to the environment. */
+/** kvfabric's first names for three of Temporal's variables, still read when Temporal's are absent. */
+const EARLIER_NAMES: Record<string, string> = {
+  TEMPORAL_TLS_CERT: 'TEMPORAL_TLS_CLIENT_CERT_PATH',
+  TEMPORAL_TLS_KEY: 'TEMPORAL_TLS_CLIENT_KEY_PATH',
+  TEMPORAL_TLS_CA: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+};
+
+/** Settings from parsed TEMPORAL_FLAG_OPTIONS values, over the profile and the environment. */
 export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
   return temporalSettings(
     {
       address: values.address,
       namespace: values.namespace,
+      profile: values.profile,
       tls: values.tls,
       tlsCert: values['tls-cert'],
       tlsKey: values['tls-key'],
@@ -60,19 +80,50 @@ export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: Node
 }
 
 export function temporalSettings(flags: TemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  const address = flags.address ?? env.TEMPORAL_ADDRESS ?? 'localhost:7233';
-  const namespace = flags.namespace ?? env.TEMPORAL_NAMESPACE ?? 'default';
-  const cert = flags.tlsCert ?? env.TEMPORAL_TLS_CERT;
-  const key = flags.tlsKey ?? env.TEMPORAL_TLS_KEY;
-  const ca = flags.tlsCa ?? env.TEMPORAL_TLS_CA;
-  const serverName = flags.tlsServerName ?? env.TEMPORAL_TLS_SERVER_NAME;
-  const tlsOn = flags.tls ?? (env.TEMPORAL_TLS !== undefined ? /^(1|true|yes)$/i.test(env.TEMPORAL_TLS) : false);
-  if ((cert === undefined) !== (key === undefined)) throw new Error('TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
-  if (!tlsOn && cert === undefined && ca === undefined) return { address, namespace };
-  const tls: TLSConfig = {
-    ...(serverName ? { serverNameOverride: serverName } : {}),
-    ...(ca ? { serverRootCACertificate: readFileSync(ca) } : {}),
-    ...(cert && key ? { clientCertPair: { crt: readFileSync(cert), key: readFileSync(key) } } : {}),
+  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new Error('TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
+  const { connectionOptions: profile, namespace } = loadClientConnectConfig({
+    ...(flags.profile ? { profile: flags.profile } : {}),
+    overrideEnvVars: environmentOf(env),
+  });
+  let tls: TLSConfig | undefined = profile.tls === true ? {} : profile.tls || undefined;
+  if (flags.tls || flags.tlsCert || flags.tlsCa || flags.tlsServerName) tls = { ...tls };
+  if (tls) {
+    if (flags.tlsServerName) tls.serverNameOverride = flags.tlsServerName;
+    if (flags.tlsCa) tls.serverRootCACertificate = readFileSync(flags.tlsCa);
+    if (flags.tlsCert && flags.tlsKey) tls.clientCertPair = { crt: readFileSync(flags.tlsCert), key: readFileSync(flags.tlsKey) };
+    if (tls.clientCertPair && (!tls.clientCertPair.crt || !tls.clientCertPair.key)) throw new Error('TLS needs both a client certificate and its key');
+  }
+  const apiKey = typeof profile.apiKey === 'string' ? profile.apiKey : undefined;
+  return {
+    address: flags.address ?? profile.address ?? 'localhost:7233',
+    namespace: flags.namespace ?? namespace ?? 'default',
+    ...(tls ? { tls: withoutUndefined(tls) } : {}),
+    ...(apiKey ? { apiKey } : {}),
+    ...(profile.metadata && Object.keys(profile.metadata).length > 0 ? { metadata: profile.metadata as Record<string, string> } : {}),
   };
-  return { address, namespace, tls };
+}
+
+/** The options Connection.connect and NativeConnection.connect both take. */
+export function connectionOptionsOf(settings: TemporalSettings): { address: string; tls?: TLSConfig; apiKey?: string; metadata?: Record<string, string> } {
+  return {
+    address: settings.address,
+    ...(settings.tls ? { tls: settings.tls } : {}),
+    ...(settings.apiKey ? { apiKey: settings.apiKey } : {}),
+    ...(settings.metadata ? { metadata: settings.metadata } : {}),
+  };
+}
+
+function environmentOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  const defined: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined) defined[name] = value;
+  for (const [earlier, temporal] of Object.entries(EARLIER_NAMES)) {
+    if (defined[earlier] !== undefined && defined[temporal] === undefined) defined[temporal] = defined[earlier]!;
+  }
+  // kvfabric read TEMPORAL_TLS as 1/true/yes; Temporal's reader takes true/false and 1/0.
+  if (defined.TEMPORAL_TLS !== undefined && /^yes$/i.test(defined.TEMPORAL_TLS)) defined.TEMPORAL_TLS = 'true';
+  return defined;
+}
+
+function withoutUndefined(tls: TLSConfig): TLSConfig {
+  return Object.fromEntries(Object.entries(tls).filter(([, value]) => value !== undefined)) as TLSConfig;
 }

@@ -5,70 +5,35 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
-import type { Backend } from '../fabric/types';
 import { keyListFromEnv, type RawKey } from '../security/key-list';
 import { parseKeyList } from '../security/key-list';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
-import type { AgentModel } from '../workflows/definitions';
+import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
 import { modelNamed } from '../workflows/models';
 
 export type { Backend } from '../fabric/types';
+export type { EngineKind, MasterKeySetting } from '../plugin/worker-options';
 
-export type EngineKind = 'llama' | 'synthetic';
-
-export interface MasterKeySetting {
-  id: string;
-  key: Buffer;
-}
-
-export interface WorkerConfig {
+/** The kvfabric worker plugin's options and the worker process's own: connection, queue, tuning. */
+export interface WorkerConfig extends KvFabricWorkerOptions {
   temporal: TemporalSettings;
   /** The shared queue: agent workflows and placement activities. */
   taskQueue: string;
-  /** Unique per process start; names this worker's own queue `${taskQueue}@${workerId}`. */
-  workerId: string;
   /** Whether this worker also runs agent workflows (GPU workers may leave them to others). */
   workflows: boolean;
-  backend: Backend;
-  /** CUDA device index. */
-  device: number;
-  /** CUDA: size the device tier as this fraction of the device's free memory instead of deviceBlocks. */
-  deviceMemoryFraction?: number;
-  /** What runs turns: `llama` (a GGUF model through node-llama-cpp) or `synthetic` (stand-in KV, token-count turns). */
-  engine: EngineKind;
-  /** llama: the GGUF file; absent, the default model that set-up caches (scripts/ensure-model.ts). */
-  modelFile?: string;
-  /** llama: tokens one agent's context may hold. */
-  contextLength: number;
-  /** The pool's shape. Absent for llama without --model: taken from the model file. */
-  model?: AgentModel;
-  deviceBlocks: number;
-  hostBlocks: number;
-  /** Shared by every worker: the cold tier (`cold/`) and grants (`grants/`). */
-  tierDir: string;
-  keys: MasterKeySetting[];
-  activeKeyId: string;
-  /** Ed25519 public keys (raw 32 bytes) by key id: the capability issuers this worker trusts. No private key. */
-  trustedKeys: RawKey[];
-  /** AES-256 keys of the Temporal payload codec; the active one encodes, every one decodes. */
-  codecKeys: RawKey[];
-  activeCodecKeyId: string;
   /** host:port of the Prometheus endpoint (SDK and kvfabric metrics); none when absent. */
   metricsAddress?: string;
   maxConcurrentActivities: number;
   /** How long shutdown waits for running activities before the drain. */
   shutdownGraceMs: number;
-  /** How often housekeeping runs (orphan segments, fenced contexts: housekeeping.ts); 0: only at start. */
-  housekeepingMs: number;
-  /** How old such a file must be to go: younger ones may belong to a spill still writing its manifest. */
-  orphanMinAgeMs: number;
 }
 
 export const WORKER_USAGE = `Usage: kvfabric-worker [options]
 
-Temporal:   --address host:port (TEMPORAL_ADDRESS, default localhost:7233)
-            --namespace name (TEMPORAL_NAMESPACE, default "default")
-            --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name (TEMPORAL_TLS*)
+Temporal:   --profile name (TEMPORAL_PROFILE): a profile of temporal.toml (TEMPORAL_CONFIG_FILE), then
+            Temporal's environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*),
+            then these flags: --address host:port (default localhost:7233), --namespace name (default
+            "default"), --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name
 Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random)
             --no-workflows      run memory activities only

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The GPU worker process: `kvfabric-worker --tier-dir /shared/kv ...` (see WORKER_USAGE). SIGINT or
 // SIGTERM shuts it down gracefully: running calls finish, held contexts drain to the cold tier.
 import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';

@@ -17,6 +17,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['activities'],
   ['workflows'],
   ['client', 'dev-server'],
+  ['plugin'],
   ['worker', 'cli'],
   ['demo'],
 ];

@@ -20,6 +20,7 @@ describe('kvfabric CLI arguments', () => {
     expect(parseCommand(['start', 'a', '--tenant', 'acme', '--idle-to-warm', '90s', '--model', '32x8x128x2'], {})).toMatchObject({
       start: { agentId: 'a', tenant: 'acme', model: '32x8x128x2', config: { timers: { idleToWarmMs: 90_000 } } },
     });
+    expect(parseCommand(['turn', 'a', '--tokens', '3', '--request-id', 'job-7'], env)).toMatchObject({ requestId: 'job-7' });
     expect(parseCommand(['fork', 'a', 'a-child'], env)).toMatchObject({ agentId: 'a', childId: 'a-child' });
     expect(parseCommand(['list', '--tier', 'disk', '--all'], {})).toMatchObject({ list: { tier: 'disk', includeClosed: true } });
     expect(parseCommand([], {})).toMatchObject({ command: 'help' });
@@ -49,6 +50,8 @@ describe('kvfabric CLI arguments', () => {
     [['list', '--phase', 'sleeping'], /--phase must be one of created, active/],
     [['status', 'a', '--colour'], /Unknown option '--colour'/],
     [['turn', 'a', '--tokens'], /--tokens/],
+    [['fork', 'a', 'b', '--request-id', 'r'], /--request-id is for turn, suspend/],
+    [['turn', 'a', '--tokens', '3', '--request-id', ''], /--request-id must have 1 to 200 characters/],
   ];
   it.each(malformed)('refuses %j', (argv, message) => {
     let thrown: unknown;

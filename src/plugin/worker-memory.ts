@@ -1,0 +1,115 @@
+// Everything one kvfabric worker holds in memory, opened together and closed together: the engine, the
+// allocator pool with its host and disk tiers, the shared directory's stores, the capability check, the
+// metrics, and the activities over them. The worker plugin opens one per worker it is added to.
+import { join } from 'node:path';
+
+import { Runtime } from '@temporalio/worker';
+
+import { createActivities } from '../activities';
+import type { ContextActivities, PlacementActivities } from '../activities/types';
+import { AgentMemory, CapabilityCheck } from '../agent-memory';
+import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
+import { AuditLog, CapabilityVerifier } from '../security';
+import { ColdStore, KeyRing } from '../tiers/cold';
+import { TieredMemory } from '../tiers/tiered-memory';
+import type { Engine } from '../engines/engine';
+import { LlamaEngine } from '../engines/llama/llama-engine';
+import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
+import type { BackendInfo, ModelShape } from '../fabric/types';
+import type { AgentModel } from '../workflows/definitions';
+import { MODELS, modelNamed } from '../workflows/models';
+import { createPool } from './backend';
+import { WorkerMetrics } from './metrics';
+import type { KvFabricWorkerOptions } from './worker-options';
+
+export interface WorkerMemory {
+  readonly memory: AgentMemory;
+  readonly activities: { placement: PlacementActivities; context: ContextActivities };
+  readonly metrics: WorkerMetrics;
+  readonly model: AgentModel;
+  readonly backend: BackendInfo;
+  readonly engine: Engine | undefined;
+  /** Closes the cold tier, the engine and the pool; held contexts must have been drained first. */
+  close(): Promise<void>;
+}
+
+/** Opens a worker's memory; `holder` is its worker-specific task queue. */
+export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string): Promise<WorkerMemory> {
+  const logger = Runtime.instance().logger;
+  const engine = await openEngine(options);
+  const model = poolModel(options, engine);
+  const { pool, backend } = createPool({
+    shape: model.shape,
+    tokensPerBlock: model.tokensPerBlock,
+    blockCount: options.deviceBlocks,
+    hostBlockCount: options.hostBlocks,
+    // With a model engine the engine's own cache is the hot tier (on the GPU with a CUDA build), so the
+    // pages live in host memory: no context held twice on the device, no copy a turn does not need
+    // (docs/engines.md). The device backend serves engines that read paged KV directly.
+    backend: engine ? 'cpu' : options.backend,
+    device: options.device,
+    ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
+  });
+  const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing: new KeyRing(options.keys, options.activeKeyId) });
+  const grants = await GrantStore.open(join(options.tierDir, 'grants'));
+  const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder);
+  const tiers = new TieredMemory({
+    pool,
+    cold,
+    orphanMinAgeMs: options.orphanMinAgeMs,
+    mayWriteManifest: (contextId) => fences.stillHolder(contextId),
+    onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
+  });
+  const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
+  // Public keys only: this process can check capabilities but never mint one.
+  const capabilities = new CapabilityCheck(
+    new CapabilityVerifier(options.trustedKeys),
+    await EpochStore.open(join(options.tierDir, 'epochs')),
+    new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId),
+    (action) => metrics.denied(action),
+  );
+  const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
+  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
+  const activities = createActivities({ memory, holder, ...(options.hooks ? { hooks: options.hooks } : {}) });
+  return {
+    memory,
+    activities,
+    metrics,
+    model,
+    backend,
+    engine,
+    async close() {
+      await cold.close();
+      await engine?.close();
+      pool.close();
+    },
+  };
+}
+
+/** The engine behind message turns: none for the synthetic engine (its turns are token counts). */
+async function openEngine(options: KvFabricWorkerOptions): Promise<Engine | undefined> {
+  if (options.engine === 'synthetic') return undefined;
+  return LlamaEngine.open({
+    ...(options.modelFile ? { modelFile: options.modelFile } : {}),
+    contextLength: options.contextLength,
+    // A CUDA pool's worker runs the model on the GPU too (node-llama-cpp's CUDA build; unverified here).
+    ...(options.backend === 'cuda' ? { gpu: 'cuda' as const } : {}),
+  });
+}
+
+/** The pool's shape: --model, which must then be the engine's, or the engine's own. */
+function poolModel(options: KvFabricWorkerOptions, engine: Engine | undefined): AgentModel {
+  if (!engine) return options.model ?? modelNamed('llama-3-8b');
+  const { shape } = engine.fingerprint;
+  const named = options.model;
+  if (named && bytesPerTokenOf(named.shape) !== bytesPerTokenOf(shape)) {
+    throw new Error(`--model ${named.name} (${bytesPerTokenOf(named.shape)} bytes per token) does not match the model file (${bytesPerTokenOf(shape)})`);
+  }
+  return named ?? { name: modelNameOf(shape), shape, tokensPerBlock: DEFAULT_TOKENS_PER_BLOCK };
+}
+
+/** The catalog's name for a shape (so clients can name it), else LxHxDxB. */
+function modelNameOf(shape: ModelShape): string {
+  const known = Object.values(MODELS).find((m) => bytesPerTokenOf(m.shape) === bytesPerTokenOf(shape) && m.shape.layers === shape.layers);
+  return known?.name ?? `${shape.layers}x${shape.kvHeads}x${shape.headDim}x${shape.dtypeBytes}`;
+}

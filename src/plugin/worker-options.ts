@@ -1,0 +1,49 @@
+// What the kvfabric worker plugin needs to hold agents' memory: the pool and its tiers, the engine that
+// runs turns, the keys, and the chores' timing. Connection, task queue and worker tuning are not here:
+// they belong to the worker the plugin is added to.
+import type { ActivityHooks } from '../activities';
+import type { Backend } from '../fabric/types';
+import type { RawKey } from '../security/key-list';
+import type { AgentModel } from '../workflows/definitions';
+
+export type EngineKind = 'llama' | 'synthetic';
+
+export interface MasterKeySetting {
+  id: string;
+  key: Buffer;
+}
+
+export interface KvFabricWorkerOptions {
+  /** Unique per process start; names this worker's own queue `${taskQueue}@${workerId}`. */
+  workerId: string;
+  backend: Backend;
+  /** CUDA device index. */
+  device: number;
+  /** CUDA: size the device tier as this fraction of the device's free memory instead of deviceBlocks. */
+  deviceMemoryFraction?: number;
+  /** What runs turns: `llama` (a GGUF model through node-llama-cpp) or `synthetic` (stand-in KV, token-count turns). */
+  engine: EngineKind;
+  /** llama: the GGUF file; absent, the default model that set-up caches (scripts/ensure-model.ts). */
+  modelFile?: string;
+  /** llama: tokens one agent's context may hold. */
+  contextLength: number;
+  /** The pool's shape. Absent for llama without --model: taken from the model file. */
+  model?: AgentModel;
+  deviceBlocks: number;
+  hostBlocks: number;
+  /** Shared by every worker: the cold tier (`cold/`) and grants (`grants/`). */
+  tierDir: string;
+  keys: MasterKeySetting[];
+  activeKeyId: string;
+  /** Ed25519 public keys (raw 32 bytes) by key id: the capability issuers this worker trusts. No private key. */
+  trustedKeys: RawKey[];
+  /** AES-256 keys of the Temporal payload codec; the active one encodes, every one decodes. */
+  codecKeys: RawKey[];
+  activeCodecKeyId: string;
+  /** How often housekeeping runs (orphan segments, fenced contexts: housekeeping.ts); 0: only at start. */
+  housekeepingMs: number;
+  /** How old such a file must be to go: younger ones may belong to a spill still writing its manifest. */
+  orphanMinAgeMs: number;
+  /** Test-only fault injection around activities. */
+  hooks?: ActivityHooks;
+}

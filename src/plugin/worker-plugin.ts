@@ -1,0 +1,191 @@
+// The kvfabric worker plugin: added to a Temporal Worker (`Worker.create({ ..., plugins: [plugin] })`),
+// it makes that worker a kvfabric GPU worker. To the user's worker, on its task queue (kvfabric's shared
+// queue), it adds the placement activities, the agent workflow and kvfabric's data converter. kvfabric
+// needs a second poller too: the worker-specific queue `${taskQueue}@${workerId}`, where every later
+// call on a context this worker holds goes (Temporal's worker-specific-task-queues pattern). The plugin
+// creates that second Worker itself, on the user's connection and namespace with the same converter,
+// activity slots and shutdown grace, when the user's `worker.run()` starts (the runWorker hook), and runs
+// it alongside: both start together, either stopping stops the other, and when both have stopped the
+// plugin drains the held contexts to the cold tier and closes the memory. Metrics and housekeeping run
+// for as long as the worker does. The memory itself opens when the user's worker is created
+// (configureWorker); if that creation fails after this plugin's turn, close() frees it.
+//
+// Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
+// built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
+// workflows and the agent workflow; one with its own workflowBundle must have bundled the agent workflow
+// into it (export { agentWorkflow } from kvfabric's workflows). One plugin instance serves one worker.
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+import { Runtime, Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
+
+import type { AgentMemory } from '../agent-memory/agent-memory';
+import { CodecKeyRing } from '../security/payload-codec';
+import { withKvFabricConverter } from './converter';
+import { drainToDisk, type DrainReport } from './drain';
+import { startHousekeeping } from './housekeeping';
+import { agentWorkflowBundle, workflowsPath } from './workflow-bundle';
+import { openWorkerMemory, type WorkerMemory } from './worker-memory';
+import type { KvFabricWorkerOptions } from './worker-options';
+
+export interface KvFabricWorkerPluginOptions extends KvFabricWorkerOptions {
+  /** Whether the worker also runs agent workflows (default true; GPU workers may leave them to others). */
+  agentWorkflows?: boolean;
+}
+
+interface Node {
+  holder: string;
+  memory: WorkerMemory;
+  holderOptions: WorkerOptions;
+}
+
+export class KvFabricWorkerPlugin implements WorkerPlugin {
+  readonly name = 'kvfabric';
+  private holderQueue: string | undefined;
+  private node: Node | undefined;
+  private drainReport: DrainReport | undefined;
+  private stopRequested = false;
+  private running: Worker[] = [];
+  private closed = false;
+
+  constructor(private readonly options: KvFabricWorkerPluginOptions) {}
+
+  /** This worker's own task queue, once the worker is created. */
+  get holder(): string {
+    return this.configured().holder;
+  }
+
+  get memory(): AgentMemory {
+    return this.configured().memory.memory;
+  }
+
+  /** What the drain at the end of `worker.run()` wrote; absent until then. */
+  get drained(): DrainReport | undefined {
+    return this.drainReport;
+  }
+
+  /**
+   * Stops the worker this plugin serves and the holder's, which then drain. Unlike Worker.shutdown it
+   * may come before they poll (run() is still creating the holder's Worker): they then never start.
+   */
+  shutdown(): void {
+    this.stopRequested = true;
+    for (const w of this.running) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  /** Frees the memory of a worker that will never run (its Worker.create failed after this plugin's hook). */
+  async close(): Promise<void> {
+    if (!this.node || this.running.length > 0 || this.closed) return;
+    this.closed = true;
+    await this.node.memory.close();
+  }
+
+  async configureWorker(options: WorkerOptions): Promise<WorkerOptions> {
+    // The holder worker below is created on the same connection: a plugin on that connection reaches it too.
+    if (options.taskQueue !== undefined && options.taskQueue === this.holderQueue) return options;
+    if (this.holderQueue !== undefined) throw new Error('a KvFabricWorkerPlugin serves one worker: create one per worker');
+    if (!options.taskQueue) throw new TypeError('the kvfabric plugin needs the worker\'s task queue (kvfabric\'s shared queue)');
+    const holder = `${options.taskQueue}@${this.options.workerId}`;
+    this.holderQueue = holder;
+    const dataConverter = withKvFabricConverter(options.dataConverter, this.codec());
+    const workflows = this.options.agentWorkflows === false ? {} : await withAgentWorkflow(options);
+    const memory = await openWorkerMemory(this.options, holder);
+    // The holder worker is created when the user's worker runs: created here, it would hold the
+    // connection even if the user's Worker.create failed after this hook.
+    const holderOptions: WorkerOptions = {
+      ...(options.connection ? { connection: options.connection } : {}),
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+      ...(options.maxConcurrentActivityTaskExecutions !== undefined ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions } : {}),
+      ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
+      taskQueue: holder,
+      activities: memory.activities.context,
+      dataConverter,
+    };
+    this.node = { holder, memory, holderOptions };
+    return { ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement } };
+  }
+
+  async configureReplayWorker(options: ReplayWorkerOptions): Promise<ReplayWorkerOptions> {
+    return { ...options, ...(await withAgentWorkflow(options)), dataConverter: withKvFabricConverter(options.dataConverter, this.codec()) };
+  }
+
+  async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+    if (worker.options.taskQueue === this.holderQueue) return next(worker); // the holder worker itself (see configureWorker)
+    const { holder, memory, holderOptions } = this.configured();
+    if (this.closed) throw new Error('this kvfabric plugin was closed: its memory is gone');
+    const logger = Runtime.instance().logger;
+    let holderWorker: Worker;
+    try {
+      holderWorker = await Worker.create(holderOptions);
+    } catch (err) {
+      this.closed = true;
+      await memory.close();
+      throw err;
+    }
+    logger.info('kvfabric GPU worker ready', {
+      holder,
+      backend: memory.backend,
+      model: memory.model.name,
+      engine: memory.engine ? `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}` : 'synthetic',
+      deviceBlocks: this.options.deviceBlocks,
+      hostBlocks: this.options.hostBlocks,
+      workflows: this.options.agentWorkflows !== false,
+    });
+    memory.metrics.start();
+    const housekeeping = startHousekeeping(memory.memory, {
+      intervalMs: this.options.housekeepingMs,
+      orphanMinAgeMs: this.options.orphanMinAgeMs,
+      log: (message, meta) => logger.info(message, { holder, ...meta }),
+    });
+    // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
+    const stopBoth = (): void => {
+      for (const w of [worker, holderWorker]) if (w.getState() === 'RUNNING') w.shutdown();
+    };
+    this.running = [worker, holderWorker];
+    const runs = [next(worker).finally(stopBoth), holderWorker.run().finally(stopBoth)];
+    // Both started in this synchronous step: a shutdown() that came while the holder's Worker was being
+    // created stops them now (a Worker never run would keep its hold on the connection).
+    if (this.stopRequested) stopBoth();
+    const outcomes = await Promise.allSettled(runs);
+    memory.metrics.stop();
+    await housekeeping.stop();
+    const report = await drainToDisk(memory.memory);
+    this.drainReport = report;
+    logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
+    this.closed = true;
+    await memory.close();
+    const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+    if (failure) throw failure.reason;
+  }
+
+  private codec(): CodecKeyRing {
+    return new CodecKeyRing(this.options.codecKeys, this.options.activeCodecKeyId);
+  }
+
+  private configured(): Node {
+    if (!this.node) throw new Error('the kvfabric plugin has not configured a worker yet (Worker.create with plugins: [plugin])');
+    return this.node;
+  }
+}
+
+/** The worker's workflow options with the agent workflow among them (see the header). */
+async function withAgentWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
+  if (options.workflowBundle) return {};
+  if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath) };
+  return { workflowBundle: await agentWorkflowBundle() };
+}
+
+/** A workflow entry module exporting the user's workflows and the agent workflow, written once per user path. */
+function combinedEntry(userPath: string): string {
+  // Beside the user's node_modules, where the bundler's own entry can resolve @temporalio/workflow.
+  const workflowPackage = require.resolve('@temporalio/workflow/package.json', { paths: [dirname(userPath)] });
+  const directory = join(dirname(workflowPackage), '..', '..', '.cache', 'kvfabric-workflow-entries');
+  const path = join(directory, `${createHash('sha256').update(userPath).digest('hex').slice(0, 16)}.ts`);
+  mkdirSync(directory, { recursive: true });
+  // Written aside and renamed: another process may be bundling from the same entry at this moment.
+  const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow } from ${JSON.stringify(workflowsPath())};\n`);
+  renameSync(aside, path);
+  return path;
+}

@@ -1,0 +1,20 @@
+// For a user's own workflow: start a kvfabric agent as its child, with the memo and search attributes
+// kvfabric's client gives an agent it starts. Not a workflow type (so not exported from index.ts); the
+// package exports it as `kvfabric/workflows/child`. The agent outlives its parent unless told otherwise:
+// its memory is what the parent's successors come back to.
+import { ParentClosePolicy, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
+
+import { agentWorkflowId } from '../identity/agent-identity';
+import type { agentWorkflow } from './agent';
+import { initialState, memoOf, searchAttributesOf } from './agent-state';
+import { AGENT_WORKFLOW_TYPE, type AgentInput } from './definitions';
+
+export function startAgentChild(input: AgentInput, options: { parentClosePolicy?: ParentClosePolicy } = {}): Promise<ChildWorkflowHandle<typeof agentWorkflow>> {
+  return startChild<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
+    workflowId: agentWorkflowId(input.agentId),
+    args: [input],
+    memo: memoOf(input),
+    typedSearchAttributes: searchAttributesOf(input, initialState(input)),
+    parentClosePolicy: options.parentClosePolicy ?? ParentClosePolicy.ABANDON,
+  });
+}
