@@ -5,8 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
-import { keyListFromEnv, type RawKey } from '../security/key-list';
-import { parseKeyList } from '../security/key-list';
+import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
 import { modelNamed } from '../workflows/models';
