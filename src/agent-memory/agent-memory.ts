@@ -1,24 +1,23 @@
-// One worker's agent contexts: the tiered memory, the grants that say who may touch each context, and
-// the byte-level checks a workflow cannot do itself (appending a turn's KV, recomputing digests over
-// what a restore brought back). Activities are thin wrappers around this class; it knows nothing of
+// One worker's agent contexts: the tiered memory, the grants that say who may touch each context, the
+// engine that runs message turns, and the byte-level checks a workflow cannot do itself (appending a
+// turn's KV, recomputing digests over what a restore brought back). Activities are thin wrappers around this class; it knows nothing of
 // Temporal, so the drain at shutdown and tests use it directly.
-import { FabricError, isFabricError } from '../fabric/errors';
-import type { BlockLayout, ModelShape } from '../fabric/types';
-import type { ColdStore } from '../tiers/cold';
 import type { Engine } from '../engines/engine';
-import type { ContextAttachment } from '../tiers/cold';
-import type { TieredMemory } from '../tiers/tiered-memory';
-import type { CapabilityClaims } from '../security/claims';
+import { syntheticKv } from '../engines/synthetic/synthetic-kv';
+import { FabricError, isFabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
+import type { BlockLayout, ModelShape } from '../fabric/types';
+import type { CapabilityClaims } from '../security/claims';
 import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
+import type { ColdStore, ContextAttachment } from '../tiers/cold';
+import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { ContextDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
 import { engineNoteOf, type EngineNote } from './engine-note';
-import { syntheticKv } from '../engines/synthetic/synthetic-kv';
 import type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
