@@ -15,6 +15,7 @@ import { TieredMemory } from '../tiers/tiered-memory';
 import type { Engine } from '../engines/engine';
 import { LlamaEngine } from '../engines/llama/llama-engine';
 import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
+import type { NativeAllocator } from '../fabric/native-allocator';
 import type { BackendInfo, ModelShape } from '../fabric/types';
 import type { AgentModel } from '../workflows/definitions';
 import { MODELS, modelNamed } from '../workflows/models';
@@ -37,53 +38,65 @@ export interface WorkerMemory {
 export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string): Promise<WorkerMemory> {
   const logger = Runtime.instance().logger;
   const engine = await openEngine(options);
-  const model = poolModel(options, engine);
-  const { pool, backend } = createPool({
-    shape: model.shape,
-    tokensPerBlock: model.tokensPerBlock,
-    blockCount: options.deviceBlocks,
-    hostBlockCount: options.hostBlocks,
-    // With a model engine the engine's own cache is the hot tier (on the GPU with a CUDA build), so the
-    // pages live in host memory: no context held twice on the device, no copy a turn does not need
-    // (docs/engines.md). The device backend serves engines that read paged KV directly.
-    backend: engine ? 'cpu' : options.backend,
-    device: options.device,
-    ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
-  });
-  const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing: new KeyRing(options.keys, options.activeKeyId) });
-  const grants = await GrantStore.open(join(options.tierDir, 'grants'));
-  const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder);
-  const tiers = new TieredMemory({
-    pool,
-    cold,
-    orphanMinAgeMs: options.orphanMinAgeMs,
-    mayWriteManifest: (contextId) => fences.stillHolder(contextId),
-    onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
-  });
-  const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
-  // Public keys only: this process can check capabilities but never mint one.
-  const capabilities = new CapabilityCheck(
-    new CapabilityVerifier(options.trustedKeys),
-    await EpochStore.open(join(options.tierDir, 'epochs')),
-    new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId),
-    (action) => metrics.denied(action),
-  );
-  const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
-  const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
-  const activities = createActivities({ memory, holder, ...(options.hooks ? { hooks: options.hooks } : {}) });
-  return {
-    memory,
-    activities,
-    metrics,
-    model,
-    backend,
-    engine,
-    async close() {
-      await cold.close();
-      await engine?.close();
-      pool.close();
-    },
-  };
+  // What has opened so far, released if a later step fails: a loaded model and a pool are large.
+  let openedPool: NativeAllocator | undefined;
+  let openedCold: ColdStore | undefined;
+  try {
+    const model = poolModel(options, engine);
+    const { pool, backend } = createPool({
+      shape: model.shape,
+      tokensPerBlock: model.tokensPerBlock,
+      blockCount: options.deviceBlocks,
+      hostBlockCount: options.hostBlocks,
+      // With a model engine the engine's own cache is the hot tier (on the GPU with a CUDA build), so the
+      // pages live in host memory: no context held twice on the device, no copy a turn does not need
+      // (docs/engines.md). The device backend serves engines that read paged KV directly.
+      backend: engine ? 'cpu' : options.backend,
+      device: options.device,
+      ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
+    });
+    openedPool = pool;
+    const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing: new KeyRing(options.keys, options.activeKeyId) });
+    openedCold = cold;
+    const grants = await GrantStore.open(join(options.tierDir, 'grants'));
+    const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder);
+    const tiers = new TieredMemory({
+      pool,
+      cold,
+      orphanMinAgeMs: options.orphanMinAgeMs,
+      mayWriteManifest: (contextId) => fences.stillHolder(contextId),
+      onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
+    });
+    const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
+    // Public keys only: this process can check capabilities but never mint one.
+    const capabilities = new CapabilityCheck(
+      new CapabilityVerifier(options.trustedKeys),
+      await EpochStore.open(join(options.tierDir, 'epochs')),
+      new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId),
+      (action) => metrics.denied(action),
+    );
+    const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
+    const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
+    const activities = createActivities({ memory, holder, ...(options.hooks ? { hooks: options.hooks } : {}) });
+    return {
+      memory,
+      activities,
+      metrics,
+      model,
+      backend,
+      engine,
+      async close() {
+        await cold.close();
+        await engine?.close();
+        pool.close();
+      },
+    };
+  } catch (err) {
+    await openedCold?.close().catch(() => undefined);
+    openedPool?.close();
+    await engine?.close().catch(() => undefined);
+    throw err;
+  }
 }
 
 /** The engine behind message turns: none for the synthetic engine (its turns are token counts). */
@@ -110,6 +123,7 @@ function poolModel(options: KvFabricWorkerOptions, engine: Engine | undefined): 
 
 /** The catalog's name for a shape (so clients can name it), else LxHxDxB. */
 function modelNameOf(shape: ModelShape): string {
-  const known = Object.values(MODELS).find((m) => bytesPerTokenOf(m.shape) === bytesPerTokenOf(shape) && m.shape.layers === shape.layers);
+  const same = (m: AgentModel) => (['layers', 'kvHeads', 'headDim', 'dtypeBytes'] as const).every((field) => m.shape[field] === shape[field]);
+  const known = Object.values(MODELS).find(same);
   return known?.name ?? `${shape.layers}x${shape.kvHeads}x${shape.headDim}x${shape.dtypeBytes}`;
 }
