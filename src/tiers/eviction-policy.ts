@@ -11,9 +11,9 @@ import type { Eviction } from './tier-report';
 /** The moves eviction makes, under the moved context's lock; each returns the bytes that changed tier. */
 export interface EvictionMoves {
   /** Device to host. */
-  demote(entry: ContextEntry, log: Eviction[]): Promise<number>;
+  demote: (entry: ContextEntry, log: Eviction[]) => Promise<number>;
   /** Host to disk; absent without a disk tier. */
-  spill?(entry: ContextEntry): Promise<number>;
+  spill?: (entry: ContextEntry) => Promise<number>;
 }
 
 export interface Watermarks {
@@ -136,7 +136,7 @@ export class EvictionPolicy {
       requester,
       (s) => !s.resident && s.hostPages > 0,
       () => this.pool.stats().host.freeBlocks >= target,
-      (entry) => spill.call(this.moves, entry),
+      spill,
       log,
     );
   }
