@@ -69,30 +69,18 @@ std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t ind
 namespace {
 
 ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
-  if (value.IsUndefined()) return ScrubPolicy::kOnTenantChange;
-  if (value.IsString()) {
-    const std::string s = value.As<Napi::String>().Utf8Value();
-    if (s == "on-tenant-change") return ScrubPolicy::kOnTenantChange;
-    if (s == "always") return ScrubPolicy::kAlways;
-  }
-  throwInvalid(env, "scrub must be 'on-tenant-change' or 'always'");
+  return choiceValue(env, value, ScrubPolicy::kOnTenantChange,
+                     {{"on-tenant-change", ScrubPolicy::kOnTenantChange}, {"always", ScrubPolicy::kAlways}},
+                     "scrub must be 'on-tenant-change' or 'always'");
 }
 
 cuda::BackendRequest backendOption(Napi::Env env, Napi::Object options) {
   cuda::BackendRequest request;
-  Napi::Value backend = options.Get("backend");
-  if (!backend.IsUndefined()) {
-    const std::string s = backend.IsString() ? backend.As<Napi::String>().Utf8Value() : "";
-    if (s == "auto") {
-      request.kind = cuda::BackendKind::kAuto;
-    } else if (s == "cpu") {
-      request.kind = cuda::BackendKind::kCpu;
-    } else if (s == "cuda") {
-      request.kind = cuda::BackendKind::kCuda;
-    } else {
-      throwInvalid(env, "backend must be 'auto', 'cpu' or 'cuda'");
-    }
-  }
+  request.kind = choiceValue(env, options.Get("backend"), request.kind,
+                             {{"auto", cuda::BackendKind::kAuto},
+                              {"cpu", cuda::BackendKind::kCpu},
+                              {"cuda", cuda::BackendKind::kCuda}},
+                             "backend must be 'auto', 'cpu' or 'cuda'");
   Napi::Value device = options.Get("device");
   if (!device.IsUndefined()) request.device = static_cast<int>(integerValue(env, device, "device", 0, 1023));
   Napi::Value fraction = options.Get("deviceMemoryFraction");

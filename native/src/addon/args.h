@@ -6,6 +6,9 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_backend.h"
@@ -37,6 +40,21 @@ uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64
 std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name, const char* item,
                                       uint64_t min);
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name);
+
+// A string naming one of `choices`, or `absent` when undefined; anything else is INVALID_ARGUMENT with
+// `rule` as the message.
+template <typename T>
+T choiceValue(Napi::Env env, Napi::Value value, T absent, std::initializer_list<std::pair<const char*, T>> choices,
+              const char* rule) {
+  if (value.IsUndefined()) return absent;
+  if (value.IsString()) {
+    const std::string s = value.As<Napi::String>().Utf8Value();
+    for (const auto& [name, choice] : choices) {
+      if (s == name) return choice;
+    }
+  }
+  throwInvalid(env, rule);
+}
 
 // The NativePool constructor's options object: the pool's shape and sizes, its scrub policy and the
 // backend request ({ layers, kvHeads, headDim, dtypeBytes, tokensPerBlock = 16, blockCount,

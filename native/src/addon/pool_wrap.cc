@@ -137,17 +137,6 @@ Napi::Value asPromise(Napi::Env env, Body body) {
   return deferred.Promise();
 }
 
-// beginFill's optional target: 'host' (default) or 'device'.
-Tier fillTargetArg(Napi::Env env, Napi::Value value) {
-  if (value.IsUndefined()) return Tier::kHost;
-  if (value.IsString()) {
-    const std::string s = value.As<Napi::String>().Utf8Value();
-    if (s == "host") return Tier::kHost;
-    if (s == "device") return Tier::kDevice;
-  }
-  throwInvalid(env, "a fill target must be 'host' or 'device'");
-}
-
 }  // namespace
 
 Napi::Function PoolWrap::define(Napi::Env env) {
@@ -484,7 +473,10 @@ Napi::Value PoolWrap::beginFill(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto pool = live(env);
   auto lease = std::make_unique<MoveLease>();
-  check(env, pool->beginFill(handleArg(info, 0, "context"), lease.get(), fillTargetArg(env, info[1])));
+  const uint64_t context = handleArg(info, 0, "context");
+  const Tier target = choiceValue(env, info[1], Tier::kHost, {{"host", Tier::kHost}, {"device", Tier::kDevice}},
+                                  "a fill target must be 'host' or 'device'");
+  check(env, pool->beginFill(context, lease.get(), target));
   const uint32_t id = nextLeaseId_++;
   Napi::Object out = Napi::Object::New(env);
   out.Set("lease", Napi::Number::New(env, id));
