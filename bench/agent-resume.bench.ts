@@ -11,7 +11,7 @@ import path from 'node:path';
 
 import type { AgentHandle } from '../src/client/agent-client';
 import { startAgentRig } from './agent-rig';
-import { modelContextSizes, option, printTable } from './measure';
+import { median, modelContextSizes, option, printTable } from './measure';
 
 const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
@@ -36,8 +36,6 @@ export interface AgentResumeRow {
   ratio: number;
   repeats: number;
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
   const started = performance.now();

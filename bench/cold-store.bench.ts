@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { ColdStore, KeyRing, type ColdBlockRef } from '../src/tiers/cold';
-import { dropPageCache, option, printTable } from './measure';
+import { dropPageCache, median, option, printTable } from './measure';
 
 const MiB = 1024 * 1024;
 const totalBytes = Number(option('--total-mib') ?? 1024) * MiB;
@@ -101,8 +101,6 @@ async function onePass(store: ColdStore, distinct: Buffer[], dropped: boolean): 
   for (const segmentRefs of refs) await store.deleteSegment(segmentRefs[0]!.segmentId);
   return { rawWrite: gbps(rawBytes, rawWrite), rawRead: gbps(rawBytes, rawRead), storeWrite: gbps(dataBytes, storeWrite), storeRead: gbps(dataBytes, storeRead) };
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function main(): Promise<void> {
   console.log(

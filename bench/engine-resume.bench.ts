@@ -19,7 +19,7 @@ import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
 import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
-import { dropPageCache, modelContextSizes, option, printTable } from './measure';
+import { dropPageCache, median, modelContextSizes, option, printTable } from './measure';
 
 const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
@@ -47,7 +47,6 @@ interface Row {
 }
 
 const now = () => performance.now();
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function greedy(sequence: LlamaContextSequence, count: number): Promise<Token[]> {
   // The last context token is fed again after erasing it, so both paths sample from the same logits.

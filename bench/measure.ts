@@ -16,6 +16,11 @@ export function modelContextSizes(text: string): number[] {
   return text.split(',').map((s) => (s === '8k' ? 8000 : s.endsWith('k') ? Number(s.slice(0, -1)) * 1024 : Number(s)));
 }
 
+/** The middle value (the upper one of an even count): robust to one slow repeat on a shared machine. */
+export function median(values: number[]): number {
+  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
+
 export interface Rate {
   opsPerSecond: number;
   ops: number;

@@ -21,7 +21,7 @@ import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { MODELS } from '../src/workflows/models';
-import { dropPageCache, option, printTable } from './measure';
+import { dropPageCache, median, option, printTable } from './measure';
 
 const LLAMA = MODELS['llama-3-8b']!;
 const BYTES_PER_TOKEN = bytesPerTokenOf(LLAMA.shape);
@@ -56,8 +56,6 @@ export interface ResumeRow {
   verifyMs?: number;
   repeats: number;
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function libraryRows(): Promise<ResumeRow[]> {
   const rows: ResumeRow[] = [];
