@@ -1,9 +1,11 @@
 // Resume: the time to bring a Llama-3-8B-shaped context (128 KiB of KV per token) back to the device,
 // from the host tier and from the disk tier, two ways:
-//   library   TieredMemory.restore alone (the cold store checks its GCM tags and CRCs; no digest);
-//   temporal  a resume update sent by the client -> the restored, verified context in its result, through
-//             a dev server and an in-process GPU worker (scripts/measure-agent.ts's set-up), with the
-//             worker's own restore and verify times, so the workflow's overhead is the remainder.
+//   library   TieredMemory.restore alone (every block checked against its page checksum as it is copied,
+//             the cold store's GCM tags; no digest);
+//   temporal  a resume update sent by the client -> the restored context, checked against the digest its
+//             workflow recorded, in its result, through a dev server and an in-process GPU worker
+//             (scripts/measure-agent.ts's set-up), with the worker's own restore and verify times, and
+//             the round trip of a resume that restores nothing (the context already resident).
 // Recomputing the same contexts (prefill of Llama-3-8B on an H200) took 264 ms (8k), 1.31 s (32k) and
 // 11.3 s (128k) in the issue: the reference a resume must beat.
 //   npx tsx bench/resume.bench.ts [--mode library|temporal] [--tokens 8k,32k] [--repeats 3] [--json FILE]
@@ -48,7 +50,8 @@ export interface ResumeRow {
   path: 'library' | 'temporal';
   tokens: number;
   bytes: number;
-  from: 'host' | 'disk';
+  /** 'resident': a resume update of a context already on the device, which restores nothing: the round trip. */
+  from: 'host' | 'disk' | 'resident';
   /** Median over the repeats: end to end (temporal: update sent -> result; library: restore()). */
   totalMs: number;
   /** Temporal only: the worker's restore and verify times (medians of the same samples). */
@@ -168,6 +171,15 @@ async function temporalRows(): Promise<ResumeRow[]> {
     for (const tokens of fitting) {
       const agent = await agents.start({ agentId: `resume-${tokens}`, tenant: 'bench', model: LLAMA, config: hours });
       for (let done = 0; done < tokens; done += 1024) await agent.turn(Math.min(1024, tokens - done));
+      // The update's own round trip through the server and the worker: a resume that restores nothing.
+      const roundTrips: number[] = [];
+      for (let i = 0; i < Math.max(repeats, 5); i++) {
+        const started = performance.now();
+        await agent.resume();
+        roundTrips.push(performance.now() - started);
+      }
+      rows.push({ path: 'temporal', tokens, bytes: tokens * BYTES_PER_TOKEN, from: 'resident', totalMs: median(roundTrips), repeats: roundTrips.length });
+      console.log(`temporal  ${label(tokens)} resident (round trip): ${median(roundTrips).toFixed(0)} ms`);
       for (const from of ['host', 'disk'] as const) {
         const samples: Array<{ total: number; restore: number; verify: number }> = [];
         for (let i = 0; i < repeats; i++) {

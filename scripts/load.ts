@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { AgentClient, type AgentConfigOverrides } from '../src/client/agent-client';
-import { ContextDigest } from '../src/agent-memory/context-digest';
+import { digestOfBytes } from '../src/agent-memory/context-digest';
 import { syntheticKv } from '../src/engines/synthetic/synthetic-kv';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startDevServer } from '../src/dev-server/dev-server';
@@ -86,9 +86,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
       const id = `load-${index}`;
       const history: Array<[string, number, number]> = [];
       const digestOf = (entries: Array<[string, number, number]>) => {
-        const digest = ContextDigest.fresh(BYTES_PER_TOKEN);
-        for (const [agentId, turn, tokens] of entries) digest.update(syntheticKv(agentId, turn, tokens, BYTES_PER_TOKEN));
-        return digest.finish().value;
+        const bytes = Buffer.concat(entries.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, BYTES_PER_TOKEN)));
+        return digestOfBytes(bytes, BYTES_PER_TOKEN, TINY.tokensPerBlock).value;
       };
       const agent = await client.start({ agentId: id, tenant: `tenant-${index % 4}`, model: TINY, config: CONFIG });
       for (let turn = 0; turn < options.turns; turn++) {

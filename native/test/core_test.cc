@@ -1,5 +1,6 @@
 // The C++ core's own test: no Node-API involved. Exercises the allocator directly, including the
 // lease paths (abort, zombie blocks) that the TypeScript suite can only reach indirectly.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -296,7 +297,7 @@ static void testSpillFillAndImport() {
     std::vector<uint64_t> keys;
     for (size_t i = 0; i < spill.blocks(); ++i) {
       disk.emplace_back(32);
-      spill.copyBlock(i, disk.back().data());
+      CHECK(spill.copyBlock(i, disk.back().data()).isOk());
       keys.push_back(100 + i);
     }
     CHECK(spill.commit(keys.data(), keys.size(), true).isOk());
@@ -334,7 +335,7 @@ static void testSpillFillAndImport() {
     // Straight to the device: a context whose pages are only on disk becomes resident in one fill.
     Handle direct;
     const uint64_t diskOnly[2] = {200, 201};
-    CHECK(pool->importContext(1, 5, diskOnly, 2, &direct).isOk());
+    CHECK(pool->importContext(1, 5, diskOnly, nullptr, 2, &direct).isOk());
     const uint64_t deviceUsed = pool->stats().usedBlocks;
     {
       MoveLease fill;
@@ -363,8 +364,8 @@ static void testSpillFillAndImport() {
 
   Handle imported;
   const uint64_t keys[2] = {100, 101};
-  CHECK(pool->importContext(1, 9, keys, 2, &imported).code() == Code::kInvalidArgument);
-  CHECK(pool->importContext(1, 5, keys, 2, &imported).isOk());
+  CHECK(pool->importContext(1, 9, keys, nullptr, 2, &imported).code() == Code::kInvalidArgument);
+  CHECK(pool->importContext(1, 5, keys, nullptr, 2, &imported).isOk());
   ContextStats cs;
   CHECK(pool->contextStats(imported, &cs).isOk() && !cs.resident && cs.diskOnlyPages == 2 && cs.tokens == 5);
   CHECK(pool->release(imported).isOk());
@@ -384,6 +385,111 @@ static void testHostTierFull() {
   CHECK(pool->stats().host.freeBlocks == 1);
 }
 
+// The checksum a page carries is CRC-32C of its tokens in token-major order, however they were appended;
+// a byte changed in a tier is found by the move that copies it, which then moves nothing.
+static void testChecksums() {
+  const char* nine = "123456789";
+  CHECK(crc32c(0, reinterpret_cast<const uint8_t*>(nine), 9) == 0xE3069283u);  // the standard check value
+  std::vector<uint8_t> long_(50000);
+  for (size_t i = 0; i < long_.size(); ++i) long_[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+  const uint32_t whole = crc32c(0, long_.data(), long_.size());
+  CHECK(crc32c(crc32c(0, long_.data(), 1234), long_.data() + 1234, long_.size() - 1234) == whole);
+  CHECK(crc32cCombine(crc32c(0, long_.data(), 20000), crc32c(0, long_.data() + 20000, 30000), 30000) == whole);
+
+  PoolConfig config;
+  config.shape = {3, 2, 4, 2};  // 6 planes of 16-byte pieces: 96 bytes a token
+  config.tokensPerBlock = 5;
+  config.blockCount = 8;
+  config.hostBlockCount = 8;
+  std::unique_ptr<BlockMemory> hostMemory;
+  BlockLayout layout;
+  CHECK(PagedAllocator::validate(config, &layout).isOk());
+  CHECK(HostBlockMemory::create(layout, config.hostBlockCount, &hostMemory).isOk());
+  BlockMemory* host = hostMemory.get();
+  std::unique_ptr<PagedAllocator> pool;
+  CHECK(PagedAllocator::create(config, nullptr, std::move(hostMemory), &pool).isOk());
+
+  Handle a, b;
+  CHECK(pool->createContext(1, &a).isOk());
+  std::vector<uint8_t> kv(12 * 96);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<uint8_t>(i * 31 + 5);
+  // 12 tokens in three appends that split blocks differently; then a fork whose next append copies on write.
+  CHECK(pool->append(a, kv.data(), 3 * 96).isOk());
+  CHECK(pool->append(a, kv.data() + 3 * 96, 4 * 96).isOk());
+  CHECK(pool->fork(a, &b).isOk());
+  CHECK(pool->append(a, kv.data() + 7 * 96, 5 * 96).isOk());
+  std::vector<uint32_t> sums;
+  CHECK(pool->pageChecksums(a, &sums).isOk() && sums.size() == 3);
+  for (size_t page = 0; page < 3; ++page) {
+    CHECK(sums[page] == crc32c(0, kv.data() + page * 5 * 96, std::min<size_t>(5, 12 - page * 5) * 96));
+  }
+  std::vector<uint32_t> forkSums;
+  CHECK(pool->pageChecksums(b, &forkSums).isOk() && forkSums.size() == 2);
+  CHECK(forkSums[0] == sums[0] && forkSums[1] == crc32c(0, kv.data() + 5 * 96, 2 * 96));
+
+  // Offloaded, one byte of page 1 flipped in host memory: the restore refuses, naming the page, and moves nothing.
+  CHECK(pool->demote(a).isOk());
+  uint8_t* flipped = nullptr;
+  for (uint32_t frame = 0; frame < config.hostBlockCount && flipped == nullptr; ++frame) {
+    uint8_t* bytes = host->hostAddress(frame);
+    if (std::memcmp(bytes, kv.data() + 5 * 96, 16) == 0) flipped = bytes + 16 * 5 + 3;  // plane 1, token 0
+  }
+  CHECK(flipped != nullptr);
+  if (flipped == nullptr) return;
+  *flipped ^= 0x40;
+  Status st = pool->promote(a);
+  CHECK(st.code() == Code::kIntegrity && st.message().find("page 1 ") == 0);
+  ContextStats cs;
+  CHECK(pool->contextStats(a, &cs).isOk() && !cs.resident && cs.hostPages == 2);  // page 0 stays: the fork uses it
+  // So does a spill: a changed block is not written to disk as if it were the appended one.
+  {
+    SpillLease spill;
+    CHECK(pool->beginSpill(a, &spill).isOk());
+    std::vector<uint8_t> out(layout.blockBytes);
+    CHECK(spill.copyBlock(0, out.data()).isOk());
+    CHECK(spill.copyBlock(1, out.data()).code() == Code::kIntegrity);
+  }
+  *flipped ^= 0x40;
+  CHECK(pool->promote(a).isOk());
+  std::vector<uint8_t> back;
+  CHECK(pool->read(a, 0, 12, &back).isOk() && back == kv);
+
+  // Disk: a fill checks each block against the page's checksum; an import without checksums learns them.
+  CHECK(pool->demote(a).isOk());
+  std::vector<std::vector<uint8_t>> disk;
+  std::vector<uint64_t> keys;
+  {
+    SpillLease spill;
+    CHECK(pool->beginSpill(a, &spill).isOk());
+    for (size_t i = 0; i < spill.blocks(); ++i) {
+      disk.emplace_back(layout.blockBytes);
+      CHECK(spill.copyBlock(i, disk.back().data()).isOk());
+      keys.push_back(300 + i);
+    }
+    CHECK(spill.commit(keys.data(), keys.size(), true).isOk());
+  }
+  Handle withSums, withoutSums;
+  CHECK(pool->importContext(1, 12, keys.data(), sums.data(), 3, &withSums).isOk());
+  CHECK(pool->importContext(1, 12, keys.data(), nullptr, 3, &withoutSums).isOk());
+  std::vector<uint32_t> none;
+  CHECK(pool->pageChecksums(withoutSums, &none).code() == Code::kInvalidState);
+  {
+    MoveLease fill;
+    CHECK(pool->beginFill(withSums, &fill, Tier::kDevice).isOk());
+    CHECK(fill.write(0, disk[1].data(), layout.blockBytes).code() == Code::kIntegrity);  // another page's bytes
+  }
+  CHECK(pool->contextStats(withSums, &cs).isOk() && cs.diskOnlyPages == 3);
+  for (Handle h : {withSums, withoutSums}) {
+    MoveLease fill;
+    CHECK(pool->beginFill(h, &fill, Tier::kDevice).isOk());
+    for (size_t i = 0; i < 3; ++i) CHECK(fill.write(i, disk[i].data(), layout.blockBytes).isOk());
+    CHECK(fill.commit().isOk());
+    std::vector<uint32_t> learnt;
+    CHECK(pool->pageChecksums(h, &learnt).isOk() && learnt == sums);
+    CHECK(pool->read(h, 0, 12, &back).isOk() && back == kv);
+  }
+}
+
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
@@ -397,6 +503,7 @@ int main() {
   testSharedBlocksMoveOnce();
   testSpillFillAndImport();
   testHostTierFull();
+  testChecksums();
   std::printf("core: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 // Temporal, so the drain at shutdown and tests use it directly.
 import type { Engine } from '../engines/engine';
 import { syntheticKv } from '../engines/synthetic/synthetic-kv';
+import { crc32c } from '../fabric/checksum';
 import { FabricError, isFabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
@@ -15,9 +16,10 @@ import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore, ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
-import { ContextDigest, type DigestState } from './context-digest';
+import { pageDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
 import { engineNoteOf, type EngineNote } from './engine-note';
+import { ChainDigest, isChainDigest, type ChainDigestState } from './legacy-chain-digest';
 import type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
@@ -284,8 +286,9 @@ export class AgentMemory {
     } else {
       throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
     }
-    const { digest, appended } = await this.digestAfter(contextId, before, tokens, turn);
-    if (alreadyApplied && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
+    const digest = await this.digestAfter(contextId, before, tokens, turn);
+    const appended = alreadyApplied ? await this.tiers.read(contextId, before.tokens, tokens) : undefined;
+    if (appended && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
       throw new FabricError('INTEGRITY', `context ${contextId} ends with bytes that are not turn ${turn}`);
     }
     return { digest, alreadyApplied };
@@ -302,7 +305,7 @@ export class AgentMemory {
     const note = engineNoteOf(contextId, this.tiers.attachment(contextId), held);
     if (held > before.tokens && note?.lastTurn?.at === before.tokens) {
       // Applied by an attempt whose worker was lost: the reply it gave comes from the note.
-      const { digest } = await this.digestAfter(contextId, before, held - before.tokens, 'its last');
+      const digest = await this.digestAfter(contextId, before, held - before.tokens, 'its last');
       return { digest, alreadyApplied: true, reply: note.lastTurn.reply };
     }
     if (held !== before.tokens) throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
@@ -325,24 +328,41 @@ export class AgentMemory {
       throw err;
     }
     this.observer?.transferred('append', result.appended.kv.byteLength);
-    const { digest } = await this.digestAfter(contextId, before, result.appended.tokens.length, 'this');
+    const digest = await this.digestAfter(contextId, before, result.appended.tokens.length, 'this');
     return { digest, alreadyApplied: false, reply };
   }
 
   /**
-   * The digest after `added` tokens past `before`, re-reading from the last whole digest chunk (the partly
-   * filled chunk before the turn, then the turn); INTEGRITY if the context no longer starts as recorded.
+   * The digest after `added` tokens past `before`; INTEGRITY if the context no longer starts as the
+   * workflow recorded before the turn.
    */
-  private async digestAfter(contextId: string, before: DigestState, added: number, turn: number | string): Promise<{ digest: DigestState; appended: Uint8Array }> {
-    const { bytesPerToken } = this.layout;
-    const tail = await this.tiers.read(contextId, before.chainedTokens, before.tokens + added - before.chainedTokens);
-    const split = (before.tokens - before.chainedTokens) * bytesPerToken;
-    const digest = ContextDigest.resume(before, bytesPerToken).update(tail.subarray(0, split));
-    if (digest.finish().value !== before.value) {
+  private async digestAfter(contextId: string, before: DigestState, added: number, turn: number | string): Promise<DigestState> {
+    if (!(await this.matches(contextId, before))) {
       throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before ${typeof turn === 'number' ? `turn ${turn}` : `${turn} turn`}`);
     }
-    const appended = tail.subarray(split);
-    return { digest: digest.update(appended).finish(), appended };
+    return this.digestAt(contextId, before.tokens + added);
+  }
+
+  /**
+   * The digest of the context's first `tokens` tokens, from the page checksums; a prefix that ends inside
+   * a page re-reads that page's first tokens (at most one page).
+   */
+  private async digestAt(contextId: string, tokens: number): Promise<DigestState> {
+    const { tokensPerBlock } = this.layout;
+    const sums = Array.from(this.tiers.pageChecksums(contextId).subarray(0, Math.ceil(tokens / tokensPerBlock)));
+    const inPage = tokens % tokensPerBlock;
+    // The last page holds more than the prefix's share of it: sum just that share.
+    if (inPage !== 0 && this.tiers.contextStats(contextId).tokens > tokens) {
+      sums[sums.length - 1] = crc32c(await this.tiers.read(contextId, tokens - inPage, inPage));
+    }
+    return pageDigest(sums, tokens, tokensPerBlock);
+  }
+
+  /** Whether the context's first `recorded.tokens` tokens are the ones the digest was taken of. */
+  private async matches(contextId: string, recorded: DigestState): Promise<boolean> {
+    if (this.tiers.contextStats(contextId).tokens < recorded.tokens) return false;
+    if (isChainDigest(recorded)) return (await this.verifyChain(contextId, recorded)).value === recorded.value;
+    return (await this.digestAt(contextId, recorded.tokens)).value === recorded.value;
   }
 
   // ---- tiers ----
@@ -382,48 +402,45 @@ export class AgentMemory {
   }
 
   /**
-   * Recomputes the digest over every token of the context. The first `expected.tokens` must digest to
-   * `expected.value`; INTEGRITY otherwise. Returns the digest of the whole context.
+   * Checks the context against the digest its workflow recorded: its first `expected.tokens` tokens must
+   * have that digest (INTEGRITY otherwise). Returns the digest of the whole context. The bytes were checked
+   * against their page checksums by the moves that brought them back; this compares the checksums, in
+   * order, with the record, re-reading at most one page. A legacy chain digest is checked the old way,
+   * over every byte, once.
    */
   async verify(contextId: string, expected: DigestState): Promise<DigestState> {
-    const { bytesPerToken } = this.layout;
     const total = this.tiers.contextStats(contextId).tokens;
     if (total < expected.tokens) {
       throw new FabricError('INTEGRITY', `context ${contextId} came back with ${total} tokens; the workflow recorded ${expected.tokens}`);
     }
-    const slice = Math.max(1, Math.floor(VERIFY_SLICE_BYTES / bytesPerToken));
-    const digest = ContextDigest.fresh(bytesPerToken);
-    const check = (): void => {
-      if (digest.finish().value !== expected.value) {
-        throw new FabricError('INTEGRITY', `context ${contextId}: the restored bytes do not match the digest its workflow recorded`);
-      }
-    };
-    // Slice ends, with one at the recorded length so the prefix is checked exactly there.
-    const ends: number[] = [];
-    for (let at = 0; at < total; ) {
-      at = Math.min(at + slice, at < expected.tokens ? expected.tokens : total);
-      ends.push(at);
+    if (!(await this.matches(contextId, expected))) {
+      throw new FabricError('INTEGRITY', `context ${contextId}: the restored pages do not match the digest its workflow recorded`);
     }
-    const readSlice = (i: number): Promise<Uint8Array> | undefined => {
-      const start = i === 0 ? 0 : ends[i - 1]!;
-      return i < ends.length ? this.tiers.read(contextId, start, ends[i]! - start) : undefined;
-    };
+    return this.digestAt(contextId, total);
+  }
+
+  /** The legacy chain digest of the context's first `recorded.tokens` tokens, read slice by slice. */
+  private async verifyChain(contextId: string, recorded: ChainDigestState): Promise<ChainDigestState> {
+    const { bytesPerToken } = this.layout;
+    const slice = Math.max(1, Math.floor(VERIFY_SLICE_BYTES / bytesPerToken));
+    const digest = ChainDigest.fresh(bytesPerToken);
+    const readSlice = (start: number): Promise<Uint8Array> | undefined =>
+      start < recorded.tokens ? this.tiers.read(contextId, start, Math.min(slice, recorded.tokens - start)) : undefined;
     this.verifying.set(contextId, 0);
     let next: Promise<Uint8Array> | undefined;
     try {
-      if (expected.tokens === 0) check();
       // The next slice is read (on the thread pool) while this one is hashed.
       next = readSlice(0);
-      for (let i = 0; next; i++) {
+      for (let at = 0; next; ) {
         const bytes = await next;
-        next = readSlice(i + 1);
+        at += bytes.byteLength / bytesPerToken;
+        next = readSlice(at);
         digest.update(bytes);
-        this.verifying.set(contextId, ends[i]!);
-        if (ends[i] === expected.tokens) check();
+        this.verifying.set(contextId, at);
       }
       return digest.finish();
     } finally {
-      next?.catch(() => undefined); // a read still in flight when a check failed
+      next?.catch(() => undefined);
       this.verifying.delete(contextId);
     }
   }

@@ -1,88 +1,48 @@
-// The checksum that lets a workflow verify a context byte-exact without ever holding its bytes: a SHA-256
-// chain over fixed chunks of tokens, so an append folds in only the new bytes (plus the partly filled
-// last chunk, re-read from the context) instead of rehashing everything, and a restore recomputes it
-// from scratch over what came back.
+// The digest a workflow keeps of its context, so a restore is checked against what the workflow recorded
+// without the workflow holding a byte and without the worker re-reading one: SHA-256 over the ordered
+// page checksums (CRC-32C of each page's tokens, kept by the allocator and checked by every tier move
+// as it copies the page) and the token count. A stale or swapped copy has other checksums or another
+// order; a changed byte fails the move that copies it. A prefix ending inside a page re-reads that
+// page's first tokens only.
 import { createHash } from 'node:crypto';
 
-/** Tokens per chained chunk: independent of the pool's block size, so digests survive re-layouts. */
-export const DIGEST_CHUNK_TOKENS = 16;
-const DOMAIN = 'kvfabric.context-digest.v1';
+import { crc32c } from '../fabric/checksum';
 
-/** Carried in workflow state (hex strings, never bytes). */
+const DOMAIN = 'kvfabric.context-digest.v2';
+
+/** Carried in workflow state (hex and numbers, never bytes). */
 export interface DigestState {
-  /** Chain value over the first `chainedTokens` tokens (whole chunks). */
-  chain: string;
-  chainedTokens: number;
-  /** Digest of the whole context: the chain, the unchained tail and the token count. */
+  /** 'page-checksums'; absent in digests recorded before it (legacy-chain-digest.ts). */
+  scheme?: 'page-checksums';
+  /** Hex SHA-256 of the context's first `tokens` tokens, as the scheme defines it. */
   value: string;
   tokens: number;
+  /** Legacy chain digests only. */
+  chain?: string;
+  chainedTokens?: number;
+}
+
+/** The digest of `tokens` tokens whose pages (tokensPerBlock each, the last one partial) have these checksums. */
+export function pageDigest(checksums: ArrayLike<number>, tokens: number, tokensPerBlock: number): DigestState {
+  const pages = Math.ceil(tokens / tokensPerBlock);
+  if (checksums.length !== pages) throw new RangeError(`${tokens} tokens fill ${pages} pages, got ${checksums.length} checksums`);
+  const header = Buffer.alloc(8);
+  header.writeBigUInt64BE(BigInt(tokens));
+  const sums = Buffer.alloc(4 * pages);
+  for (let i = 0; i < pages; i++) sums.writeUInt32BE(checksums[i]! >>> 0, 4 * i);
+  const value = createHash('sha256').update(DOMAIN).update(header).update(sums).digest('hex');
+  return { scheme: 'page-checksums', value, tokens };
 }
 
 export function emptyDigest(): DigestState {
-  return new ContextDigest(initialChain(), 0, 0).finish();
+  return pageDigest([], 0, 1);
 }
 
-function initialChain(): Buffer {
-  return createHash('sha256').update(DOMAIN).digest();
-}
-
-/**
- * Builds a DigestState from a starting chain and the token-major bytes that follow it. Bytes may arrive
- * in any slicing; only whole chunks are folded into the chain.
- */
-export class ContextDigest {
-  private chain: Buffer;
-  private chainedTokens: number;
-  private readonly pending: Buffer[] = [];
-  private pendingBytes = 0;
-  private readonly chunkBytes: number;
-
-  constructor(
-    chain: Buffer,
-    chainedTokens: number,
-    private readonly bytesPerToken: number,
-  ) {
-    this.chain = chain;
-    this.chainedTokens = chainedTokens;
-    this.chunkBytes = DIGEST_CHUNK_TOKENS * bytesPerToken;
-  }
-
-  /** Continues from a carried state; the caller then feeds the tokens from `state.chainedTokens` on. */
-  static resume(state: DigestState, bytesPerToken: number): ContextDigest {
-    return new ContextDigest(Buffer.from(state.chain, 'hex'), state.chainedTokens, bytesPerToken);
-  }
-
-  static fresh(bytesPerToken: number): ContextDigest {
-    return new ContextDigest(initialChain(), 0, bytesPerToken);
-  }
-
-  update(bytes: Uint8Array): this {
-    let view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    while (view.length > 0) {
-      const take = Math.min(view.length, this.chunkBytes - this.pendingBytes);
-      this.pending.push(view.subarray(0, take));
-      this.pendingBytes += take;
-      view = view.subarray(take);
-      if (this.pendingBytes === this.chunkBytes) this.fold();
-    }
-    return this;
-  }
-
-  finish(): DigestState {
-    const tailTokens = this.bytesPerToken === 0 ? 0 : this.pendingBytes / this.bytesPerToken;
-    const tokens = this.chainedTokens + tailTokens;
-    const count = Buffer.alloc(8);
-    count.writeBigUInt64BE(BigInt(tokens));
-    const value = createHash('sha256').update(this.chain).update(Buffer.concat(this.pending)).update(count).digest('hex');
-    return { chain: this.chain.toString('hex'), chainedTokens: this.chainedTokens, value, tokens };
-  }
-
-  private fold(): void {
-    const hash = createHash('sha256').update(this.chain);
-    for (const part of this.pending) hash.update(part);
-    this.chain = hash.digest();
-    this.chainedTokens += DIGEST_CHUNK_TOKENS;
-    this.pending.length = 0;
-    this.pendingBytes = 0;
-  }
+/** The digest of token-major bytes: what a context holding them has (tests and tools; no allocator needed). */
+export function digestOfBytes(bytes: Uint8Array, bytesPerToken: number, tokensPerBlock: number): DigestState {
+  const tokens = bytes.byteLength / bytesPerToken;
+  const pageBytes = tokensPerBlock * bytesPerToken;
+  const sums: number[] = [];
+  for (let at = 0; at < bytes.byteLength; at += pageBytes) sums.push(crc32c(bytes.subarray(at, Math.min(at + pageBytes, bytes.byteLength))));
+  return pageDigest(sums, tokens, tokensPerBlock);
 }

@@ -25,6 +25,7 @@ export interface NormalizedPoolOptions {
   backend: Backend;
   device: number;
   deviceMemoryFraction?: number;
+  verifyMoves: boolean;
 }
 
 export const BACKENDS: readonly Backend[] = ['auto', 'cpu', 'cuda'];
@@ -120,6 +121,8 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
   if (fraction !== undefined && !(typeof fraction === 'number' && fraction > 0 && fraction <= 1)) {
     throw invalid(`deviceMemoryFraction must be a number in (0, 1], got ${describe(fraction)}`);
   }
+  const verifyMoves: unknown = options.verifyMoves ?? true;
+  if (typeof verifyMoves !== 'boolean') throw invalid(`verifyMoves must be a boolean, got ${describe(verifyMoves)}`);
   return {
     shape: { layers: shape.layers, kvHeads: shape.kvHeads, headDim: shape.headDim, dtypeBytes: shape.dtypeBytes },
     blockCount,
@@ -129,6 +132,7 @@ export function validatePoolOptions(options: PoolOptions): NormalizedPoolOptions
     maxContexts,
     backend,
     device,
+    verifyMoves,
     ...(fraction === undefined ? {} : { deviceMemoryFraction: fraction as number }),
   };
 }

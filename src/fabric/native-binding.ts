@@ -44,6 +44,7 @@ interface NativeBinding {
   NativePool: new (options: object) => NativePool;
   registerErrorClass(errorClass: typeof FabricError): void;
   cudaProbe(device?: number): CudaProbe;
+  crc32c(bytes: Uint8Array, previous?: number): number;
   cudaTransferBench(options: { device: number; totalBytes: number; blockBytes: number[]; repeats: number }): {
     deviceName: string;
     kernel: string;
@@ -52,7 +53,7 @@ interface NativeBinding {
   abiVersion: number;
 }
 
-const EXPECTED_ABI = 2;
+const EXPECTED_ABI = 3;
 let binding: NativeBinding | undefined;
 
 function packageRoot(): string {

@@ -66,6 +66,11 @@ export interface PoolOptions {
   scrub?: ScrubPolicy;
   /** Upper bound on live contexts (default 1,048,576). */
   maxContexts?: number;
+  /**
+   * Check every block a tier move copies against its checksum (default true). Off only to measure what
+   * the check costs (bench/tiers.bench.ts); a move then trusts the bytes it copies.
+   */
+  verifyMoves?: boolean;
 }
 
 /**
@@ -175,7 +180,8 @@ export interface TierPrimitives {
   promote(ctx: ContextHandle): Promise<void>;
   /** Blocks of ctx without a disk copy, to be written by the disk tier. */
   beginSpill(ctx: ContextHandle): { lease: number; blocks: number };
-  spillRead(lease: number, index: number): Uint8Array;
+  /** One spilled block's bytes: a new buffer, or copied into `into` (exactly one block) and returned. */
+  spillRead(lease: number, index: number, into?: Uint8Array): Uint8Array;
   /** One non-zero disk key per spilled block; dropHostFrames frees host frames of an offloaded context. */
   commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
   /**
@@ -187,8 +193,12 @@ export interface TierPrimitives {
   fillWrite(lease: number, index: number, bytes: Uint8Array): void;
   commitFill(lease: number): void;
   abortLease(lease: number): void;
-  /** An offloaded context whose pages are only on disk: a restore in a new process. */
-  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array): ContextHandle;
+  /**
+   * An offloaded context whose pages are only on disk: a restore in a new process. checksums (one per
+   * page, from the manifest) are what each page's fill is checked against; without them (a manifest
+   * written before checksums) each fill records the checksum of what it brought back.
+   */
+  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array, checksums?: Uint32Array): ContextHandle;
   /** Disk keys of blocks freed (or rewritten) since the last call: their disk copies can be deleted. */
   takeFreedDiskKeys(): Float64Array;
   /** Each page's disk key, 0 where the page has no disk copy. */
@@ -197,6 +207,12 @@ export interface TierPrimitives {
   forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void;
   /** Each page's residency. */
   pageResidency(ctx: ContextHandle): Tier[];
+  /**
+   * Each page's checksum: CRC-32C of its tokens' bytes in token-major order, kept by the appends that
+   * wrote them and checked by every tier move that copies the page (a mismatch fails the move with
+   * INTEGRITY naming the page). INVALID_STATE while a page imported without one is still on disk.
+   */
+  pageChecksums(ctx: ContextHandle): Uint32Array;
 }
 
 export type { Tier } from './tier';

@@ -2,11 +2,12 @@
 // (spill), reading them back into frames (fill), adopting a context from its manifest alone, and the
 // disk ledger that deletes a segment exactly when nothing uses it any more, here or in any manifest of
 // the shared directory. Every method that takes a ContextEntry runs under that context's lock.
-import { FabricError, isFabricError } from '../fabric/errors';
+import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { ContextHandle, TenantId } from '../fabric/types';
 import type { ColdBlockRef, ColdStore, ContextManifest, ReadManifestOptions } from './cold';
 import type { ContextEntry } from './context-registry';
+import { namingContext } from './context-errors';
 import { DiskLedger } from './disk-ledger';
 
 export interface DurableCopiesOptions {
@@ -60,10 +61,12 @@ export class DurableCopies {
     const written: ColdBlockRef[] = [];
     let keys: Float64Array | undefined;
     try {
+      const { blockBytes } = this.pool.layout;
       for (let start = 0; start < blocks; start += this.blocksPerSegment) {
-        const chunk: Uint8Array[] = [];
-        for (let i = start; i < Math.min(blocks, start + this.blocksPerSegment); i++) chunk.push(this.pool.spillRead(lease, i));
-        written.push(...(await this.cold.writeSegment({ tenant: entry.tenant, contextId, version }, chunk)));
+        // Each block goes from its frame straight into the store's staging memory, checked against its page
+        // checksum on the way; the store adds no checksum of its own (fill checks the pages again).
+        const source = { count: Math.min(this.blocksPerSegment, blocks - start), blockBytes, copy: (i: number, target: Uint8Array) => this.pool.spillRead(lease, start + i, target) };
+        written.push(...(await this.cold.writeSegment({ tenant: entry.tenant, contextId, version }, source, { plaintextChecksums: false })));
       }
       // A slow spill's segments may look like garbage to a sweep by now: check them before the bytes
       // they hold leave memory.
@@ -76,7 +79,7 @@ export class DurableCopies {
       const orphaned = keys ? this.ledger.forget(keys) : [...new Set(written.map((ref) => ref.segmentId))];
       await this.deleteSegments(orphaned).catch(() => undefined);
       if (err instanceof SegmentsVanished) return this.spillAgain(entry, dropHostFrames, rewritten);
-      throw err;
+      throw namingContext(err, entry.id);
     }
     if (blocks === 0 && entry.manifest) return 0; // every append leaves a page without a disk copy: unchanged, keep the version
     const pageKeys = this.pool.pageDiskKeys(entry.handle);
@@ -92,6 +95,7 @@ export class DurableCopies {
       tokens: this.pool.contextStats(entry.handle).tokens,
       layout: { bytesPerToken: layout.bytesPerToken, tokensPerBlock: layout.tokensPerBlock, blockBytes: layout.blockBytes },
       pages,
+      pageChecksums: Array.from(this.pool.pageChecksums(entry.handle)),
       createdAt: new Date().toISOString(),
       ...(entry.attachment ? { attachment: entry.attachment } : {}),
     };
@@ -118,17 +122,14 @@ export class DurableCopies {
     try {
       for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
         const keys = diskKeys.subarray(start, start + this.blocksPerSegment);
-        const blocks = await this.cold.readBlocks(Array.from(keys, (key) => this.ledger.ref(key)), entry.tenant);
-        blocks.forEach((bytes, i) => this.pool.fillWrite(lease, start + i, bytes));
+        // Each block from the store's staging memory straight into its frame, checked against its page checksum.
+        await this.cold.readBlocks(Array.from(keys, (key) => this.ledger.ref(key)), entry.tenant, (i, bytes) => this.pool.fillWrite(lease, start + i, bytes));
       }
       this.pool.commitFill(lease);
       return diskKeys.length;
     } catch (err) {
       this.pool.abortLease(lease);
-      if (isFabricError(err, 'INTEGRITY') && !err.message.includes(entry.id)) {
-        throw new FabricError('INTEGRITY', `context ${entry.id}: ${err.message}`);
-      }
-      throw err;
+      throw namingContext(err, entry.id);
     }
   }
 
@@ -147,7 +148,8 @@ export class DurableCopies {
       throw new FabricError('INVALID_STATE', `context ${contextId} was written for another block layout`);
     }
     const keys = Float64Array.from(manifest.pages, (page) => this.ledger.register(page));
-    const handle: ContextHandle = this.pool.importContext(manifest.tenant, manifest.tokens, keys);
+    const checksums = manifest.pageChecksums ? Uint32Array.from(manifest.pageChecksums) : undefined;
+    const handle: ContextHandle = this.pool.importContext(manifest.tenant, manifest.tokens, keys, checksums);
     this.ledger.retainManifest(manifest.pages);
     return {
       id: contextId,
@@ -265,3 +267,4 @@ export class DurableCopies {
     }
   }
 }
+

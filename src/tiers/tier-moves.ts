@@ -3,6 +3,7 @@
 // of this process (drop). Room is made by the eviction policy, which logs what it pushed aside.
 import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
+import { moveNamed } from './context-errors';
 import type { ContextEntry, ContextRegistry } from './context-registry';
 import { ContextFenced, type DurableCopies } from './durable-copies';
 import type { EvictionPolicy } from './eviction-policy';
@@ -21,7 +22,7 @@ export class TierMoves {
     const stats = () => this.pool.contextStats(entry.handle);
     const before = stats();
     if (!before.resident) return 0;
-    await this.eviction().withRoom('host', entry, () => stats().devicePages, () => this.pool.demote(entry.handle), log);
+    await this.eviction().withRoom('host', entry, () => stats().devicePages, () => moveNamed(entry.id, () => this.pool.demote(entry.handle)), log);
     return (before.devicePages - stats().devicePages) * this.pool.layout.blockBytes;
   }
 
@@ -38,7 +39,7 @@ export class TierMoves {
       if (before.diskOnlyPages > 0) {
         await room.withRoom('host', entry, () => stats().diskOnlyPages, () => this.fill(entry, 'host'), log);
       }
-      await room.withRoom('device', entry, () => stats().hostPages, () => this.pool.promote(entry.handle), log);
+      await room.withRoom('device', entry, () => stats().hostPages, () => moveNamed(entry.id, () => this.pool.promote(entry.handle)), log);
     }
     return (stats().devicePages - before.devicePages) * this.pool.layout.blockBytes;
   }

@@ -247,6 +247,11 @@ export class TieredMemory {
     return this.pool.contextStats(this.registry.get(contextId).handle);
   }
 
+  /** Each page's checksum (TierPrimitives.pageChecksums): what the context's digest is taken over. */
+  pageChecksums(contextId: string): Uint32Array {
+    return this.pool.pageChecksums(this.registry.get(contextId).handle);
+  }
+
   /** The allocator handle, for callers that use the pool directly (block tables for an engine). */
   handle(contextId: string): ContextHandle {
     return this.registry.get(contextId).handle;

@@ -5,38 +5,81 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import type { MemoryObserver } from '../../src/agent-memory/agent-memory';
-import { ContextDigest, DIGEST_CHUNK_TOKENS, emptyDigest } from '../../src/agent-memory/context-digest';
+import { digestOfBytes, emptyDigest, pageDigest } from '../../src/agent-memory/context-digest';
+import { ChainDigest } from '../../src/agent-memory/legacy-chain-digest';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
+import { NativeAllocator } from '../../src/fabric/native-allocator';
+import { MODELS } from '../../src/workflows/models';
 import { openMemory } from '../security/memory-fixture';
 
-const BPT = 256;
+const SHAPE = MODELS.tiny!.shape;
+const BPT = 256; // the tiny model's bytes per token
 
 describe('context digest', () => {
-  it('does not depend on how the bytes are sliced, and continues from a carried state', () => {
-    const bytes = randomBytes(100 * BPT);
-    const whole = ContextDigest.fresh(BPT).update(bytes).finish();
-    const sliced = ContextDigest.fresh(BPT);
-    for (let at = 0; at < bytes.length; at += 7 * BPT) sliced.update(bytes.subarray(at, at + 7 * BPT));
-    expect(sliced.finish()).toEqual(whole);
-    expect(whole).toMatchObject({ tokens: 100, chainedTokens: 96 });
+  const TPB = 16;
 
-    // A turn continues from the carried state plus the partly filled chunk re-read from the context.
-    const first = ContextDigest.fresh(BPT).update(bytes.subarray(0, 37 * BPT)).finish();
-    const continued = ContextDigest.resume(first, BPT).update(bytes.subarray(first.chainedTokens * BPT)).finish();
-    expect(continued).toEqual(whole);
-    expect(first.chainedTokens % DIGEST_CHUNK_TOKENS).toBe(0);
+  it('is the same however appends slice the tokens, forks share them or copy on write (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 70 }), fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 6 }), fc.integer({ min: 0, max: 10 }), (first, cuts, extra) => {
+        const pool = new NativeAllocator({ shape: SHAPE, blockCount: 64, tokensPerBlock: TPB });
+        try {
+          const total = first + cuts.reduce((a, b) => a + b, 0);
+          const bytes = randomBytes((total + extra) * BPT);
+          const ctx = pool.createContext(1);
+          pool.append(ctx, bytes.subarray(0, first * BPT));
+          const fork = pool.fork(ctx); // its next append copies the shared last page on write
+          let at = first;
+          for (const n of cuts) {
+            pool.append(ctx, bytes.subarray(at * BPT, (at + n) * BPT));
+            at += n;
+          }
+          pool.append(fork, bytes.subarray(total * BPT));
+          expect(pageDigest(pool.pageChecksums(ctx), total, TPB)).toEqual(digestOfBytes(bytes.subarray(0, total * BPT), BPT, TPB));
+          const forked = Buffer.concat([bytes.subarray(0, first * BPT), bytes.subarray(total * BPT)]);
+          expect(pageDigest(pool.pageChecksums(fork), first + extra, TPB)).toEqual(digestOfBytes(forked, BPT, TPB));
+        } finally {
+          pool.close();
+        }
+      }),
+      { numRuns: 60 },
+    );
   });
 
-  it('tells contexts apart by every byte and by length', () => {
-    const bytes = randomBytes(20 * BPT);
+  it('tells contexts apart by every byte, by length and by page order', () => {
+    const bytes = randomBytes(40 * BPT);
+    const digest = digestOfBytes(bytes, BPT, TPB).value;
     const flipped = Buffer.from(bytes);
     flipped[bytes.length - 1]! ^= 1;
-    expect(ContextDigest.fresh(BPT).update(flipped).finish().value).not.toBe(ContextDigest.fresh(BPT).update(bytes).finish().value);
-    expect(ContextDigest.fresh(BPT).update(bytes.subarray(0, 19 * BPT)).finish().value).not.toBe(ContextDigest.fresh(BPT).update(bytes).finish().value);
-    expect(emptyDigest()).toMatchObject({ tokens: 0, chainedTokens: 0 });
+    expect(digestOfBytes(flipped, BPT, TPB).value).not.toBe(digest);
+    expect(digestOfBytes(bytes.subarray(0, 39 * BPT), BPT, TPB).value).not.toBe(digest);
+    const swapped = Buffer.concat([bytes.subarray(TPB * BPT, 2 * TPB * BPT), bytes.subarray(0, TPB * BPT), bytes.subarray(2 * TPB * BPT)]);
+    expect(digestOfBytes(swapped, BPT, TPB).value).not.toBe(digest);
+    expect(emptyDigest()).toMatchObject({ scheme: 'page-checksums', tokens: 0 });
+    expect(() => pageDigest([1, 2], 40, TPB)).toThrow(RangeError);
+  });
+
+  it('checks a digest recorded before page checksums over every byte, then carries the new one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvfabric-mem-'));
+    const { memory, close, token, call } = await openMemory(dir, { blockCount: 64 });
+    try {
+      await memory.create(call('old', 'acme', 'allocate', token('old')), true);
+      const kv = syntheticKv('old', 0, 21, BPT);
+      await memory.appendTurn('old', 0, { tokens: 21 }, emptyDigest());
+      const legacy = ChainDigest.fresh(BPT).update(kv).finish();
+      const next = await memory.appendTurn('old', 1, { tokens: 9 }, legacy);
+      const all = Buffer.concat([kv, syntheticKv('old', 1, 9, BPT)]);
+      expect(next.digest).toEqual(digestOfBytes(all, BPT, TPB));
+      await expect(memory.verify('old', ChainDigest.fresh(BPT).update(all).finish())).resolves.toEqual(next.digest);
+      const wrong = ChainDigest.fresh(BPT).update(syntheticKv('other', 0, 30, BPT)).finish();
+      await expect(memory.verify('old', wrong)).rejects.toMatchObject({ code: 'INTEGRITY' });
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

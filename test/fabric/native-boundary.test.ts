@@ -114,7 +114,7 @@ describe('native addon boundary', () => {
 
   it('loads one binding with the registered error class', () => {
     const binding = loadNativeBinding();
-    expect(binding.abiVersion).toBe(2);
+    expect(binding.abiVersion).toBe(3);
     expect(() => new binding.NativePool({})).toThrow(FabricError);
   });
 });

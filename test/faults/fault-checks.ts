@@ -4,7 +4,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { digestOfBytes } from '../../src/agent-memory/context-digest';
 import { bytesPerTokenOf } from '../../src/fabric/layout';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
@@ -14,9 +14,8 @@ const bytesPerToken = bytesPerTokenOf(TINY.shape);
 
 /** The digest of an agent's context after these turns: [agent id, turn number, tokens]. */
 export function expectedDigest(turns: Array<[string, number, number]>): string {
-  const digest = ContextDigest.fresh(bytesPerToken);
-  for (const [agentId, turn, tokens] of turns) digest.update(syntheticKv(agentId, turn, tokens, bytesPerToken));
-  return digest.finish().value;
+  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
+  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
 }
 
 /** Every file under `directory` (recursively), relative to it. */

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
-import { ContextDigest } from '../../src/agent-memory/context-digest';
+import { digestOfBytes } from '../../src/agent-memory/context-digest';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
 
@@ -23,9 +23,8 @@ const bytesPerToken = 2 * 2 * 2 * 16 * 2;
 
 /** The digest of an agent's context, recomputed from its turns' synthetic bytes: what a verified restore must match. */
 function expectedDigest(turns: Array<[agentId: string, turn: number, tokens: number]>): string {
-  const digest = ContextDigest.fresh(bytesPerToken);
-  for (const [agentId, turn, tokens] of turns) digest.update(syntheticKv(agentId, turn, tokens, bytesPerToken));
-  return digest.finish().value;
+  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
+  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
 }
 
 describe('agent lifecycle', () => {

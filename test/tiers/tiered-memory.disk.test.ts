@@ -278,6 +278,30 @@ describe('TieredMemory with the disk tier', () => {
     });
   });
 
+  it('checks every page it brings back against the checksum its manifest recorded: a mismatch is INTEGRITY naming context and page, nothing moves', async () => {
+    const { cold: store, memory } = await open();
+    const bytes = tokenBytes(10, 4); // 3 pages of 4 tokens
+    memory.create('a', 1);
+    await memory.append('a', bytes);
+    await memory.offload('a', 'disk');
+    // A manifest (written by a key holder, so it opens) whose page 1 checksum is not the page's.
+    const manifest = await store.readManifest('a');
+    expect(manifest.pageChecksums).toHaveLength(3);
+    expect(manifest.pages.every((page) => page.checksum === undefined)).toBe(true); // the allocator checks, not the store
+    await memory.dropLocalCopy('a');
+    await store.writeManifest({ ...manifest, version: manifest.version + 1, pageChecksums: manifest.pageChecksums!.map((sum, i) => (i === 1 ? (sum ^ 1) >>> 0 : sum)) });
+    await memory.recover('a');
+    await expect(memory.restore('a')).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringMatching(/^context a: page 1 does not match its checksum/) });
+    expect(memory.contextStats('a')).toMatchObject({ resident: false, diskOnlyPages: 3 });
+    // The recorded checksums back: every byte comes back.
+    await memory.dropLocalCopy('a');
+    await store.writeManifest({ ...manifest, version: manifest.version + 2 });
+    await memory.recover('a');
+    await memory.restore('a');
+    expectSameBytes(await memory.read('a', 0, 10), bytes);
+    await memory.release('a');
+  });
+
   it('reports a full disk as STORAGE_FULL and keeps the context where it was', async (context) => {
     const mount = await fsp.mkdtemp(path.join(os.tmpdir(), 'kvfabric-full-'));
     try {

@@ -3,6 +3,7 @@
 #include <napi.h>
 
 #include "args.h"
+#include "block_checksum.h"
 #include "cuda_functions.h"
 #include "pool_wrap.h"
 
@@ -16,6 +17,14 @@ Napi::Value registerErrorClass(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// CRC-32C of bytes, continuing from a previous value: the checksum a page's tokens have (block_checksum.h).
+Napi::Value crc32cOf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+  const uint32_t previous = info[1].IsUndefined() ? 0 : u32Arg(info, 1, "previous");
+  return Napi::Number::New(env, crc32c(previous, bytes.Data(), bytes.ByteLength()));
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   env.SetInstanceData<AddonData>(data);  // deleted by Node when the environment is torn down
@@ -25,7 +34,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("registerErrorClass", Napi::Function::New(env, registerErrorClass, "registerErrorClass"));
   exports.Set("cudaProbe", Napi::Function::New(env, cudaProbe, "cudaProbe"));
   exports.Set("cudaTransferBench", Napi::Function::New(env, cudaTransferBench, "cudaTransferBench"));
-  exports.Set("abiVersion", Napi::Number::New(env, 2));
+  exports.Set("crc32c", Napi::Function::New(env, crc32cOf, "crc32c"));
+  exports.Set("abiVersion", Napi::Number::New(env, 3));
   return exports;
 }
 

@@ -115,6 +115,11 @@ PoolOptions poolOptionsArg(const Napi::CallbackInfo& info, size_t index) {
   config.hostBlockCount = u32Option(env, options, "hostBlockCount", 0, 0);
   config.maxContexts = u32Option(env, options, "maxContexts", config.maxContexts, 1);
   config.scrub = scrubOption(env, options.Get("scrub"));
+  Napi::Value verify = options.Get("verifyMoves");
+  if (!verify.IsUndefined()) {
+    if (!verify.IsBoolean()) throwInvalid(env, "verifyMoves must be a boolean");
+    config.verifyMoves = verify.As<Napi::Boolean>().Value();
+  }
   out.backend = backendOption(env, options);
   return out;
 }

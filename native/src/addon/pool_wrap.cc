@@ -172,6 +172,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::takeFreedDiskKeys>("takeFreedDiskKeys"),
                          InstanceMethod<&PoolWrap::pageDiskKeys>("pageDiskKeys"),
                          InstanceMethod<&PoolWrap::pageTiers>("pageTiers"),
+                         InstanceMethod<&PoolWrap::pageChecksums>("pageChecksums"),
                          InstanceMethod<&PoolWrap::forgetDiskCopies>("forgetDiskCopies"),
                          InstanceMethod<&PoolWrap::backendInfo>("describeBackend"),
                          InstanceMethod<&PoolWrap::blockDeviceAddresses>("blockDeviceAddresses"),
@@ -306,15 +307,17 @@ Napi::Value PoolWrap::release(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-Napi::Value PoolWrap::blockTable(const Napi::CallbackInfo& info) {
+Napi::Value PoolWrap::perPageValues(const Napi::CallbackInfo& info, PerPageView view) {
   Napi::Env env = info.Env();
   auto pool = live(env);
-  std::vector<uint32_t> pages;
-  check(env, pool->blockTable(handleArg(info, 0, "context"), &pages));
-  Napi::Uint32Array out = Napi::Uint32Array::New(env, pages.size());
-  std::copy(pages.begin(), pages.end(), out.Data());
+  std::vector<uint32_t> values;
+  check(env, ((*pool).*view)(handleArg(info, 0, "context"), &values));
+  Napi::Uint32Array out = Napi::Uint32Array::New(env, values.size());
+  std::copy(values.begin(), values.end(), out.Data());
   return out;
 }
+
+Napi::Value PoolWrap::blockTable(const Napi::CallbackInfo& info) { return perPageValues(info, &PagedAllocator::blockTable); }
 
 Napi::Value PoolWrap::stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -451,8 +454,17 @@ Napi::Value PoolWrap::spillRead(const Napi::CallbackInfo& info) {
   SpillLease& lease = spillLease(env, u32Arg(info, 0, "lease"));
   const uint64_t index = integerArg(info, 1, "index", 0, kMaxSafeInteger);
   if (index >= lease.blocks()) throwStatus(env, Status(Code::kOutOfRange, "spill block index out of range"));
-  Napi::ArrayBuffer buffer = newBuffer(env, pool->layout().blockBytes);
-  lease.copyBlock(static_cast<size_t>(index), static_cast<uint8_t*>(buffer.Data()));
+  const uint64_t blockBytes = pool->layout().blockBytes;
+  if (!info[2].IsUndefined()) {
+    // Into the caller's bytes (a staging slot the disk tier encrypts in place): no buffer per block.
+    Napi::Uint8Array into = bytesArg(info, 2, "into");
+    if (into.ByteLength() != blockBytes) throwInvalid(env, "into must be exactly one block (" + std::to_string(blockBytes) + " bytes)");
+    check(env, lease.copyBlock(static_cast<size_t>(index), into.Data()));
+    check(env, pool->memoryFault());
+    return into;
+  }
+  Napi::ArrayBuffer buffer = newBuffer(env, blockBytes);
+  check(env, lease.copyBlock(static_cast<size_t>(index), static_cast<uint8_t*>(buffer.Data())));
   check(env, pool->memoryFault());
   return viewOf(env, buffer);
 }
@@ -520,8 +532,20 @@ Napi::Value PoolWrap::importContext(const Napi::CallbackInfo& info) {
   const uint32_t tenant = u32Arg(info, 0, "tenant", 1);
   const uint64_t tokens = integerArg(info, 1, "tokens", 0, kMaxSafeInteger);
   const std::vector<uint64_t> keys = diskKeysArg(info, 2);
+  // Checksums, one per page, from the manifest; absent for a manifest written before they existed.
+  std::vector<uint32_t> checksums;
+  if (!info[3].IsUndefined()) {
+    Napi::Value v = info[3];
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) {
+      throwInvalid(env, "checksums must be a Uint32Array");
+    }
+    Napi::Uint32Array given = v.As<Napi::Uint32Array>();
+    if (given.ElementLength() != keys.size()) throwInvalid(env, "checksums must have one entry per disk key");
+    checksums.assign(given.Data(), given.Data() + given.ElementLength());
+  }
   Handle ctx;
-  check(env, pool->importContext(tenant, tokens, keys.data(), keys.size(), &ctx));
+  check(env, pool->importContext(tenant, tokens, keys.data(), checksums.empty() ? nullptr : checksums.data(),
+                                 keys.size(), &ctx));
   return Napi::Number::New(env, static_cast<double>(ctx));
 }
 
@@ -542,6 +566,8 @@ Napi::Value PoolWrap::pageTiers(const Napi::CallbackInfo& info) {
   for (size_t i = 0; i < tiers.size(); ++i) out[i] = static_cast<uint8_t>(tiers[i]);
   return out;
 }
+
+Napi::Value PoolWrap::pageChecksums(const Napi::CallbackInfo& info) { return perPageValues(info, &PagedAllocator::pageChecksums); }
 
 Napi::Value PoolWrap::forgetDiskCopies(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

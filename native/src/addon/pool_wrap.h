@@ -54,6 +54,10 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value takeFreedDiskKeys(const Napi::CallbackInfo& info);
   Napi::Value pageDiskKeys(const Napi::CallbackInfo& info);
   Napi::Value pageTiers(const Napi::CallbackInfo& info);
+  Napi::Value pageChecksums(const Napi::CallbackInfo& info);
+  // One uint32 per page of a context (block ids, checksums), as a Uint32Array.
+  using PerPageView = Status (PagedAllocator::*)(Handle, std::vector<uint32_t>*) const;
+  Napi::Value perPageValues(const Napi::CallbackInfo& info, PerPageView view);
   Napi::Value forgetDiskCopies(const Napi::CallbackInfo& info);
   Napi::Value backendInfo(const Napi::CallbackInfo& info);
   Napi::Value blockDeviceAddresses(const Napi::CallbackInfo& info);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "paged_allocator.h"
@@ -24,6 +25,13 @@ inline Status offloaded() { return Status(Code::kInvalidState, "context is offlo
 inline Status tierFull(const char* tier, size_t needed, uint32_t free) {
   return Status(Code::kPoolExhausted, std::string(tier) + " tier needs " + std::to_string(needed) + " blocks, " +
                                           std::to_string(free) + " free");
+}
+
+// A page whose bytes are not the ones its checksum was taken over (TS adds the context's name).
+inline Status checksumMismatch(uint32_t page, uint32_t block, uint32_t recorded, uint32_t read) {
+  char detail[80];
+  std::snprintf(detail, sizeof detail, " (block %u: recorded %08x, read %08x)", block, recorded, read);
+  return Status(Code::kIntegrity, "page " + std::to_string(page) + " does not match its checksum" + detail);
 }
 
 }  // namespace kvfabric::detail

@@ -1,22 +1,40 @@
 // Host-memory backend: block bytes in one anonymous mapping; and the defaults every backend shares.
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "block_memory.h"
 
 namespace kvfabric {
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
 
 Status HostBlockMemory::create(const BlockLayout& layout, uint32_t blockCount, std::unique_ptr<BlockMemory>* out) {
   const uint64_t bytes = layout.blockBytes * blockCount;  // <= 2^31 x 2^32, no overflow
   if (bytes > static_cast<uint64_t>(SIZE_MAX)) {
     return Status(Code::kOutOfMemory, "pool of " + std::to_string(bytes) + " bytes cannot be mapped");
   }
-  void* base = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
+  // Aligned to a huge page and advised to use them: where transparent huge pages are "madvise" (the
+  // default on many distributions), 4 KiB pages made every copy pay TLB misses and a first touch cost
+  // a fault per 4 KiB (bench/tiers.bench.ts, docs/benchmarks.md). The slack around the aligned range is
+  // returned at once.
+  const size_t size = static_cast<size_t>(bytes);
+  const size_t mapped = size + kHugePage;
+  void* raw = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
     return Status(Code::kOutOfMemory, "the OS refused a pool of " + std::to_string(bytes) + " bytes");
   }
-  out->reset(new HostBlockMemory(layout, static_cast<uint8_t*>(base), bytes));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  if (aligned > start) munmap(raw, aligned - start);
+  const size_t tail = mapped - (aligned - start) - size;
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // advice only: ignored where unsupported
+#endif
+  out->reset(new HostBlockMemory(layout, reinterpret_cast<uint8_t*>(aligned), bytes));
   return Status::ok();
 }
 

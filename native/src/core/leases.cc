@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include "allocator_detail.h"
 #include "paged_allocator.h"
 
 namespace kvfabric {
@@ -24,6 +25,7 @@ AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
     newBlocks_ = std::move(other.newBlocks_);
     grants_ = std::move(other.grants_);
     runs_ = std::move(other.runs_);
+    sums_ = std::move(other.sums_);
     other.pool_ = nullptr;
   }
   return *this;
@@ -37,6 +39,7 @@ void AppendLease::reset() {
   newBlocks_.clear();
   grants_.clear();
   runs_.clear();
+  sums_.clear();
 }
 
 void AppendLease::copyFrom(const uint8_t* src) {
@@ -45,8 +48,11 @@ void AppendLease::copyFrom(const uint8_t* src) {
   pool_->scrubGrants(&grants_);  // a failure shows as the memory's fault at commit
   if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
   const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
-  for (const SlotRun& run : runs_) {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const SlotRun& run = runs_[i];
     device.writeSlots(run.frame, run.slot, run.count, src);
+    // The source is token-major, the checksum's own order: the new bytes extend it, whatever the tier.
+    sums_[i] = crc32c(sums_[i], src, run.count * bytesPerToken);
     src += run.count * bytesPerToken;
   }
   copied_ = true;
@@ -133,13 +139,30 @@ void MoveLease::copy() {
   if (!moves_.empty()) {  // no moves, no host tier needed
     BlockMemory& device = pool_->device_.memory();
     BlockMemory& host = pool_->host_.memory();
+    const bool demote = kind_ == Kind::kDemote;
+    const BlockChecksum& checksum = pool_->checksum_;
+    const bool verify = pool_->verifyMoves_;
+    // Both tiers in host memory (the CPU backend): one pass copies and sums each block.
+    if (device.hostAddress(moves_.front().to.frame) != nullptr || device.hostAddress(moves_.front().fromFrame) != nullptr) {
+      for (Move& move : moves_) {
+        uint8_t* to = demote ? host.hostAddress(move.to.frame) : device.hostAddress(move.to.frame);
+        const uint8_t* from = demote ? device.hostAddress(move.fromFrame) : host.hostAddress(move.fromFrame);
+        move.sum = checksum.copy(to, from, move.fill, verify);
+      }
+      copied_ = true;
+      return;
+    }
+    // Device memory the CPU cannot read (CUDA): the host side is summed, before an upload, after a download.
+    // A kernel summing on the device is not built: docs/cuda.md.
+    if (verify && !demote) {
+      for (Move& move : moves_) move.sum = checksum.of(host.hostAddress(move.fromFrame), move.fill);
+    }
     std::vector<FrameMove> frames;
     try {
       frames.reserve(moves_.size());
     } catch (const std::bad_alloc&) {
       frames.clear();  // no room for the batch: move block by block below
     }
-    const bool demote = kind_ == Kind::kDemote;
     if (frames.capacity() >= moves_.size()) {
       for (const Move& move : moves_) frames.push_back({move.fromFrame, move.to.frame});
       demote ? device.offloadBlocks(host, frames.data(), frames.size())
@@ -150,8 +173,15 @@ void MoveLease::copy() {
         demote ? device.offloadBlocks(host, &one, 1) : device.restoreBlocks(host, &one, 1);
       }
     }
+    if (verify && demote) {
+      for (Move& move : moves_) move.sum = checksum.of(host.hostAddress(move.to.frame), move.fill);
+    }
   }
   copied_ = true;
+}
+
+Status MoveLease::mismatch(const Move& move) const {
+  return detail::checksumMismatch(move.page, move.block, move.expected, move.sum);
 }
 
 Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
@@ -162,8 +192,16 @@ Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
                                               std::to_string(length));
   }
   Move& move = moves_[index];
-  pool_->arena(move.to.tier).memory().writeBlock(move.to.frame, src);
-  move.written = true;
+  BlockMemory& memory = pool_->arena(move.to.tier).memory();
+  const bool sum = pool_->verifyMoves_ || !move.known;  // an unknown checksum is learnt here either way
+  if (uint8_t* to = memory.hostAddress(move.to.frame)) {
+    move.sum = pool_->checksum_.copy(to, src, move.fill, sum);
+  } else {
+    if (sum) move.sum = pool_->checksum_.of(src, move.fill);
+    memory.writeBlock(move.to.frame, src);
+  }
+  move.written = true;  // a frame written is scrubbed if the fill is undone, matching or not
+  if (pool_->verifyMoves_ && move.known && move.sum != move.expected) return mismatch(move);
   return Status::ok();
 }
 
@@ -181,6 +219,15 @@ Status MoveLease::commit() {
     reset();  // the bytes may not have landed: nothing moves
     return fault;
   }
+  if (pool_->verifyMoves_) {  // after the fault: a failed copy explains a wrong sum, not the other way round
+    for (const Move& move : moves_) {
+      if (move.known && move.sum != move.expected) {
+        const Status bad = mismatch(move);
+        reset();  // the context stays where it was, its bytes there untouched
+        return bad;
+      }
+    }
+  }
   pool_->commitMove(this);
   pool_ = nullptr;
   reset();
@@ -193,6 +240,9 @@ SpillLease& SpillLease::operator=(SpillLease&& other) noexcept {
     pool_ = other.pool_;
     context_ = other.context_;
     runs_ = std::move(other.runs_);
+    pages_ = std::move(other.pages_);
+    fills_ = std::move(other.fills_);
+    checksums_ = std::move(other.checksums_);
     other.pool_ = nullptr;
   }
   return *this;
@@ -202,12 +252,30 @@ void SpillLease::reset() {
   if (pool_) pool_->abortSpill(this);
   pool_ = nullptr;
   runs_.clear();
+  pages_.clear();
+  fills_.clear();
+  checksums_.clear();
 }
 
-void SpillLease::copyBlock(size_t index, uint8_t* dst) const {
-  if (!pool_ || index >= runs_.size()) return;
+Status SpillLease::copyBlock(size_t index, uint8_t* dst) const {
+  if (!pool_) return Status(Code::kInvalidState, "no spill in progress");
+  if (index >= runs_.size()) return Status(Code::kOutOfRange, "spill block index out of range");
   const SlotRun& run = runs_[index];
-  pool_->arena(run.tier).memory().readBlock(run.frame, dst);
+  BlockMemory& memory = pool_->arena(run.tier).memory();
+  const BlockChecksum& checksum = pool_->checksum_;
+  const bool verify = pool_->verifyMoves_;
+  uint32_t sum;
+  if (const uint8_t* from = memory.hostAddress(run.frame)) {
+    sum = checksum.copy(dst, from, fills_[index], verify);
+  } else {
+    memory.readBlock(run.frame, dst);
+    Status fault = memory.fault();
+    if (!fault.isOk()) return fault;  // the copy failed: its sum would say nothing
+    sum = verify ? checksum.of(dst, fills_[index]) : 0;
+  }
+  // What goes to disk must be what was appended: a block changed in memory is not written as if it were.
+  if (verify && sum != checksums_[index]) return detail::checksumMismatch(pages_[index], run.block, checksums_[index], sum);
+  return Status::ok();
 }
 
 Status SpillLease::commit(const uint64_t* diskKeys, size_t count, bool dropHostFrames) {

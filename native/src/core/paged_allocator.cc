@@ -59,6 +59,8 @@ Status PagedAllocator::memoryFault() const {
 PagedAllocator::PagedAllocator(const PoolConfig& config, const BlockLayout& layout, std::unique_ptr<BlockMemory> device,
                                std::unique_ptr<BlockMemory> host)
     : layout_(layout),
+      checksum_(layout),
+      verifyMoves_(config.verifyMoves),
       scrub_(config.scrub),
       maxContexts_(config.maxContexts),
       device_(std::move(device), config.blockCount),
@@ -313,6 +315,7 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
     lease->newBlocks_.reserve(newPages);
     lease->grants_.reserve(needed);
     lease->runs_.reserve(newPages + 1);
+    lease->sums_.reserve(newPages + 1);
   } catch (const std::bad_alloc&) {
     lease->reset();
     return outOfMemory();
@@ -344,6 +347,7 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
     const uint64_t count = std::min(remaining, tpb - partial);
     lease->runs_.push_back({target, Tier::kDevice, blocks_[target].frame, static_cast<uint32_t>(partial),
                             static_cast<uint32_t>(count)});
+    lease->sums_.push_back(blocks_[c->pages.back()].checksum);  // a copy-on-write copy starts from its source's
     remaining -= count;
   }
   while (remaining > 0) {
@@ -351,6 +355,7 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
     lease->newBlocks_.push_back(b);
     const uint64_t count = std::min(remaining, tpb);
     lease->runs_.push_back({b, Tier::kDevice, blocks_[b].frame, 0, static_cast<uint32_t>(count)});
+    lease->sums_.push_back(0);
     remaining -= count;
   }
   c->busy = true;
@@ -374,8 +379,10 @@ void PagedAllocator::commitAppend(AppendLease* lease) {
       setDiskKeyLocked(c->pages.back(), 0);  // written in place: its disk copy is stale now
     }
     for (uint32_t b : lease->newBlocks_) c->pages.push_back(b);
-    for (const SlotRun& run : lease->runs_) {
+    for (size_t i = 0; i < lease->runs_.size(); ++i) {
+      const SlotRun& run = lease->runs_[i];
       BlockMeta& m = blocks_[run.block];
+      m.checksum = lease->sums_[i];
       const uint32_t end = run.slot + run.count;
       if (end > m.fill) {
         filledSlots_ += end - m.fill;

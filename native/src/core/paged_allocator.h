@@ -9,7 +9,11 @@
 //    contexts), generation (bumped on every free), tenant, fill (slots written), readers (in-flight
 //    reads and spills), tier + frame (where its bytes are: a device frame, a host frame, or none when
 //    only the disk copy remains), diskKey (the TS disk tier's key for a clean copy on disk, 0 = none),
-//    moving (a tier move is in flight).
+//    moving (a tier move is in flight), checksum (block_checksum.h: CRC-32C of its filled tokens, set by
+//    the append that writes them; unknown only for a page imported without one, until its fill).
+//  - Every tier move checks each block it copies against its checksum while copying it (verifyMoves), so
+//    bytes that changed at rest or in flight fail the move with kIntegrity naming the page, and the
+//    context stays where it was.
 //  - Frames are the physical slots of each tier (FrameArena). free + used = total per tier by
 //    construction. A frame is zeroed before a different tenant can read it.
 //  - A resident context has every block on the device. Offloading (demote) moves to the host only the
@@ -33,6 +37,7 @@
 #include <mutex>
 #include <vector>
 
+#include "block_checksum.h"
 #include "block_layout.h"
 #include "block_memory.h"
 #include "frame_arena.h"
@@ -54,6 +59,8 @@ struct PoolConfig {
   uint32_t hostBlockCount = 0;  // host-tier frames (0: no host tier)
   ScrubPolicy scrub = ScrubPolicy::kOnTenantChange;
   uint32_t maxContexts = 1u << 20;
+  // Check every block a tier move copies against its checksum. Off only to measure what the check costs.
+  bool verifyMoves = true;
 
   static constexpr uint32_t kMaxBlockCount = 0xFFFFFFFEu;
   static constexpr uint32_t kMaxContextsLimit = 1u << 24;
@@ -133,6 +140,7 @@ class AppendLease {
   std::vector<uint32_t> newBlocks_;  // appended to the page table on commit
   std::vector<FrameGrant> grants_;   // frames of cowBlock_ and newBlocks_
   std::vector<SlotRun> runs_;
+  std::vector<uint32_t> sums_;  // per run: its block's checksum before (at begin), after (copyFrom)
 };
 
 // Blocks held against reuse and movement while their bytes are copied out.
@@ -175,10 +183,12 @@ class MoveLease {
   uint64_t bytes() const;
   // Fill: the disk keys whose bytes write() expects, in order.
   const std::vector<uint64_t>& diskKeys() const { return diskKeys_; }
-  // Demote and promote: copies every block between the tiers (no lock).
+  // Demote and promote: copies every block between the tiers (no lock), summing what it copies.
   void copy();
-  // Fill: one block's bytes from disk, blockBytes long.
+  // Fill: one block's bytes from disk, blockBytes long; kIntegrity (nothing written) when they do not
+  // match the page's checksum.
   Status write(size_t index, const uint8_t* src, uint64_t length);
+  // kIntegrity, undoing the move, when a copied block did not match its checksum.
   Status commit();
 
  private:
@@ -188,8 +198,14 @@ class MoveLease {
     uint32_t fromFrame;
     FrameGrant to;
     bool written;
+    uint32_t page;      // its index in the context's page table, for the error that names it
+    uint32_t fill;      // tokens its checksum covers
+    uint32_t expected;  // its checksum when the move began
+    bool known;         // false: imported without one; the fill's sum becomes it
+    uint32_t sum;       // what the copy summed
   };
   void reset();
+  Status mismatch(const Move& move) const;
 
   PagedAllocator* pool_ = nullptr;
   Kind kind_ = Kind::kDemote;
@@ -211,7 +227,8 @@ class SpillLease {
   ~SpillLease() { reset(); }
 
   size_t blocks() const { return runs_.size(); }
-  void copyBlock(size_t index, uint8_t* dst) const;
+  // Copies one block's bytes out; kIntegrity when they no longer match its checksum.
+  Status copyBlock(size_t index, uint8_t* dst) const;
   // Records one disk key per block (non-zero), then, when dropHostFrames and the context is not
   // resident, frees the host frames of its blocks that now live on disk.
   Status commit(const uint64_t* diskKeys, size_t count, bool dropHostFrames);
@@ -223,6 +240,9 @@ class SpillLease {
   PagedAllocator* pool_ = nullptr;
   Handle context_ = 0;
   std::vector<SlotRun> runs_;
+  std::vector<uint32_t> pages_;      // per run: its index in the page table
+  std::vector<uint32_t> fills_;      // per run: tokens its checksum covers
+  std::vector<uint32_t> checksums_;  // per run: its checksum when the spill began
 };
 
 class PagedAllocator {
@@ -242,6 +262,7 @@ class PagedAllocator {
   PagedAllocator& operator=(const PagedAllocator&) = delete;
 
   const BlockLayout& layout() const { return layout_; }
+  const BlockChecksum& checksum() const { return checksum_; }
   uint32_t deviceBlocks() const { return device_.frames(); }  // fixed at creation
   ScrubPolicy scrubPolicy() const { return scrub_; }
 
@@ -269,8 +290,10 @@ class PagedAllocator {
   // needs no host room and copies each block once). kInvalidState for a device fill with host pages.
   Status beginFill(Handle ctx, MoveLease* lease, Tier target = Tier::kHost);
   Status beginSpill(Handle ctx, SpillLease* lease);   // blocks without a disk copy, to be written
-  // An offloaded context whose pages exist only on disk (a restore in a new process).
-  Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages, Handle* out);
+  // An offloaded context whose pages exist only on disk (a restore in a new process). checksums (one per
+  // page) may be null: each page's fill then sums its bytes and keeps that.
+  Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, const uint32_t* checksums,
+                       size_t pages, Handle* out);
   std::vector<uint64_t> takeFreedDiskKeys();
   // Each page's disk key, 0 where the page has no disk copy (what a manifest records).
   Status pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) const;
@@ -279,6 +302,8 @@ class PagedAllocator {
   Status forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count);
   // Each page's tier: kDevice, kHost, or kDisk when only its disk copy remains.
   Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
+  // Each page's checksum (block_checksum.h); kInvalidState while a page imported without one is unfilled.
+  Status pageChecksums(Handle ctx, std::vector<uint32_t>* out) const;
 
   // Synchronous conveniences over the leases.
   Status append(Handle ctx, const uint8_t* kv, uint64_t bytes);
@@ -311,7 +336,9 @@ class PagedAllocator {
     Tier tier = Tier::kDisk;
     bool moving = false;
     bool batchMark = false;
+    bool checksumKnown = true;
     uint64_t diskKey = 0;
+    uint32_t checksum = 0;  // of zero tokens: CRC-32C of nothing
   };
 
   struct ContextSlot {
@@ -372,6 +399,8 @@ class PagedAllocator {
   void abortSpill(SpillLease* lease);
 
   const BlockLayout layout_;
+  const BlockChecksum checksum_;
+  const bool verifyMoves_;
   const ScrubPolicy scrub_;
   const uint32_t maxContexts_;
 

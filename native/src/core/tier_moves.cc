@@ -59,21 +59,21 @@ Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease, Tier target) {
 Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, Tier fillTarget, MoveLease* lease) {
   // Which blocks move: demote takes device blocks no other resident context uses; promote takes host
   // blocks; fill takes blocks whose only copy is on disk.
-  std::vector<uint32_t> chosen;
+  std::vector<uint32_t> chosen;  // page indices
   try {
     chosen.reserve(c->pages.size());
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
-  for (uint32_t b : c->pages) {
-    const BlockMeta& m = blocks_[b];
+  for (uint32_t page = 0; page < c->pages.size(); ++page) {
+    const BlockMeta& m = blocks_[c->pages[page]];
     const bool moves = kind == MoveLease::Kind::kDemote    ? m.tier == Tier::kDevice && m.activeRefs == 1
                        : kind == MoveLease::Kind::kPromote ? m.tier == Tier::kHost
                                                            : m.tier == Tier::kDisk;
     if (m.moving) return busyBlocks();
     if (!moves) continue;
     if (m.readers > 0) return busyBlocks();
-    chosen.push_back(b);
+    chosen.push_back(page);
   }
   const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice : kind == MoveLease::Kind::kFill ? fillTarget : Tier::kHost;
   FrameArena& target = arena(to);
@@ -87,10 +87,11 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
     lease->moves_.clear();
     return outOfMemory();
   }
-  for (uint32_t b : chosen) {
+  for (uint32_t page : chosen) {
+    const uint32_t b = c->pages[page];
     BlockMeta& m = blocks_[b];
     const FrameGrant grant = takeFrameLocked(to, c->tenant);  // the whole frame is overwritten: no scrub
-    lease->moves_.push_back({b, m.frame, grant, false});
+    lease->moves_.push_back({b, m.frame, grant, false, page, m.fill, m.checksum, m.checksumKnown, 0});
     if (kind == MoveLease::Kind::kFill) lease->diskKeys_.push_back(m.diskKey);
     m.moving = true;
   }
@@ -113,7 +114,12 @@ void PagedAllocator::commitMove(MoveLease* lease) {
     for (const MoveLease::Move& move : lease->moves_) {
       if (from != Tier::kDisk) releaseFrameLocked(from, move.fromFrame, &scrubLater);
       setTierLocked(move.block, move.to.tier, move.to.frame);
-      blocks_[move.block].moving = false;
+      BlockMeta& m = blocks_[move.block];
+      m.moving = false;
+      if (!m.checksumKnown) {  // imported without one: the fill summed the bytes GCM had authenticated
+        m.checksum = move.sum;
+        m.checksumKnown = true;
+      }
     }
     if (lease->kind_ == MoveLease::Kind::kDemote) {
       for (uint32_t b : c->pages) --blocks_[b].activeRefs;
@@ -150,17 +156,25 @@ Status PagedAllocator::beginSpill(Handle ctx, SpillLease* lease) {
   if (c->busy) return busyContext();
   try {
     lease->runs_.reserve(c->pages.size());
+    lease->pages_.reserve(c->pages.size());
+    lease->fills_.reserve(c->pages.size());
+    lease->checksums_.reserve(c->pages.size());
   } catch (const std::bad_alloc&) {
+    lease->reset();
     return outOfMemory();
   }
-  for (uint32_t b : c->pages) {
+  for (uint32_t page = 0; page < c->pages.size(); ++page) {
+    const uint32_t b = c->pages[page];
     const BlockMeta& m = blocks_[b];
     if (m.diskKey != 0) continue;  // already on disk: shared blocks are written once
     if (m.moving) {
-      lease->runs_.clear();
+      lease->reset();
       return busyBlocks();
     }
     lease->runs_.push_back({b, m.tier, m.frame, 0, layout_.tokensPerBlock});
+    lease->pages_.push_back(page);
+    lease->fills_.push_back(m.fill);
+    lease->checksums_.push_back(m.checksum);  // known: only disk-only pages can lack one, and they have a copy
   }
   for (const SlotRun& run : lease->runs_) ++blocks_[run.block].readers;
   lease->pool_ = this;
@@ -214,8 +228,8 @@ void PagedAllocator::abortSpill(SpillLease* lease) {
   finishScrubs(&scrubLater);
 }
 
-Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, size_t pages,
-                                     Handle* out) {
+Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys,
+                                     const uint32_t* checksums, size_t pages, Handle* out) {
   if (tenant == 0) return Status(Code::kInvalidArgument, "tenant must be >= 1");
   const uint64_t tpb = layout_.tokensPerBlock;
   if (pages != (tokens + tpb - 1) / tpb) {
@@ -243,6 +257,8 @@ Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uin
     const uint32_t b = newBlockLocked(tenant, BlockKind::kContext, static_cast<uint32_t>(fill));
     ++diskOnlyBlocks_;  // tier kDisk from newBlockLocked
     setDiskKeyLocked(b, diskKeys[i]);
+    blocks_[b].checksumKnown = checksums != nullptr;
+    blocks_[b].checksum = checksums != nullptr ? checksums[i] : 0;
     table.push_back(b);
   }
   ContextSlot& slot = contexts_[handleIndex(created)];
@@ -280,6 +296,19 @@ Status PagedAllocator::pageDiskKeys(Handle ctx, std::vector<uint64_t>* out) cons
 
 Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
   return perPage(ctx, out, [](const BlockMeta& m) { return m.tier; });
+}
+
+Status PagedAllocator::pageChecksums(Handle ctx, std::vector<uint32_t>* out) const {
+  bool unknown = false;
+  Status st = perPage(ctx, out, [&unknown](const BlockMeta& m) {
+    unknown = unknown || !m.checksumKnown;
+    return m.checksum;
+  });
+  if (st.isOk() && unknown) {
+    out->clear();
+    return Status(Code::kInvalidState, "a page imported without a checksum has not been restored yet");
+  }
+  return st;
 }
 
 Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count) {

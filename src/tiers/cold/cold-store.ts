@@ -21,10 +21,10 @@ import { syncDirectory, writeAtomically } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
 import { KeyRing } from './key-ring';
 import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
-import { readBlocks } from './segment-reader';
+import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';
-import type { ColdBlockRef, ContextManifest, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner } from './types';
-import { checkBlocks, checkContextId, checkManifest, checkOwner, checkRef, checkSegmentId, checkTenant, checkVersion, describe } from './validation';
+import type { BlockSource, ColdBlockRef, ContextManifest, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner, WriteSegmentOptions } from './types';
+import { checkBlockSource, checkContextId, checkManifest, checkOwner, checkRef, checkSegmentId, checkTenant, checkVersion, describe } from './validation';
 
 export interface ColdStoreOptions {
   /** Created if missing. May be shared by several processes and machines. */
@@ -95,23 +95,30 @@ export class ColdStore {
   }
 
   /**
-   * Encrypts `blocks` (equal sizes) into one new segment file, written atomically, and returns a ref per
-   * block. The blocks must stay unchanged until the promise settles.
+   * Encrypts `blocks` (equal sizes; or a source that copies each block into the store's staging memory)
+   * into one new segment file, written atomically, and returns a ref per block. Array blocks must stay
+   * unchanged until the promise settles.
    */
-  writeSegment(owner: SegmentOwner, blocks: Uint8Array[]): Promise<ColdBlockRef[]> {
+  writeSegment(owner: SegmentOwner, blocks: Uint8Array[] | BlockSource, options: WriteSegmentOptions = {}): Promise<ColdBlockRef[]> {
     return this.track(async () => {
       const checkedOwner = checkOwner(owner);
-      const blockBytes = checkBlocks(blocks);
+      const source = checkBlockSource(blocks);
+      const plaintextChecksums = options.plaintextChecksums ?? true;
+      if (typeof plaintextChecksums !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `plaintextChecksums must be a boolean, got ${describe(plaintextChecksums)}`);
       const ctx = { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
-      return writeSegment(ctx, checkedOwner, [...blocks], blockBytes);
+      return writeSegment(ctx, checkedOwner, source, plaintextChecksums);
     });
   }
 
   /**
    * Reads, decrypts and verifies the blocks of `refs` (any segments), in order. A ref of another tenant is
-   * PERMISSION_DENIED before any I/O; a block that does not verify is INTEGRITY naming its context.
+   * PERMISSION_DENIED before any I/O; a block that does not verify is INTEGRITY naming its context. With
+   * `deliver`, each block is handed over as it is verified, in staging memory valid only during the call
+   * (no buffer per block), and nothing is returned.
    */
-  readBlocks(refs: ColdBlockRef[], expectedTenant: number): Promise<Uint8Array[]> {
+  readBlocks(refs: ColdBlockRef[], expectedTenant: number): Promise<Uint8Array[]>;
+  readBlocks(refs: ColdBlockRef[], expectedTenant: number, deliver: DeliverBlock): Promise<void>;
+  readBlocks(refs: ColdBlockRef[], expectedTenant: number, deliver?: DeliverBlock): Promise<Uint8Array[] | void> {
     return this.track(async () => {
       const tenant = checkTenant(expectedTenant, 'expectedTenant');
       if (!Array.isArray(refs)) throw new FabricError('INVALID_ARGUMENT', `refs must be an array, got ${describe(refs)}`);
@@ -121,8 +128,12 @@ export class ColdStore {
           throw new FabricError('PERMISSION_DENIED', `refs[${i}] (context '${ref.owner.contextId}') belongs to tenant ${ref.owner.tenant}, not to tenant ${tenant}`);
         }
       });
-      if (checked.length === 0) return [];
-      return readBlocks({ directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo }, checked);
+      if (deliver !== undefined && typeof deliver !== 'function') throw new FabricError('INVALID_ARGUMENT', `deliver must be a function, got ${describe(deliver)}`);
+      const ctx = { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
+      if (deliver !== undefined) return readBlocks(ctx, checked, deliver);
+      const out = new Array<Uint8Array>(checked.length);
+      if (checked.length > 0) await readBlocks(ctx, checked, (position, bytes) => (out[position] = bytes.slice()));
+      return out;
     });
   }
 

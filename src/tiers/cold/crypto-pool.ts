@@ -28,12 +28,12 @@ export interface SealResult {
   bytes: Uint8Array;
   /** 16-byte GCM tags, one per item in order. */
   tags: Uint8Array;
-  /** CRC-32 of each item's plaintext. */
-  checksums: Uint32Array;
+  /** CRC-32 of each item's plaintext, when asked for. */
+  checksums?: Uint32Array;
 }
 
 export interface OpenResult {
-  /** The plaintext: the job's bytes (a new view when transferred), or the fresh output if asked for. */
+  /** The plaintext: the job's bytes (a new view when transferred). */
   plaintext: Uint8Array;
   /** -1, or the first item that failed; then the plaintext is zeroed, nothing unverified comes back. */
   failedItem: number;
@@ -44,7 +44,6 @@ interface Reply {
   id: number;
   error?: string;
   buffer: ArrayBuffer | SharedArrayBuffer;
-  output?: ArrayBuffer;
   tags?: Uint8Array;
   checksums?: Uint32Array;
   failedItem?: number;
@@ -88,19 +87,19 @@ export class CryptoPool {
     return this.threads.length;
   }
 
-  /** Encrypts every item of `bytes` in place. The caller must not touch `bytes` until this settles. */
-  async seal(key: Uint8Array, bytes: Uint8Array, items: SealItem[]): Promise<SealResult> {
-    const reply = await this.run({ op: 'seal', key, items }, bytes);
-    return { bytes: viewOf(reply, bytes), tags: reply.tags!, checksums: reply.checksums! };
+  /**
+   * Encrypts every item of `bytes` in place, and with `checksums` sums each item's plaintext too. The
+   * caller must not touch `bytes` until this settles.
+   */
+  async seal(key: Uint8Array, bytes: Uint8Array, items: SealItem[], checksums = true): Promise<SealResult> {
+    const reply = await this.run({ op: 'seal', key, items, checksums }, bytes);
+    return { bytes: viewOf(reply, bytes), tags: reply.tags!, ...(reply.checksums ? { checksums: reply.checksums } : {}) };
   }
 
-  /**
-   * Decrypts and verifies every item of `bytes`, stopping at the first failure: in place, or into a new
-   * ArrayBuffer when `freshOutput` (so a recycled staging region never reaches the caller).
-   */
-  async open(key: Uint8Array, bytes: Uint8Array, items: OpenItem[], freshOutput = false): Promise<OpenResult> {
-    const reply = await this.run({ op: 'open', key, items, freshOutput }, bytes);
-    const plaintext = reply.output !== undefined ? new Uint8Array(reply.output) : viewOf(reply, bytes);
+  /** Decrypts and verifies every item of `bytes` in place, stopping at the first failure. */
+  async open(key: Uint8Array, bytes: Uint8Array, items: OpenItem[]): Promise<OpenResult> {
+    const reply = await this.run({ op: 'open', key, items }, bytes);
+    const plaintext = viewOf(reply, bytes);
     return { plaintext, failedItem: reply.failedItem!, ...(reply.failure !== undefined && { failure: reply.failure }) };
   }
 
@@ -112,7 +111,7 @@ export class CryptoPool {
     await Promise.all(running.map((t) => t.worker.terminate()));
   }
 
-  private run(job: { op: 'seal' | 'open'; key: Uint8Array; items: SealItem[]; freshOutput?: boolean }, bytes: Uint8Array): Promise<Reply> {
+  private run(job: { op: 'seal' | 'open'; key: Uint8Array; items: SealItem[]; checksums?: boolean }, bytes: Uint8Array): Promise<Reply> {
     if (this.closed) return Promise.reject(new FabricError('INVALID_STATE', 'the cold store is closed'));
     return new Promise((resolve, reject) => {
       let thread: Thread;

@@ -7,7 +7,7 @@
 // transferred) in place, with the IV, associated data, tag and checksum that crypto-pool's caller
 // computed. It works in 64 KiB chunks: OpenSSL's output for a chunk is a small, cache-hot allocation
 // copied straight back, where a whole 2 MiB block would be fresh memory to fault in (which costs more
-// than AES-GCM), and each chunk is checksummed while it is still in cache.
+// than AES-GCM), and each chunk is checksummed (when asked) while it is still in cache.
 
 export const CRYPTO_WORKER_SOURCE = String.raw`
 'use strict';
@@ -18,16 +18,16 @@ const { crc32 } = require('node:zlib');
 const CHUNK_BYTES = 64 * 1024;
 const TAG_BYTES = 16;
 
-function seal(key, bytes, items) {
+function seal(key, bytes, items, summed) {
   const tags = new Uint8Array(TAG_BYTES * items.length);
-  const checksums = new Uint32Array(items.length);
+  const checksums = summed ? new Uint32Array(items.length) : undefined;
   items.forEach((item, i) => {
     const cipher = createCipheriv('aes-256-gcm', key, item.iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(item.aad);
     let checksum = 0;
     for (let at = item.offset, end = item.offset + item.length; at < end; at += CHUNK_BYTES) {
       const plain = bytes.subarray(at, Math.min(at + CHUNK_BYTES, end));
-      checksum = crc32(plain, checksum);
+      if (summed) checksum = crc32(plain, checksum);
       const sealed = cipher.update(plain);
       // GCM is a stream mode: OpenSSL returns exactly as many bytes as it was given.
       if (sealed.length !== plain.length) throw new Error('AES-GCM returned a short chunk');
@@ -35,14 +35,15 @@ function seal(key, bytes, items) {
     }
     cipher.final();
     tags.set(cipher.getAuthTag(), TAG_BYTES * i);
-    checksums[i] = checksum;
+    if (summed) checksums[i] = checksum;
   });
   return { tags, checksums };
 }
 
-// Plaintext goes to 'output': the input itself (in place), or a fresh buffer when the input is a
-// recycled staging buffer that must not leave the store.
-function open(key, bytes, output, items) {
+// Decrypts in place. On a failure every item is zeroed before the reply: the caller reads the bytes
+// (shared memory, or the transferred buffer) only after it, so unverified plaintext never reaches it.
+function open(key, bytes, items) {
+  const output = bytes;
   for (let i = 0; i < items.length; i++) {
     const item = items[i];
     const decipher = createDecipheriv('aes-256-gcm', key, item.iv, { authTagLength: TAG_BYTES });
@@ -53,7 +54,7 @@ function open(key, bytes, output, items) {
       const plain = decipher.update(bytes.subarray(at, Math.min(at + CHUNK_BYTES, end)));
       if (plain.length !== Math.min(CHUNK_BYTES, end - at)) throw new Error('AES-GCM returned a short chunk');
       output.set(plain, at);
-      checksum = crc32(plain, checksum);
+      if (item.checksum !== undefined) checksum = crc32(plain, checksum);
     }
     let failure;
     try {
@@ -77,13 +78,9 @@ parentPort.on('message', (job) => {
     const transfer = job.buffer instanceof ArrayBuffer ? [job.buffer] : [];
     let result;
     if (job.op === 'seal') {
-      result = seal(job.key, bytes, job.items);
-    } else if (!job.freshOutput) {
-      result = open(job.key, bytes, bytes, job.items);
+      result = seal(job.key, bytes, job.items, job.checksums !== false);
     } else {
-      const output = new Uint8Array(bytes.length);
-      result = { ...open(job.key, bytes, output, job.items), output: output.buffer };
-      transfer.push(output.buffer);
+      result = open(job.key, bytes, job.items);
     }
     // ArrayBuffers go back by transfer; shared memory is already where the caller can see it.
     parentPort.postMessage({ id: job.id, buffer: job.buffer, ...result }, transfer);

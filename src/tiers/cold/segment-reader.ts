@@ -1,9 +1,10 @@
 // Reading blocks back: refs are grouped by segment; each segment file is opened once, its header checked
 // and its data key unwrapped; runs of consecutive blocks are read with positional reads (never the whole
 // file) and opened on the crypto threads against the refs' owners and checksums. Runs of 4 KiB-multiple
-// blocks are read with O_DIRECT into staging slots and decrypted into fresh buffers (one copy, made by a
-// crypto thread, instead of the kernel's page-cache copy and page-cache upkeep). Every failure is a
-// FabricError naming the context; bytes that did not verify never reach the caller.
+// blocks are read with O_DIRECT into staging slots (no page-cache copy or upkeep) and decrypted there in
+// place; a caller that takes each block as it arrives (deliver: the tiers copy it into the allocator's
+// frame) sees it in the slot, any other gets a copy. Every failure is a FabricError naming the context;
+// bytes that did not verify never reach the caller.
 
 import { constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -69,14 +70,18 @@ function groupBySegment(refs: ColdBlockRef[]): SegmentRequest[] {
   return [...segments.values()];
 }
 
-/** Validated refs only (cold-store checks them and the tenant). Returns the blocks in the refs' order. */
-export async function readBlocks(ctx: SegmentReadContext, refs: ColdBlockRef[]): Promise<Uint8Array[]> {
-  const out = new Array<Uint8Array>(refs.length);
-  await forEachBounded(groupBySegment(refs), new Limiter(OPEN_SEGMENTS), (request) => readSegmentBlocks(ctx, request, out));
-  return out;
+/**
+ * Gets block `position` of the refs: `bytes` are valid only during the call (a staging slot, recycled
+ * after), verified, and exactly one block long.
+ */
+export type DeliverBlock = (position: number, bytes: Uint8Array) => void;
+
+/** Validated refs only (cold-store checks them and the tenant). Hands over each block as it is verified. */
+export async function readBlocks(ctx: SegmentReadContext, refs: ColdBlockRef[], deliver: DeliverBlock): Promise<void> {
+  await forEachBounded(groupBySegment(refs), new Limiter(OPEN_SEGMENTS), (request) => readSegmentBlocks(ctx, request, deliver));
 }
 
-async function readSegmentBlocks(ctx: SegmentReadContext, request: SegmentRequest, out: Uint8Array[]): Promise<void> {
+async function readSegmentBlocks(ctx: SegmentReadContext, request: SegmentRequest, deliver: DeliverBlock): Promise<void> {
   const firstRef = request.blocks.values().next().value!.ref;
   const where = `context '${firstRef.owner.contextId}' (version ${firstRef.owner.version}): segment ${request.segmentId}`;
   let file: FileHandle;
@@ -98,7 +103,7 @@ async function readSegmentBlocks(ctx: SegmentReadContext, request: SegmentReques
     }
     const source = await dataSource(ctx, request.segmentId, file, header.blockBytes);
     try {
-      await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) => readRun(ctx, source, run, header, geometry, unwrapped.dataKey, request, out, where));
+      await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) => readRun(ctx, source, run, header, geometry, unwrapped.dataKey, request, deliver, where));
     } finally {
       unwrapped.dataKey.fill(0);
       if (source.file !== file) await source.file.close().catch(() => undefined);
@@ -177,7 +182,7 @@ async function readRun(
   geometry: SegmentGeometry,
   dataKey: Buffer,
   request: SegmentRequest,
-  out: Uint8Array[],
+  deliver: DeliverBlock,
   where: string,
 ): Promise<void> {
   const { blockBytes } = header;
@@ -195,33 +200,28 @@ async function readRun(
       checksum: ref.checksum,
     };
   });
-  // Direct: ciphertext in a staging slot that stays here, plaintext in a fresh buffer. Otherwise one
-  // fresh buffer, decrypted in place, that becomes the caller's.
+  // Direct: ciphertext read into a staging slot and decrypted there; the blocks are handed over before
+  // the slot is recycled. Otherwise one fresh buffer, decrypted in place.
   const slot = source.direct ? await stagingArena.take() : undefined;
-  let opened: OpenResult;
   try {
     const sealed = slot?.bytes.subarray(0, runBytes) ?? new Uint8Array(runBytes);
     const got = await readFully(source.file, sealed, geometry.dataOffset + first * blockBytes);
     if (got < runBytes) throw new FabricError('INTEGRITY', `${where}: file is truncated (block ${first + Math.floor(got / blockBytes)} is incomplete)`);
-    opened = await ctx.crypto.open(dataKey, sealed, items, slot !== undefined);
+    const opened: OpenResult = await ctx.crypto.open(dataKey, sealed, items);
+    if (opened.failedItem >= 0) {
+      const index = run[opened.failedItem]!;
+      throw new FabricError(
+        'INTEGRITY',
+        opened.failure === 'checksum'
+          ? `${where}: block ${index} decrypted but its CRC-32 differs from the manifest's checksum`
+          : `${where}: block ${index} failed authentication (corrupted, or moved from another context, block or version)`,
+      );
+    }
+    run.forEach((index, i) => {
+      const block = opened.plaintext.subarray(i * blockBytes, (i + 1) * blockBytes);
+      for (const position of request.blocks.get(index)!.positions) deliver(position, block);
+    });
   } finally {
     if (slot !== undefined) stagingArena.give(slot);
   }
-  if (opened.failedItem >= 0) {
-    const index = run[opened.failedItem]!;
-    throw new FabricError(
-      'INTEGRITY',
-      opened.failure === 'checksum'
-        ? `${where}: block ${index} decrypted but its CRC-32 differs from the manifest's checksum`
-        : `${where}: block ${index} failed authentication (corrupted, or moved from another context, block or version)`,
-    );
-  }
-  run.forEach((index, i) => {
-    const positions = request.blocks.get(index)!.positions;
-    const block = opened.plaintext.subarray(i * blockBytes, (i + 1) * blockBytes);
-    positions.forEach((position, n) => {
-      // Every duplicate ref gets its own copy, so callers may change one without surprising another.
-      out[position] = n === 0 ? block : block.slice();
-    });
-  });
 }

@@ -1,5 +1,6 @@
-// Writing one segment: blocks are copied into shared staging slots, sealed in place on the crypto threads
-// (AES-256-GCM under a fresh data key, CRC-32 of the plaintext on the way), and written at their final
+// Writing one segment: blocks are copied into shared staging slots (by the source: the tiers copy straight
+// from the allocator's frames), sealed in place on the crypto threads (AES-256-GCM under a fresh data key,
+// CRC-32 of the plaintext on the way unless the reader checks the bytes itself), and written at their final
 // offsets of a temp file while later blocks are still being sealed; the header with the tag table goes
 // last, then the file is made durable and renamed into place (durable-file).
 
@@ -15,7 +16,7 @@ import { writeAtomically, writeFully } from './durable-file';
 import { newDataKey, type KeyRing } from './key-ring';
 import { encodeSegmentHeader, segmentGeometry } from './segment-header';
 import { SLOT_BYTES, stagingArena } from './staging-arena';
-import type { ColdBlockRef, SegmentOwner } from './types';
+import type { BlockSource, ColdBlockRef, SegmentOwner } from './types';
 
 /** Target bytes per crypto job and disk transfer: one staging slot, big enough for sequential disk I/O. */
 export const JOB_BYTES = SLOT_BYTES;
@@ -36,34 +37,35 @@ export interface SegmentWriteContext {
 }
 
 /** Validated inputs only (cold-store checks them). Returns one ref per block, in order. */
-export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner, blocks: Uint8Array[], blockBytes: number): Promise<ColdBlockRef[]> {
+export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner, blocks: BlockSource, plaintextChecksums: boolean): Promise<ColdBlockRef[]> {
+  const { blockBytes } = blocks;
   const segmentIdBytes = randomBytes(16);
   const segmentId = segmentIdBytes.toString('hex');
   const dataKey = newDataKey();
   const { keyId, wrapped } = ctx.keyRing.wrapDataKey(dataKey);
-  const { dataOffset } = segmentGeometry(keyId, owner.contextId, blocks.length, blockBytes);
-  const tags = Buffer.alloc(TAG_BYTES * blocks.length);
-  const checksums = new Uint32Array(blocks.length);
+  const { dataOffset } = segmentGeometry(keyId, owner.contextId, blocks.count, blockBytes);
+  const tags = Buffer.alloc(TAG_BYTES * blocks.count);
+  const checksums = new Uint32Array(blocks.count);
   // Blocks bigger than a slot travel to the crypto threads as their own ArrayBuffers, buffered.
   const staged = blockBytes <= SLOT_BYTES;
   const direct = ctx.directIo && directIoFits(blockBytes);
   const perJob = blocksPerJob(blockBytes);
   const jobStarts: number[] = [];
-  for (let first = 0; first < blocks.length; first += perJob) jobStarts.push(first);
+  for (let first = 0; first < blocks.count; first += perJob) jobStarts.push(first);
 
   const sealAndWrite = async (file: FileHandle, first: number) => {
-    const count = Math.min(perJob, blocks.length - first);
+    const count = Math.min(perJob, blocks.count - first);
     const slot = staged ? await stagingArena.take() : undefined;
     try {
       const plain = slot?.bytes.subarray(0, count * blockBytes) ?? new Uint8Array(count * blockBytes);
       const items: SealItem[] = [];
       for (let i = 0; i < count; i++) {
-        plain.set(blocks[first + i]!, i * blockBytes);
+        blocks.copy(first + i, plain.subarray(i * blockBytes, (i + 1) * blockBytes));
         items.push({ offset: i * blockBytes, length: blockBytes, iv: counterIv(first + i), aad: blockAad(segmentIdBytes, first + i, blockBytes, owner) });
       }
-      const sealed = await ctx.crypto.seal(dataKey, plain, items);
+      const sealed = await ctx.crypto.seal(dataKey, plain, items, plaintextChecksums);
       tags.set(sealed.tags, TAG_BYTES * first);
-      checksums.set(sealed.checksums, first);
+      if (sealed.checksums) checksums.set(sealed.checksums, first);
       await writeFully(file, sealed.bytes, dataOffset + first * blockBytes);
     } finally {
       if (slot !== undefined) stagingArena.give(slot);
@@ -78,7 +80,7 @@ export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner
       what,
       async (file) => {
         await forEachBounded(jobStarts, ctx.jobs, (first) => sealAndWrite(file, first));
-        const header = encodeSegmentHeader({ segmentId: segmentIdBytes, blockCount: blocks.length, blockBytes, owner, keyId, wrappedKey: wrapped, tags });
+        const header = encodeSegmentHeader({ segmentId: segmentIdBytes, blockCount: blocks.count, blockBytes, owner, keyId, wrappedKey: wrapped, tags });
         if (!direct) {
           await writeFully(file, header, 0);
           return;
@@ -99,5 +101,10 @@ export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner
   } finally {
     dataKey.fill(0);
   }
-  return blocks.map((_, index) => ({ segmentId, index, owner: { ...owner }, checksum: checksums[index]! }));
+  return Array.from({ length: blocks.count }, (_, index) => ({
+    segmentId,
+    index,
+    owner: { ...owner },
+    ...(plaintextChecksums ? { checksum: checksums[index]! } : {}),
+  }));
 }

@@ -18,8 +18,28 @@ export interface ColdBlockRef {
   /** The block's position in its segment. */
   index: number;
   owner: SegmentOwner;
-  /** CRC-32 (zlib) of the block's plaintext, verified after decryption. */
-  checksum: number;
+  /**
+   * CRC-32 (zlib) of the block's plaintext, verified after decryption. Absent when the block's reader
+   * checks the bytes itself (the tiers: the allocator checks each page against its own checksum as it
+   * copies it in), so the store does not sum them a second time; GCM authenticates them either way.
+   */
+  checksum?: number;
+}
+
+/**
+ * Blocks a segment is written from without a buffer per block: `copy` puts block `index` into `target`
+ * (exactly blockBytes, a staging slot the store then encrypts in place). The tiers copy straight from
+ * the allocator's frames.
+ */
+export interface BlockSource {
+  count: number;
+  blockBytes: number;
+  copy(index: number, target: Uint8Array): void;
+}
+
+export interface WriteSegmentOptions {
+  /** CRC-32 of each block's plaintext in its ref, checked on read (default true). */
+  plaintextChecksums?: boolean;
 }
 
 export interface ManifestLayout {
@@ -42,6 +62,12 @@ export interface ContextManifest {
    * offload's segment).
    */
   pages: ColdBlockRef[];
+  /**
+   * Page i's checksum in the allocator (CRC-32C of its tokens, native/src/core/block_checksum.h): what
+   * restoring the page checks its bytes against while it copies them. Absent in manifests written before
+   * checksums; an import then takes each page's checksum from the bytes its fill brings back.
+   */
+  pageChecksums?: number[];
   /** ISO-8601 time of the offload, for operators. */
   createdAt: string;
   /**

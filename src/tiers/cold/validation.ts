@@ -4,7 +4,7 @@
 
 import { FabricError, type ErrorCode } from '../../fabric/errors';
 import { contextFileStem, MAX_CONTEXT_FILE_STEM } from './context-names';
-import type { ColdBlockRef, ContextAttachment, ContextManifest, SegmentOwner } from './types';
+import type { BlockSource, ColdBlockRef, ContextAttachment, ContextManifest, SegmentOwner } from './types';
 
 /** An attachment is token ids and a fingerprint: 16 M characters hold a 1M-token context's ids. */
 const MAX_ATTACHMENT_CHARS = 16 * 1024 * 1024;
@@ -83,7 +83,7 @@ class Checker {
       segmentId: this.segmentId(r.segmentId, `${name}.segmentId`),
       index: this.int(r.index, `${name}.index`, 0, MAX_SEGMENT_BLOCKS - 1),
       owner: this.owner(r.owner, `${name}.owner`),
-      checksum: this.int(r.checksum, `${name}.checksum`, 0, 2 ** 32 - 1),
+      ...(r.checksum === undefined ? {} : { checksum: this.int(r.checksum, `${name}.checksum`, 0, 2 ** 32 - 1) }),
     };
   }
 
@@ -113,6 +113,12 @@ class Checker {
     });
     if (typeof m.createdAt !== 'string' || m.createdAt.length > 64) this.fail(`manifest.createdAt must be a string of at most 64 characters`);
     const manifest: ContextManifest = { contextId, tenant, version, tokens, layout: { bytesPerToken, tokensPerBlock, blockBytes }, pages, createdAt: m.createdAt };
+    if (m.pageChecksums !== undefined) {
+      if (!Array.isArray(m.pageChecksums) || m.pageChecksums.length !== pages.length) {
+        this.fail(`manifest.pageChecksums must be an array of ${pages.length} checksums, got ${describe(m.pageChecksums)}`);
+      }
+      manifest.pageChecksums = m.pageChecksums.map((sum: unknown, i: number) => this.int(sum, `manifest.pageChecksums[${i}]`, 0, 2 ** 32 - 1));
+    }
     if (m.attachment !== undefined) manifest.attachment = this.attachment(m.attachment, 'manifest.attachment');
     return manifest;
   }
@@ -148,6 +154,26 @@ export function checkStoredManifest(value: unknown, contextId: string): ContextM
 }
 
 /** Blocks of one segment: a non-empty array of equally sized Uint8Arrays. Returns blockBytes. */
+/** A block source (BlockSource) or an array of equal blocks, as one source; INVALID_ARGUMENT otherwise. */
+export function checkBlockSource(blocks: unknown): BlockSource {
+  if (Array.isArray(blocks)) {
+    const blockBytes = checkBlocks(blocks);
+    const copies = [...blocks] as Uint8Array[];
+    return { count: copies.length, blockBytes, copy: (index, target) => target.set(copies[index]!) };
+  }
+  if (!isObject(blocks) || typeof (blocks as { copy?: unknown }).copy !== 'function') {
+    throw new FabricError('INVALID_ARGUMENT', `blocks must be an array of Uint8Arrays or a block source { count, blockBytes, copy }, got ${describe(blocks)}`);
+  }
+  const { count, blockBytes, copy } = blocks as unknown as BlockSource;
+  if (!Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BLOCKS) {
+    throw new FabricError('INVALID_ARGUMENT', `a block source's count must be an integer in [1, ${MAX_SEGMENT_BLOCKS}], got ${describe(count)}`);
+  }
+  if (!Number.isSafeInteger(blockBytes) || blockBytes < 1 || blockBytes > MAX_BLOCK_BYTES) {
+    throw new FabricError('INVALID_ARGUMENT', `a block source's blockBytes must be an integer in [1, ${MAX_BLOCK_BYTES}], got ${describe(blockBytes)}`);
+  }
+  return { count, blockBytes, copy: copy.bind(blocks) };
+}
+
 export function checkBlocks(blocks: unknown): number {
   if (!Array.isArray(blocks) || blocks.length === 0 || blocks.length > MAX_SEGMENT_BLOCKS) {
     throw new FabricError('INVALID_ARGUMENT', `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`);

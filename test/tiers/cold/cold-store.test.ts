@@ -49,6 +49,41 @@ describe.each([
     expectBlocks(got, picks.map(([s, b]) => written[s]!.blocks[b]!));
     expect(got[2] === got[7], 'duplicates get their own copies').toBe(false);
   });
+
+  it('writes from a block source without plaintext checksums and hands blocks over as they arrive (the tiers\' way)', async () => {
+    const { store } = await freshStore(undefined, { directIo });
+    const blocks = blocksOf(count, blockBytes, 9);
+    const copied: number[] = [];
+    const source = { count, blockBytes, copy: (index: number, target: Uint8Array) => (copied.push(index), target.set(blocks[index]!)) };
+    const refs = await store.writeSegment({ tenant: 7, contextId: 'agent-source', version: 1 }, source, { plaintextChecksums: false });
+    expect(copied.sort((x, y) => x - y)).toEqual(blocks.map((_, i) => i));
+    expect(refs.every((ref) => ref.checksum === undefined)).toBe(true);
+    const got = new Array<Uint8Array>(count);
+    // Delivered bytes live only during the call (a staging slot for direct I/O): keep copies.
+    await store.readBlocks([...refs].reverse(), 7, (position, bytes) => (got[count - 1 - position] = bytes.slice()));
+    expectBlocks(got, blocks);
+  });
+});
+
+describe('without plaintext checksums', () => {
+  it('still refuses a flipped byte (GCM) and never delivers it', async () => {
+    const { store, dir } = await freshStore();
+    const refs = await store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(4, 8192, 3), { plaintextChecksums: false });
+    const [file] = filesUnder(dir).filter((name) => name.endsWith('.seg'));
+    const bytes = fs.readFileSync(`${dir}/${file}`);
+    bytes[bytes.length - 5000]! ^= 0x10;
+    fs.writeFileSync(`${dir}/${file}`, bytes);
+    const delivered: number[] = [];
+    await expectCode(store.readBlocks(refs, 1, (position) => delivered.push(position)), 'INTEGRITY', /block 3 failed authentication/);
+    expect(delivered).not.toContain(3);
+  });
+
+  it('refuses a block source that is not one', async () => {
+    const { store } = await freshStore();
+    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 0, blockBytes: 32, copy: () => undefined }), 'INVALID_ARGUMENT', /count/);
+    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 1 } as never), 'INVALID_ARGUMENT', /block source/);
+    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(1, 32, 1), { plaintextChecksums: 'no' as never }), 'INVALID_ARGUMENT', /plaintextChecksums/);
+  });
 });
 
 describe('ColdStore', () => {

@@ -148,7 +148,7 @@ describe('segment damage', () => {
 
   it("a block whose checksum differs from the manifest's is INTEGRITY", async () => {
     const r = a.refs[1]!;
-    await expectCode(store.readBlocks([{ ...r, checksum: (r.checksum + 1) >>> 0 }], 1), 'INTEGRITY', /block 1 decrypted but its CRC-32 differs/);
+    await expectCode(store.readBlocks([{ ...r, checksum: (r.checksum! + 1) >>> 0 }], 1), 'INTEGRITY', /block 1 decrypted but its CRC-32 differs/);
   });
 });
 
