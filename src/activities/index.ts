@@ -151,7 +151,7 @@ export function createActivities(options: {
 
     share(request: ShareRequest): Promise<ShareResult> {
       return operate({ activity: 'share', action: 'fork', held: true }, request, async (parent) => {
-        await memory.share(request.agentId, parent!, presentedChild(request), request.checkpoint);
+        await memory.share(request.agentId, parent!, presentedChild(request), request.checkpoint, request.childCustodian);
         return { parent: memory.snapshot(request.agentId), child: memory.snapshot(request.childId) };
       });
     },
@@ -198,7 +198,7 @@ export function createActivities(options: {
 
     renew(request: RenewRequest): Promise<void> {
       return operate({ activity: 'renew', action: 'renew', held: false }, request, async (current) => {
-        await memory.renew(current!, { ...presented(request, 'renew'), token: request.next });
+        await memory.renew(current!, { ...presented(request, 'renew'), token: request.next }, request.nextCustodian);
         log.info('capability renewed', { agentId: request.agentId });
       });
     },

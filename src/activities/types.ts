@@ -76,6 +76,8 @@ export interface TurnResult extends ContextSnapshot {
 export interface ShareRequest extends ContextRequest {
   childId: string;
   childCapability: string;
+  /** The child's custodian token (minted with childCapability), checked here before the child workflow carries it. */
+  childCustodian?: string;
   checkpoint: boolean;
 }
 
@@ -116,6 +118,8 @@ export interface RestoreResult extends TransferResult {
 export interface RenewRequest extends ContextRequest {
   /** The replacement capability; `capability` is the one it replaces. */
   next: string;
+  /** The replacement's custodian token, which the workflow carries from then on. */
+  nextCustodian?: string;
 }
 
 export interface ReleaseResult {

@@ -177,11 +177,13 @@ export class AgentMemory {
 
   /**
    * Forks `parentId` (already admitted with `parent`'s claims) into the child the call names. The
-   * child's token must be for the child, in the parent's tenant, with at most the parent's rights.
+   * child's token must be for the child, in the parent's tenant, with at most the parent's rights;
+   * `childCustodian`, when given, must be that token's custodian (the child's workflow carries it).
    */
-  async share(parentId: string, parent: CapabilityClaims, child: Presented, checkpoint: boolean): Promise<void> {
+  async share(parentId: string, parent: CapabilityClaims, child: Presented, checkpoint: boolean, childCustodian?: unknown): Promise<void> {
     const childId = child.contextId;
     const claims = await this.capabilities.childClaims(child, parent);
+    if (childCustodian !== undefined) await this.capabilities.custodianOf({ ...child, token: childCustodian }, claims);
     const existing = await this.grants.get(childId);
     if (existing) {
       // Ours only if made for this very child (a retry whose record was lost with its worker).
@@ -243,9 +245,9 @@ export class AgentMemory {
     this.tenants.delete(contextId);
   }
 
-  /** Accepts `next` as the context's capability (see CapabilityCheck.renewal); touches no tier. */
-  async renew(current: CapabilityClaims, next: Presented): Promise<void> {
-    await this.capabilities.renewal(next, current);
+  /** Accepts `next` (and its custodian, if given) as the context's capability (see CapabilityCheck.renewal); touches no tier. */
+  async renew(current: CapabilityClaims, next: Presented, nextCustodian?: unknown): Promise<void> {
+    await this.capabilities.renewal(next, current, nextCustodian);
   }
 
   /** Totals over one tenant's contexts on this worker: nothing about any other tenant. */

@@ -5,14 +5,14 @@
 // the token is necessary, not sufficient. Every refusal is audited (never the token) and counted.
 import { FabricError } from '../fabric/errors';
 import { CapabilityDenied, type CapabilityVerifier } from '../security/capability-verifier';
-import type { CapabilityClaims, DenialReason, Right } from '../security/claims';
+import { CUSTODY, type CapabilityClaims, type DenialReason, type Right } from '../security/claims';
 import type { AuditSink } from '../security/audit-log';
 import type { Grant } from '../shared-directory/grant-store';
 import type { EpochStore } from '../shared-directory/epochs';
 
 export type Action = 'allocate' | 'recover' | 'append' | 'pin' | 'unpin' | 'fork' | 'offload' | 'restore' | 'release' | 'renew';
 
-/** The right each worker action needs. Pinning decides where the context lives, as offloading does. */
+/** The right a caller's token needs for each worker action. Pinning decides where the context lives, as offloading does. */
 export const RIGHT_FOR: Record<Action, Right> = {
   allocate: 'append',
   recover: 'resume',
@@ -26,6 +26,16 @@ export const RIGHT_FOR: Record<Action, Right> = {
   // Renewing proves possession of the agent's token; the replacement may not add rights (renewal()).
   renew: 'resume',
 };
+
+/**
+ * What a custodian token (`custody`, its only right) allows: the moves the agent's workflow makes on its
+ * own, none of which reads, writes or ends the context's bytes: create the empty context at start, adopt it
+ * on a new holder after a failover, demote it on its timers, pin it again on the adopting worker. Its own
+ * right, not a subset of the caller rights: 'resume' (which recover needs) would also restore it for a
+ * caller, and 'append' (which allocate needs) would write turns. Restoring to the device, unpinning and
+ * renewing are never the workflow's own acts: a caller's token does those.
+ */
+export const CUSTODY_ACTIONS: ReadonlySet<Action> = new Set<Action>(['allocate', 'recover', 'offload', 'pin']);
 
 /** A call as the worker sees it: what is asked, by whom, from which workflow, with which token. */
 export interface Presented {
@@ -72,13 +82,26 @@ export class CapabilityCheck {
   /**
    * A renewal's replacement token: same tenant, agent, context and workflow as the call, no right the
    * current token lacks, and newer than it. Accepting it revokes every older token, the current one too.
+   * `custodian`, when given, must be the replacement's custodian token (custodianOf).
    */
-  async renewal(call: Presented, current: CapabilityClaims): Promise<CapabilityClaims> {
+  async renewal(call: Presented, current: CapabilityClaims, custodian?: unknown): Promise<CapabilityClaims> {
     const next = await this.checked(call, await this.verified(call), false);
     if (!next.rights.every((right) => current.rights.includes(right))) return this.deny(call, 'rights-escalation');
     if (next.epoch <= current.epoch) return this.deny(call, 'revoked');
+    if (custodian !== undefined) await this.custodianOf({ ...call, token: custodian }, next);
     await this.revoke(call.contextId, next.epoch);
     return next;
+  }
+
+  /**
+   * A custodian token given with `agent` (its workflow will carry it): the call's identity, `custody` as
+   * its only right, the agent token's epoch (so what revokes one revokes both) and no later expiry.
+   */
+  async custodianOf(call: Presented, agent: CapabilityClaims): Promise<CapabilityClaims> {
+    const custodian = await this.checked(call, await this.verified(call), false);
+    const onlyCustody = custodian.rights.length === 1 && custodian.rights[0] === CUSTODY;
+    if (!onlyCustody || custodian.epoch !== agent.epoch || custodian.exp > agent.exp) return this.deny(call, 'not-custodian');
+    return custodian;
   }
 
   private async verified(call: Presented): Promise<CapabilityClaims> {
@@ -115,6 +138,10 @@ function mismatch(claims: CapabilityClaims, call: Presented, needsRight: boolean
   if (claims.ctx !== call.contextId) return 'wrong-context';
   if (claims.sub !== call.agentId) return 'wrong-agent';
   if (claims.wf !== call.workflowId) return 'wrong-workflow';
-  if (needsRight && !claims.rights.includes(RIGHT_FOR[call.action])) return 'missing-right';
+  if (needsRight && !allows(claims.rights, call.action)) return claims.rights.includes(CUSTODY) ? 'custodian-token' : 'missing-right';
   return undefined;
+}
+
+function allows(rights: readonly Right[], action: Action): boolean {
+  return rights.includes(RIGHT_FOR[action]) || (rights.includes(CUSTODY) && CUSTODY_ACTIONS.has(action));
 }

@@ -1,7 +1,7 @@
 // One worker's agent contexts: admission (capabilities against grants), turns, tier moves, digests and
 // verification. Knows nothing of Temporal: the activities adapt it, the drain and tests use it directly.
 export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
-export { CapabilityCheck, RIGHT_FOR, type Action, type Presented } from './capability-check';
+export { CapabilityCheck, CUSTODY_ACTIONS, RIGHT_FOR, type Action, type Presented } from './capability-check';
 export { digestOfBytes, emptyDigest, pageDigest, type DigestState } from './context-digest';
 export type { ContextSnapshot } from './context-snapshot';
 export type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';

@@ -62,6 +62,8 @@ export interface StartAgentOptions {
    * workflow). Keep it: every later call needs it.
    */
   capability?: string;
+  /** The custodian token the agent's workflow carries (see mintCustodian); minted from `capability` when absent. */
+  custodian?: string;
 }
 
 export interface AgentListing {
@@ -121,6 +123,14 @@ export class AgentClient {
     return this.issuer().mintChild(parentCapability, { agentId: childId, workflowId: agentWorkflowId(childId) });
   }
 
+  /**
+   * The custodian token of an agent's capability: what the agent's workflow carries for its timers and
+   * failovers (offload, recover, pin), and nothing a caller does (read, append, fork, release).
+   */
+  mintCustodian(capability: string): string {
+    return this.issuer().mintCustodian(capability);
+  }
+
   private issuer() {
     if (!this.security.issuer) throw new FabricError('INVALID_ARGUMENT', 'this client holds no signing key (KVFABRIC_SIGNING_KEYS): pass a capability minted by the control plane');
     return this.security.issuer;
@@ -137,7 +147,9 @@ export class AgentClient {
     checkTenantName(options.tenant); // the worker's rule for tenant names, checked before a workflow exists
     const model = typeof options.model === 'object' ? options.model : modelNamed(options.model ?? 'smollm2-135m');
     const capability = options.capability ?? this.mintCapability(options.agentId, options.tenant);
-    const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability, model, config: agentConfig(options.config) };
+    // The workflow carries the custodian; the caller keeps the agent's own token.
+    const custodian = options.custodian ?? this.mintCustodian(capability);
+    const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability: custodian, model, config: agentConfig(options.config) };
     try {
       await this.client.workflow.start<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
         workflowId: agentWorkflowId(options.agentId),
@@ -206,6 +218,16 @@ export interface CallOptions {
   requestId?: string;
 }
 
+export interface ForkOptions extends CallOptions {
+  /** The child's custodian token (mintCustodian of the child capability); minted here when absent. */
+  childCustodian?: string;
+}
+
+export interface RenewOptions extends CallOptions {
+  /** The replacement's custodian token (mintCustodian of `next`); minted here when absent. */
+  nextCustodian?: string;
+}
+
 /** One agent, as seen by a caller holding a capability. */
 export class AgentHandle {
   constructor(
@@ -243,12 +265,14 @@ export class AgentHandle {
    * Forks a child agent sharing this agent's blocks; the child gets its own capability. A retried fork
    * (`requestId`) must carry the child capability of the first try: a fresh one would not be the child's.
    */
-  async fork(childId: string, childCapability?: string, options: CallOptions = {}): Promise<{ child: AgentHandle; status: AgentStatus }> {
+  async fork(childId: string, childCapability?: string, options: ForkOptions = {}): Promise<{ child: AgentHandle; status: AgentStatus }> {
     if (options.requestId !== undefined && childCapability === undefined) {
       throw new FabricError('INVALID_ARGUMENT', 'a fork with a request id needs its child capability, minted once before the first try (mintChildCapability)');
     }
     childCapability ??= this.agents.mintChildCapability(this.capability, childId);
-    const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability }, options);
+    // A custodian minted again on a retry is as good as the first: same epoch and expiry as the child's token.
+    const childCustodian = options.childCustodian ?? this.agents.mintCustodian(childCapability);
+    const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability, childCustodian }, options);
     return { child: this.agents.agent(childId, childCapability), status: outcome.child };
   }
 
@@ -266,16 +290,17 @@ export class AgentHandle {
 
   /**
    * Replaces this agent's capability with a fresh one (a new expiry; `next` or one minted by this
-   * client's issuer) in the workflow too, and revokes the old one: returns the handle acting with the new.
-   * A retried renewal (`requestId`) must carry the `next` of the first try.
+   * client's issuer), gives the workflow the new one's custodian, and revokes the old ones: returns the
+   * handle acting with the new. A retried renewal (`requestId`) must carry the `next` of the first try.
    */
-  async renew(next?: string, options: CallOptions = {}): Promise<AgentHandle> {
+  async renew(next?: string, options: RenewOptions = {}): Promise<AgentHandle> {
     if (options.requestId !== undefined && next === undefined) {
       throw new FabricError('INVALID_ARGUMENT', 'a renewal with a request id needs its next capability, minted once before the first try (mintCapability)');
     }
     const current = readClaimsUnverified(this.capability);
     next ??= this.agents.mintCapability(this.agentId, current.ten, current.rights);
-    await this.update(renewUpdate, { capability: this.capability, next }, options);
+    const nextCustodian = options.nextCustodian ?? this.agents.mintCustodian(next);
+    await this.update(renewUpdate, { capability: this.capability, next, nextCustodian }, options);
     return this.agents.agent(this.agentId, next);
   }
 

@@ -8,6 +8,8 @@ export {
   type AgentConfigOverrides,
   type AgentListing,
   type CallOptions,
+  type ForkOptions,
+  type RenewOptions,
   type ListFilter,
   type StartAgentOptions,
 } from './agent-client';

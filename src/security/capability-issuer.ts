@@ -4,7 +4,7 @@
 import { randomUUID, sign, type KeyObject } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
-import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, RIGHTS, isRight, type CapabilityClaims, type Right } from './claims';
+import { CALLER_RIGHTS, CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, CUSTODY, RIGHTS, isRight, type CapabilityClaims, type Right } from './claims';
 import { ed25519PrivateKey, type RawKey } from './key-list';
 
 export const DEFAULT_CAPABILITY_LIFETIME_S = 24 * 60 * 60;
@@ -23,6 +23,8 @@ export interface MintRequest {
    */
   epoch?: number;
   lifetimeS?: number;
+  /** An absolute expiry (seconds since the epoch) instead of a lifetime: a derived token never outlives its source. */
+  expiresAtS?: number;
   /** Not valid before this many seconds from now (default 0). */
   notBeforeS?: number;
 }
@@ -41,7 +43,7 @@ export class CapabilityIssuer {
   }
 
   mint(request: MintRequest): string {
-    const rights = [...(request.rights ?? RIGHTS)];
+    const rights = [...(request.rights ?? CALLER_RIGHTS)];
     if (!rights.every(isRight)) throw new FabricError('INVALID_ARGUMENT', `rights must be among ${RIGHTS.join(', ')}`);
     const now = this.clock();
     const iat = Math.floor(now / 1000);
@@ -57,7 +59,7 @@ export class CapabilityIssuer {
       jti: randomUUID(),
       iat,
       nbf: iat + (request.notBeforeS ?? 0),
-      exp: iat + (request.lifetimeS ?? DEFAULT_CAPABILITY_LIFETIME_S),
+      exp: request.expiresAtS ?? iat + (request.lifetimeS ?? DEFAULT_CAPABILITY_LIFETIME_S),
     };
     return signCompact({ alg: 'EdDSA', typ: 'JWT', kid: this.activeKeyId }, claims, this.keys.get(this.activeKeyId)!);
   }
@@ -69,8 +71,17 @@ export class CapabilityIssuer {
   mintChild(parentToken: string, child: { agentId: string; workflowId: string; rights?: readonly Right[] }): string {
     const parent = readClaimsUnverified(parentToken);
     const rights = (child.rights ?? parent.rights).filter((right) => parent.rights.includes(right));
-    const lifetimeS = Math.max(0, parent.exp - Math.floor(this.clock() / 1000));
-    return this.mint({ tenant: parent.ten, agentId: child.agentId, workflowId: child.workflowId, rights, lifetimeS });
+    return this.mint({ tenant: parent.ten, agentId: child.agentId, workflowId: child.workflowId, rights, expiresAtS: parent.exp });
+  }
+
+  /**
+   * The custodian token of an agent's token, for its workflow to carry: the same tenant, agent, context,
+   * workflow, epoch and expiry, and `custody` as its only right. The same epoch means whatever revokes
+   * the agent's token (a release, a renewal) revokes its custodian too.
+   */
+  mintCustodian(agentToken: string): string {
+    const agent = readClaimsUnverified(agentToken);
+    return this.mint({ tenant: agent.ten, agentId: agent.sub, contextId: agent.ctx, workflowId: agent.wf, rights: [CUSTODY], epoch: agent.epoch, expiresAtS: agent.exp });
   }
 }
 

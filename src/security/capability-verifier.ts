@@ -5,7 +5,7 @@
 import { verify, type KeyObject } from 'node:crypto';
 
 import { isAgentId } from '../identity/agent-identity';
-import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, isRight, type CapabilityClaims, type DenialReason } from './claims';
+import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, RIGHTS, isRight, type CapabilityClaims, type DenialReason } from './claims';
 import { ed25519PublicKey, type RawKey } from './key-list';
 
 /** Far above a real token (about 500 bytes): parsing stays cheap whatever is presented. */
@@ -79,7 +79,7 @@ function wellTyped(c: Record<string, unknown>): c is Record<string, unknown> & C
     typeof c.jti === 'string' &&
     c.jti.length <= 64 &&
     Array.isArray(c.rights) &&
-    c.rights.length <= 6 &&
+    c.rights.length <= RIGHTS.length &&
     c.rights.every(isRight)
   );
 }

@@ -2,7 +2,14 @@
 // which actions, until when, at which epoch. Workers accept a token only if every claim matches the
 // call and the context's own records (grant, epoch); the token is necessary, never sufficient.
 
-export const RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release'] as const;
+/** The rights of a caller's token: what the agent's holder may ask for (the default of a minted token). */
+export const CALLER_RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release'] as const;
+/**
+ * The only right of a custodian token, the one the agent's workflow carries for what it does on its own
+ * (allocation at start, timers, failover): see CUSTODY_ACTIONS (agent-memory/capability-check.ts).
+ */
+export const CUSTODY = 'custody';
+export const RIGHTS = [...CALLER_RIGHTS, CUSTODY] as const;
 export type Right = (typeof RIGHTS)[number];
 
 /** Fixed strings in every token: a token minted for another system or audience is not ours. */
@@ -55,6 +62,10 @@ export type DenialReason =
   | 'not-owner'
   | 'cross-tenant'
   | 'rights-escalation'
+  /** A custodian token presented for an action only a caller's token allows (read, append, fork, release, ...). */
+  | 'custodian-token'
+  /** A token given as another's custodian is not one: other rights, another epoch, or a later expiry. */
+  | 'not-custodian'
   /** A manifest found where the grant says the context is belongs to another tenant (swapped, tampered). */
   | 'foreign-manifest';
 

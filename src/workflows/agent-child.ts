@@ -1,7 +1,8 @@
 // For a user's own workflow: start a kvfabric agent as its child, with the memo and search attributes
 // kvfabric's client gives an agent it starts. Not a workflow type (so not exported from index.ts); the
 // package exports it as `kvfabric/workflows/child`. The agent outlives its parent unless told otherwise:
-// its memory is what the parent's successors come back to.
+// its memory is what the parent's successors come back to. `input.capability` is the agent's custodian
+// token (AgentClient.mintCustodian): the agent's own token stays with the activities that talk to it.
 import { ParentClosePolicy, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
 
 import { agentWorkflowId } from '../identity/agent-identity';

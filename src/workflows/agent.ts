@@ -2,7 +2,9 @@
 // decides which tier the context lives in and which worker holds it, and keeps only counts and digests:
 // no KV byte ever enters its history. Updates move the agent (turn, suspend, resume, fork, pin, unpin,
 // release); two timers demote an unused one (idle -> warm -> cold); continue-as-new carries the state
-// across when Temporal suggests it.
+// across when Temporal suggests it. Every update acts with the caller's own capability; what the workflow
+// does on its own (allocation, timers, failover) it does with the agent's custodian token, the only one
+// it carries (see ownCapability).
 import {
   ActivityFailure,
   ApplicationFailure,
@@ -226,15 +228,17 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     return statusOf(input, state);
   }
 
-  async function fork({ capability, childId, childCapability }: ForkArgs): Promise<ForkOutcome> {
+  async function fork({ capability, childId, childCapability, childCustodian }: ForkArgs): Promise<ForkOutcome> {
+    const custodian = childCustodian === undefined ? {} : { childCustodian };
     const shared = await onHolder((activities) =>
-      activities.share({ ...request(capability), childId, childCapability, checkpoint: durable }),
+      activities.share({ ...request(capability), childId, childCapability, ...custodian, checkpoint: durable }),
     );
     absorb(shared.parent);
     const childInput: AgentInput = {
       agentId: childId,
       tenant,
-      capability: childCapability,
+      // The child carries its custodian, not its own token (forks recorded before custodians: the token).
+      capability: childCustodian ?? childCapability,
       model: input.model,
       config,
       parent: { agentId, holder: state.holder!, digest: state.digest, tier: shared.child.tier, blocks: shared.child.blocks, sharedBlocks: shared.child.sharedBlocks },
@@ -305,12 +309,14 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   }
 
   /**
-   * Replaces the capability the workflow acts with on its own (timers, failover): the worker checks the
-   * replacement and revokes every older token of the context, the presented one included.
+   * Replaces the token the workflow acts with on its own (timers, failover) by the replacement's
+   * custodian: the worker checks both and revokes every older token of the context, the presented one
+   * and the custodian carried so far included.
    */
-  async function renew({ capability, next }: RenewArgs): Promise<AgentStatus> {
-    await onHolder((activities) => activities.renew({ ...request(capability), next }));
-    state.capability = next;
+  async function renew({ capability, next, nextCustodian }: RenewArgs): Promise<AgentStatus> {
+    await onHolder((activities) => activities.renew({ ...request(capability), next, ...(nextCustodian === undefined ? {} : { nextCustodian }) }));
+    // Renewals recorded before custodian tokens carried the replacement itself.
+    state.capability = nextCustodian ?? next;
     return statusOf(input, state);
   }
 
@@ -426,7 +432,13 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     return { agentId, tenant, capability, operationId: nextOperationId() };
   }
 
-  /** The capability the workflow acts with when no caller gave one: the latest renewal, else the first. */
+  /**
+   * The token the workflow acts with when no caller gave one (timers, failover): the custodian of the latest
+   * renewal, else the one it started with. Runs started before custodian tokens carry the agent's full
+   * token until a renewal brings a custodian, and keep acting with it. No patch marks this change: it
+   * alters the data commands carry, never which commands run, and a run's own data says which token it
+   * has (recorded histories of both kinds replay: test/temporal/replay.test.ts).
+   */
   function ownCapability(): string {
     return state.capability ?? input.capability;
   }
@@ -515,15 +527,17 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     if (state.pinned) reject('INVALID_STATE', `agent ${agentId} is pinned: unpin it first`);
   }
 
-  function checkRenew({ next }: RenewArgs): void {
+  function checkRenew({ next, nextCustodian }: RenewArgs): void {
     if (typeof next !== 'string' || next.length === 0) reject('INVALID_ARGUMENT', 'a replacement capability is required');
+    if (typeof nextCustodian !== 'string' || nextCustodian.length === 0) reject('INVALID_ARGUMENT', "the replacement's custodian token is required");
   }
 
-  function checkFork({ childId, childCapability }: ForkArgs): void {
+  function checkFork({ childId, childCapability, childCustodian }: ForkArgs): void {
     if (!isAgentId(childId) || childId === agentId) {
       reject('INVALID_ARGUMENT', 'childId must be 1 to 128 letters, digits, ".", "_", ":" or "-", and not the parent');
     }
     if (typeof childCapability !== 'string' || childCapability.length === 0) reject('INVALID_ARGUMENT', 'a child capability is required');
+    if (typeof childCustodian !== 'string' || childCustodian.length === 0) reject('INVALID_ARGUMENT', "the child's custodian token is required");
   }
 }
 

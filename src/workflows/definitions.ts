@@ -97,8 +97,9 @@ export interface AgentState {
   /** The last turn's checkpoint found the disk full: the durable copy lacks it until a later one succeeds. */
   durableCopyStale?: boolean;
   /**
-   * The capability timers and failover act with, once a `renew` replaced the one the agent started with
-   * (which expires). Sealed by the payload codec like all state.
+   * The token the workflow acts with on its own (timers, failover) once a `renew` replaced the one it
+   * started with (which expires): the replacement's custodian token (runs renewed without one, before
+   * custodian tokens existed: the replacement itself). Sealed by the payload codec like all state.
    */
   capability?: string;
 }
@@ -114,7 +115,12 @@ export interface RestoreFigures {
 export interface AgentInput {
   agentId: string;
   tenant: string;
-  /** The agent's capability: carried in state and passed to every activity; never logged. */
+  /**
+   * The token the workflow carries for what it does on its own (allocation, timers, failover): the
+   * agent's custodian token (`custody` only: CapabilityIssuer.mintCustodian), never the agent's own,
+   * so whoever decodes the history cannot read, append, fork or release the agent with it. Runs started
+   * before custodian tokens carry the agent's full token here, and keep acting with it. Never logged.
+   */
   capability: string;
   model: AgentModel;
   config: AgentConfig;
@@ -183,11 +189,15 @@ export interface ForkArgs extends Credentials {
   childId: string;
   /** The child's own capability, minted by the caller. */
   childCapability: string;
+  /** Its custodian token, minted with it: the child's workflow carries this one (required; absent only in runs recorded before). */
+  childCustodian?: string;
 }
 
 export interface RenewArgs extends Credentials {
   /** The replacement, minted by the control plane: same agent, context and workflow, no more rights. */
   next: string;
+  /** The replacement's custodian token: the workflow carries it from now on (required; absent only in runs recorded before). */
+  nextCustodian?: string;
 }
 
 export interface ForkOutcome {

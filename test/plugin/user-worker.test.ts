@@ -65,7 +65,7 @@ it('runs a user\'s workflow that starts an agent and talks to it, on a worker ma
   // The first user worker runs as a process of its own, so its kill is real.
   const doomed = await cluster.spawnWorker({ workerId: 'user-a', entry: join(__dirname, 'fixtures', 'user-worker-main.ts') });
   const capability = agents.mintCapability('helper', 'acme');
-  const newAgent: AgentInput = { agentId: 'helper', tenant: 'acme', capability, model: TINY, config: agentConfig(TEST_AGENT_CONFIG) };
+  const newAgent: AgentInput = { agentId: 'helper', tenant: 'acme', capability: agents.mintCustodian(capability), model: TINY, config: agentConfig(TEST_AGENT_CONFIG) };
 
   // The user's ticket starts the agent as its child and asks it two questions.
   const answers = await ticket('1', { newAgent, agentId: 'helper', capability, questions: [40, 8] });
@@ -109,7 +109,7 @@ it('drains the agents a user worker holds to the cold tier when that worker shut
   const queue = `drain-${randomBytes(3).toString('hex')}`;
   const leaving = await startUserWorker('user-c', queue);
   const capability = agents.mintCapability('drained', 'acme');
-  const newAgent: AgentInput = { agentId: 'drained', tenant: 'acme', capability, model: TINY, config: agentConfig({ ...TEST_AGENT_CONFIG, durability: 'on-offload' }) };
+  const newAgent: AgentInput = { agentId: 'drained', tenant: 'acme', capability: agents.mintCustodian(capability), model: TINY, config: agentConfig({ ...TEST_AGENT_CONFIG, durability: 'on-offload' }) };
   expect(await ticket('3', { newAgent, agentId: 'drained', capability, questions: [12] }, queue)).toEqual([{ holder: leaving.plugin.holder, tokens: 12, turns: 1 }]);
   leaving.worker.shutdown();
   await runs.at(-1);

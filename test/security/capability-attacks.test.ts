@@ -111,6 +111,13 @@ const ATTACKS: Attack[] = [
   { name: 'oversized', reason: 'oversized', token: () => `${owner}${'A'.repeat(4096)}` },
   { name: 'garbage string', reason: 'malformed', token: () => 'definitely not a token' },
   { name: 'not a string', reason: 'malformed', token: () => ({ capability: owner }) },
+  // The token the agent's workflow carries: good for its own moves (below), refused for a caller's.
+  ...(['append', 'restore', 'fork', 'release', 'unpin', 'renew'] as const).map((action) => ({
+    name: `custodian token (the one the workflow carries) for ${action}`,
+    reason: 'custodian-token',
+    token: () => fx.issuer.mintCustodian(owner),
+    action,
+  })),
 ];
 
 describe('capability attacks', () => {
@@ -149,6 +156,47 @@ describe('capability attacks', () => {
     expect(fx.tierCalls.slice(calls)).toEqual([]);
     // A context nobody created is not a permission question.
     await expect(fx.memory.admit(fx.call('nobody', 'acme', 'append', fx.token('nobody')))).rejects.toMatchObject({ code: 'STALE_HANDLE' });
+  });
+});
+
+describe('custodian token', () => {
+  it("allows exactly the workflow's own moves: allocate, recover, offload, pin", async () => {
+    const custodian = fx.issuer.mintCustodian(owner);
+    expect(readClaimsUnverified(custodian)).toMatchObject({ rights: ['custody'], epoch: claimsOf().epoch, exp: claimsOf().exp, wf: agentWorkflowId('planner') });
+    for (const action of ['allocate', 'recover', 'offload', 'pin'] as const) {
+      await expect(fx.memory.admit(fx.call('planner', 'acme', action, custodian))).resolves.toMatchObject({ rights: ['custody'] });
+    }
+  });
+
+  it('is revoked with the token it was minted with: a release ends both', async () => {
+    const agent = fx.token('custodied');
+    const custodian = fx.issuer.mintCustodian(agent);
+    await fx.memory.create(fx.call('custodied', 'acme', 'allocate', custodian), false);
+    await fx.memory.release('custodied', await fx.memory.admit(fx.call('custodied', 'acme', 'release', agent)));
+    await expect(fx.memory.admit(fx.call('custodied', 'acme', 'offload', custodian))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
+  });
+
+  it("must be the custodian of the token it comes with, at a renewal and at a fork; then nothing changed", async () => {
+    const current = fx.token('guarded');
+    await fx.memory.create(fx.call('guarded', 'acme', 'allocate', current), false);
+    const claims = await fx.memory.admit(fx.call('guarded', 'acme', 'renew', current));
+    const next = fx.token('guarded', 'acme', { epoch: claims.epoch + 10 });
+    const renew = (custodian: string) => fx.memory.renew(claims, fx.call('guarded', 'acme', 'renew', next), custodian);
+    const notCustodian = { code: 'PERMISSION_DENIED', message: expect.stringContaining('not-custodian') };
+    await expect(renew(fx.issuer.mintCustodian(current))).rejects.toMatchObject(notCustodian); // another epoch
+    await expect(renew(next)).rejects.toMatchObject(notCustodian); // a full token is no custodian
+    await expect(renew(fx.token('guarded', 'acme', { epoch: claims.epoch + 10, rights: ['custody', 'append'] }))).rejects.toMatchObject(notCustodian);
+    await expect(renew(fx.issuer.mintCustodian(fx.token('critic', 'acme', { epoch: claims.epoch + 10 })))).rejects.toMatchObject({ message: expect.stringContaining('wrong-context') });
+    // Refused before anything was revoked: the current token still works.
+    await expect(fx.memory.admit(fx.call('guarded', 'acme', 'restore', current))).resolves.toBeDefined();
+
+    const child = fx.token('guarded-child');
+    const calls = fx.tierCalls.length;
+    await expect(fx.memory.share('guarded', claims, fx.call('guarded-child', 'acme', 'fork', child), false, fx.issuer.mintCustodian(fx.token('guarded-child', 'acme', { epoch: readClaimsUnverified(child).epoch - 1 })))).rejects.toMatchObject(notCustodian);
+    expect(fx.tierCalls.slice(calls)).toEqual([]);
+
+    await renew(fx.issuer.mintCustodian(next));
+    await expect(fx.memory.admit(fx.call('guarded', 'acme', 'restore', current))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
   });
 });
 

@@ -3,7 +3,8 @@
 // current workflow code with the same data converter. A change that would break
 // running agents -- reordered commands, a new activity before an old one, a removed timer -- fails here.
 // Subfolders keep histories of older workflow code (server-side-retries: before calls on the holder were
-// retried by the workflow, see the patch in agent.ts), which running agents may still have.
+// retried by the workflow, see the patch in agent.ts; full-token: before the workflow carried a custodian
+// token instead of the agent's own, see ownCapability in agent.ts), which running agents may still have.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
