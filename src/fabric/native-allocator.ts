@@ -38,6 +38,7 @@ function nativeOptions(options: PoolOptions): object {
     backend: normalized.backend,
     device: normalized.device,
     deviceMemoryFraction: normalized.deviceMemoryFraction,
+    verifyMoves: normalized.verifyMoves,
   };
 }
 

@@ -5,6 +5,7 @@
 // than memcpy's (measured in bench/tiers.bench.ts against memcpy in the same run).
 #include "block_checksum.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -86,44 +87,45 @@ __attribute__((target("sse4.2"))) uint32_t registerBySse42(uint32_t reg, const u
   return r32;
 }
 
-// Three pieces of `length` bytes (a multiple of 8): their CRCs, and, with dst, the bytes copied with
-// stores that bypass the cache. Eight-byte loads feed the CRC instruction straight from memory (vector
-// loads would need shuffles to reach it, and those were the bottleneck).
-__attribute__((target("sse4.2"))) void threePieces(uint8_t* const* dst, const uint8_t* const* src, size_t length, uint32_t* crcs) {
-  uint64_t a = 0xFFFFFFFFu, b = 0xFFFFFFFFu, c = 0xFFFFFFFFu;
+// Three runs of `count` pieces of `length` bytes (a multiple of 8) each: every piece's CRC (crcs[lane *
+// count + piece]), and, with dst, the bytes copied with stores that bypass the cache. Eight-byte loads
+// feed the CRC instruction straight from memory (vector loads would need shuffles to reach it, and those
+// were the bottleneck); three independent lanes hide its three-cycle latency.
+__attribute__((target("sse4.2"))) void threeRuns(uint8_t* const* dst, const uint8_t* const* src, size_t length, uint32_t count, uint32_t* crcs) {
   const uint8_t* sa = src[0];
   const uint8_t* sb = src[1];
   const uint8_t* sc = src[2];
-  if (dst == nullptr) {
+  long long* da = dst == nullptr ? nullptr : reinterpret_cast<long long*>(dst[0]);
+  long long* db = dst == nullptr ? nullptr : reinterpret_cast<long long*>(dst[1]);
+  long long* dc = dst == nullptr ? nullptr : reinterpret_cast<long long*>(dst[2]);
+  for (uint32_t piece = 0; piece < count; ++piece) {
+    uint64_t a = 0xFFFFFFFFu, b = 0xFFFFFFFFu, c = 0xFFFFFFFFu;
     for (size_t i = 0; i < length; i += 8) {
       uint64_t u, v, w;
       std::memcpy(&u, sa + i, 8);
       std::memcpy(&v, sb + i, 8);
       std::memcpy(&w, sc + i, 8);
+      if (da != nullptr) {
+        _mm_stream_si64(da + i / 8, static_cast<long long>(u));
+        _mm_stream_si64(db + i / 8, static_cast<long long>(v));
+        _mm_stream_si64(dc + i / 8, static_cast<long long>(w));
+      }
       a = _mm_crc32_u64(a, u);
       b = _mm_crc32_u64(b, v);
       c = _mm_crc32_u64(c, w);
     }
-  } else {
-    long long* da = reinterpret_cast<long long*>(dst[0]);
-    long long* db = reinterpret_cast<long long*>(dst[1]);
-    long long* dc = reinterpret_cast<long long*>(dst[2]);
-    for (size_t i = 0; i < length; i += 8) {
-      uint64_t u, v, w;
-      std::memcpy(&u, sa + i, 8);
-      std::memcpy(&v, sb + i, 8);
-      std::memcpy(&w, sc + i, 8);
-      _mm_stream_si64(da + i / 8, static_cast<long long>(u));
-      _mm_stream_si64(db + i / 8, static_cast<long long>(v));
-      _mm_stream_si64(dc + i / 8, static_cast<long long>(w));
-      a = _mm_crc32_u64(a, u);
-      b = _mm_crc32_u64(b, v);
-      c = _mm_crc32_u64(c, w);
+    crcs[piece] = ~static_cast<uint32_t>(a);
+    crcs[count + piece] = ~static_cast<uint32_t>(b);
+    crcs[2 * count + piece] = ~static_cast<uint32_t>(c);
+    sa += length;
+    sb += length;
+    sc += length;
+    if (da != nullptr) {
+      da += length / 8;
+      db += length / 8;
+      dc += length / 8;
     }
   }
-  crcs[0] = ~static_cast<uint32_t>(a);
-  crcs[1] = ~static_cast<uint32_t>(b);
-  crcs[2] = ~static_cast<uint32_t>(c);
 }
 
 // Copies n bytes (a multiple of 32) to a 32-byte aligned dst with stores that bypass the cache.
@@ -164,54 +166,74 @@ uint32_t crc32c(uint32_t crc, const uint8_t* data, size_t n) {
   return ~rawRegister(~crc, data, n);
 }
 
-BlockChecksum::BlockChecksum(const BlockLayout& layout) : layout_(layout) {
-  const uint32_t op = zeroBytesOperator(layout.tokenPlaneBytes);
+BlockChecksum::BlockChecksum(const BlockLayout& layout) : layout_(layout), lanePlanes_(layout.planes / 3) {
+  const uint64_t piece = layout.tokenPlaneBytes;
+  piece_.make(piece);
+  secondLane_.make(piece * lanePlanes_);
+  thirdLane_.make(piece * (layout.planes - 2 * lanePlanes_));
+  token_.make(layout.bytesPerToken);
+}
+
+void BlockChecksum::Shift::make(uint64_t length) {
+  const uint32_t op = zeroBytesOperator(length);
   for (int k = 0; k < 4; ++k) {
-    for (uint32_t b = 0; b < 256; ++b) pieceShift_[k][b] = b == 0 ? 0 : multiplyModulo(op, b << (8 * k));
+    for (uint32_t b = 0; b < 256; ++b) table[k][b] = b == 0 ? 0 : multiplyModulo(op, b << (8 * k));
   }
 }
 
 uint32_t BlockChecksum::run(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum) const {
   if (!sum) fill = 0;
-  // The walk follows memory (plane by plane, so the prefetcher streams) and keeps one running CRC per
-  // token; joined in token order at the end. Larger blocks than the stack holds walk token by token.
-  uint32_t rows[kRowsOnStack] = {};
   if (fill > kRowsOnStack) return tokenWalk(dst, src, fill);
   const size_t length = layout_.tokenPlaneBytes;
   const uint64_t planeBytes = layout_.planeBytes;
+  const uint32_t q = lanePlanes_;
+  // Per token, the CRC of its pieces in each lane's planes, in plane order.
+  uint32_t rows[3][kRowsOnStack];
+  for (auto& lane : rows) std::fill(lane, lane + fill, 0u);
 #if defined(__x86_64__)
   // Streamed eight-byte stores need eight-byte aligned destinations: frames are, when pieces are.
   const bool wide = kHasSse42 && length % 8 == 0 && (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 8 == 0);
+#else
+  const bool wide = false;
 #endif
-  for (uint32_t p = 0; p < layout_.planes; ++p) {
-    const uint8_t* plane = src + p * planeBytes;
-    uint8_t* to = dst == nullptr ? nullptr : dst + p * planeBytes;
-    uint32_t t = 0;
+  for (uint32_t j = 0; j < q; ++j) {
+    const uint64_t planeAt[3] = {j * planeBytes, (q + j) * planeBytes, (2 * q + j) * planeBytes};
+    const uint8_t* from[3] = {src + planeAt[0], src + planeAt[1], src + planeAt[2]};
+    uint8_t* to[3] = {nullptr, nullptr, nullptr};
+    if (dst != nullptr) {
+      for (int k = 0; k < 3; ++k) to[k] = dst + planeAt[k];
+    }
+    uint32_t crcs[3 * kRowsOnStack];
 #if defined(__x86_64__)
     if (wide) {
-      for (; t + 3 <= fill; t += 3) {
-        const uint8_t* from[3] = {plane + t * length, plane + (t + 1) * length, plane + (t + 2) * length};
-        uint8_t* into[3] = {nullptr, nullptr, nullptr};
-        if (to != nullptr) {
-          for (uint32_t k = 0; k < 3; ++k) into[k] = to + (t + k) * length;
+      threeRuns(dst == nullptr ? nullptr : to, from, length, fill, crcs);
+    } else
+#endif
+    {
+      for (int k = 0; k < 3; ++k) {
+        for (uint32_t t = 0; t < fill; ++t) {
+          if (to[k] != nullptr) std::memcpy(to[k] + t * length, from[k] + t * length, length);
+          crcs[k * fill + t] = crc32c(0, from[k] + t * length, length);
         }
-        uint32_t crcs[3];
-        uint8_t* const* targets = to == nullptr ? nullptr : into;
-        threePieces(targets, from, length, crcs);
-        for (uint32_t k = 0; k < 3; ++k) rows[t + k] = shiftPiece(rows[t + k]) ^ crcs[k];
       }
     }
-#endif
-    for (; t < fill; ++t) {
-      if (to != nullptr) std::memcpy(to + t * length, plane + t * length, length);
-      rows[t] = shiftPiece(rows[t]) ^ crc32c(0, plane + t * length, length);
+    for (int k = 0; k < 3; ++k) {
+      for (uint32_t t = 0; t < fill; ++t) rows[k][t] = piece_(rows[k][t]) ^ crcs[k * fill + t];
     }
     // The slots no sum covers are copied all the same: the destination frame is not scrubbed.
-    if (to != nullptr) copyRest(to, plane, uint64_t{fill} * length);
+    for (int k = 0; dst != nullptr && k < 3; ++k) copyRest(to[k], from[k], uint64_t{fill} * length);
+  }
+  for (uint32_t p = 3 * q; p < layout_.planes; ++p) {  // the third lane's last planes, alone
+    const uint8_t* plane = src + p * planeBytes;
+    for (uint32_t t = 0; t < fill; ++t) {
+      if (dst != nullptr) std::memcpy(dst + p * planeBytes + t * length, plane + t * length, length);
+      rows[2][t] = piece_(rows[2][t]) ^ crc32c(0, plane + t * length, length);
+    }
+    if (dst != nullptr) copyRest(dst + p * planeBytes, plane, uint64_t{fill} * length);
   }
   finishCopy(dst);
   uint32_t crc = 0;
-  for (uint32_t t = 0; t < fill; ++t) crc = crc32cCombine(crc, rows[t], layout_.bytesPerToken);
+  for (uint32_t t = 0; t < fill; ++t) crc = token_(crc) ^ (thirdLane_(secondLane_(rows[0][t]) ^ rows[1][t]) ^ rows[2][t]);
   return crc;
 }
 
@@ -223,7 +245,7 @@ uint32_t BlockChecksum::tokenWalk(uint8_t* dst, const uint8_t* src, uint32_t fil
     for (uint32_t p = 0; p < layout_.planes; ++p) {
       const uint64_t at = p * planeBytes + t * length;
       if (dst != nullptr) std::memcpy(dst + at, src + at, length);
-      crc = shiftPiece(crc) ^ crc32c(0, src + at, length);
+      crc = piece_(crc) ^ crc32c(0, src + at, length);
     }
   }
   for (uint32_t p = 0; dst != nullptr && p < layout_.planes; ++p) copyRest(dst + p * planeBytes, src + p * planeBytes, uint64_t{fill} * length);

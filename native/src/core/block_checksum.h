@@ -32,22 +32,33 @@ class BlockChecksum {
   uint32_t copy(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum = true) const { return run(dst, src, fill, sum); }
 
  private:
-  static constexpr uint32_t kRowsOnStack = 256;  // tokens a block may hold for the plane-by-plane walk
+  // x -> the CRC register after `length` more zero bytes: a GF(2)-linear map, as four byte tables. What
+  // appends a CRC: crc(A + B) = shift by |B| of crc(A), xor crc(B).
+  struct Shift {
+    uint32_t table[4][256];
+    void make(uint64_t length);
+    uint32_t operator()(uint32_t crc) const {
+      return table[0][crc & 0xFF] ^ table[1][(crc >> 8) & 0xFF] ^ table[2][(crc >> 16) & 0xFF] ^ table[3][crc >> 24];
+    }
+  };
+  static constexpr uint32_t kRowsOnStack = 256;  // tokens a block may hold for the lane walk
 
   // Copies (with dst) and sums (with sum) the block.
   uint32_t run(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum) const;
+  // Blocks of more tokens than the stack holds: one piece after the other in token order.
   uint32_t tokenWalk(uint8_t* dst, const uint8_t* src, uint32_t fill) const;
   // Copies a plane's bytes from `from` on.
   void copyRest(uint8_t* plane, const uint8_t* source, uint64_t from) const;
   static void finishCopy(uint8_t* dst);
-  // The register after one more piece (tokenPlaneBytes) of zero bytes: what joins a piece's CRC on.
-  uint32_t shiftPiece(uint32_t crc) const {
-    return pieceShift_[0][crc & 0xFF] ^ pieceShift_[1][(crc >> 8) & 0xFF] ^ pieceShift_[2][(crc >> 16) & 0xFF] ^
-           pieceShift_[3][crc >> 24];
-  }
 
   BlockLayout layout_;
-  uint32_t pieceShift_[4][256];
+  // Three lanes walk the planes side by side, each through contiguous memory (the prefetcher streams
+  // each): planes [0, q), [q, 2q) and [2q, planes), q = lanePlanes_.
+  uint32_t lanePlanes_;
+  Shift piece_;       // one token's piece of one plane
+  Shift secondLane_;  // the second lane's share of a token: q pieces
+  Shift thirdLane_;   // the third lane's: planes - 2q pieces
+  Shift token_;       // one whole token
 };
 
 }  // namespace kvfabric
