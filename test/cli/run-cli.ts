@@ -1,4 +1,4 @@
-// The kvfabric CLI as a process (src/cli/kvfabric.ts through tsx), as a user runs it: what it printed on
+// The kvfabric CLI (and the worker's main) as a process through tsx, as a user runs it: what it printed on
 // each stream and how it exited.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -11,10 +11,15 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs to the end; `env` is added to this process's environment. */
+/** Runs the CLI to the end; `env` is added to this process's environment. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runTsx(CLI, args, env);
+}
+
+/** Runs a TypeScript entry point (the CLI, the worker's main) to the end under tsx. */
+export function runTsx(entry: string, args: string[], env: Record<string, string> = {}): Promise<CliRun> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+    execFile(process.execPath, ['--import', 'tsx', entry, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
