@@ -17,14 +17,14 @@ import { parseCommand } from './parse-command';
 import { CliUsageError, USAGE_EXIT_CODE } from './usage-error';
 
 /** Commands that take their own flags and never connect to Temporal; they come first on the line. */
-const OPERATOR_COMMANDS: Record<string, (argv: string[]) => void | Promise<void>> = {
-  keygen: (argv) => keygen(argv),
-  'codec-server': (argv) => codecServer(argv),
-};
+const OPERATOR_COMMANDS = new Map<string, (argv: string[]) => void | Promise<void>>([
+  ['keygen', (argv) => keygen(argv)],
+  ['codec-server', (argv) => codecServer(argv)],
+]);
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;
-  const operator = first === undefined ? undefined : OPERATOR_COMMANDS[first];
+  const operator = first === undefined ? undefined : OPERATOR_COMMANDS.get(first);
   if (operator) {
     if (rest.includes('--help') || rest.includes('-h')) console.log(commandUsage(first!));
     else await operator(rest);
