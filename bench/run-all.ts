@@ -21,13 +21,17 @@ const GPU_NOTE = 'not measured: no CUDA device';
 /** Prefill of Llama-3-8B on an H200, from the issue. */
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
+/** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
+const BENCHMARK_COUNT = 9;
+let benchmarksStarted = 0;
+
 function run(name: string, file: string, benchArgs: string[]): unknown {
   const json = path.join(outDir, `${name}.json`);
-  console.log(`\n=== ${name}: ${file} ${benchArgs.join(' ')}`);
+  console.log(`\n[${++benchmarksStarted}/${BENCHMARK_COUNT}] ${name} ... (${file} ${benchArgs.join(' ')})`);
   const started = Date.now();
   const result = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, file), ...benchArgs, '--json', json], { stdio: 'inherit' });
   if (result.status !== 0) throw new Error(`${name} failed (${result.signal ?? result.status})`);
-  console.log(`(${name}: ${((Date.now() - started) / 1000).toFixed(0)} s)`);
+  console.log(`[${benchmarksStarted}/${BENCHMARK_COUNT}] ${name}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 

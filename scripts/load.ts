@@ -5,6 +5,7 @@
 // its own turn and releases first. Reports agent turns per second and resume p50/p95/p99, then checks the
 // baseline: both workers drain with 0 contexts held (no leaked blocks) and the tier directory holds no
 // segment, manifest or grant (no leaked files).
+// While it runs, a progress line every few seconds: agents started, turns done of all, elapsed.
 //   npm run load -- --agents 200 [--turns 3] [--tokens 24] [--fork-every 5]
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { syntheticKv } from '../src/engines/synthetic/synthetic-kv';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { CapabilityIssuer } from '../src/security/capability-issuer';
-import { ed25519PublicOf } from '../src/security/key-list';
+import { ed25519PublicOf, keyListText } from '../src/security/key-list';
 import { CodecKeyRing } from '../src/security/payload-codec';
 import { MODELS } from '../src/workflows/models';
 import { spawnWorkerProcess, type WorkerProcess } from './worker-process';
@@ -29,6 +30,8 @@ export interface LoadOptions {
   tokens: number;
   forkEvery: number;
   log?: (line: string) => void;
+  /** How often `log` gets a progress line (default 5 s). */
+  progressEveryMs?: number;
 }
 
 export interface LoadReport {
@@ -58,18 +61,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
   const tierDir = mkdtempSync(join(tmpdir(), 'kvfabric-load-'));
   const signing = [{ id: 's', key: randomBytes(32) }];
   const codecKeys = [{ id: 'c', key: randomBytes(32) }];
-  const b64 = (list: Array<{ id: string; key: Buffer }>) => list.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(',');
   // Workers sharing a tier directory share its master keys: each reads the manifests the other writes.
-  const masterKeys = b64([{ id: 'k', key: randomBytes(32) }]);
+  const masterKeys = keyListText([{ id: 'k', key: randomBytes(32) }]);
   const taskQueue = `kvfabric-load-${randomBytes(3).toString('hex')}`;
   const blocks = String(Math.max(512, options.agents * 8));
   const workers: WorkerProcess[] = [];
   let agents: AgentClient | undefined;
+  let progress: NodeJS.Timeout | undefined;
   try {
     for (const workerId of ['load-a', 'load-b']) {
       const args = ['--address', server.address, '--task-queue', taskQueue, '--backend', 'cpu', '--engine', 'synthetic', '--model', 'tiny',
         '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'];
-      const env = { KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: b64(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: b64(codecKeys) };
+      const env = { KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: keyListText(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: keyListText(codecKeys) };
       workers.push(await spawnWorkerProcess(workerId, args, env));
     }
     agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) }, taskQueue);
@@ -81,7 +84,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
     let forks = 0;
     let mismatches = 0;
     let verified = 0;
+    let agentsStarted = 0;
+    // Every agent's turns, its last turn after the resume, and its fork's one turn.
+    const forksPlanned = options.forkEvery > 0 ? Math.ceil(options.agents / options.forkEvery) : 0;
+    const turnsPlanned = options.agents * (options.turns + 1) + forksPlanned;
     const started = performance.now();
+    progress = setInterval(() => {
+      log(`progress: ${agentsStarted}/${options.agents} agents started, ${turns}/${turnsPlanned} turns done, ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    }, options.progressEveryMs ?? 5000);
     await Promise.all(Array.from({ length: options.agents }, async (_, index) => {
       const id = `load-${index}`;
       const history: Array<[string, number, number]> = [];
@@ -90,6 +100,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
         return digestOfBytes(bytes, BYTES_PER_TOKEN, TINY.tokensPerBlock).value;
       };
       const agent = await client.start({ agentId: id, tenant: `tenant-${index % 4}`, model: TINY, config: CONFIG });
+      agentsStarted++;
       for (let turn = 0; turn < options.turns; turn++) {
         const tokens = options.tokens + (index % 7);
         await agent.turn(tokens);
@@ -116,6 +127,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
       await agent.release();
     }));
     const seconds = (performance.now() - started) / 1000;
+    clearInterval(progress);
 
     for (const worker of workers) worker.child.kill('SIGTERM');
     await Promise.all(workers.map((worker) => worker.exited));
@@ -136,6 +148,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
       leftFiles,
     };
   } finally {
+    clearInterval(progress);
     for (const worker of workers) if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
     await agents?.close();
     await server.stop();

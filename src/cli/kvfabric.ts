@@ -1,20 +1,39 @@
 #!/usr/bin/env node
-// The kvfabric CLI: start an agent, run a turn, suspend, resume, fork, pin, unpin, release, status, list.
-// Connection flags and environment are the worker's (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*).
-// Calls on an agent act with its capability: --capability or KVFABRIC_CAPABILITY. `start` and `fork` print
-// the new agent's capability once (`renew` its replacement); nothing else ever prints one.
+// The kvfabric CLI. Agent commands (start, turn, suspend, resume, fork, pin, unpin, release, renew, status,
+// list, setup) talk to Temporal with the worker's connection flags and environment (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TEMPORAL_TLS_*); calls on an agent act with its capability (--capability or
+// KVFABRIC_CAPABILITY). `start` and `fork` print the new agent's capability once (`renew` its
+// replacement); nothing else ever prints one. Operator commands (keygen, codec-server) never connect.
+// Failures are one line on stderr: exit 2 for a call used wrongly, 1 for one that failed.
 import { AgentClient, type AgentHandle } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';
 import { registerSearchAttributes } from '../client/search-attributes';
 import { FabricError } from '../fabric/errors';
 import type { AgentStatus } from '../workflows/definitions';
-import { CliUsageError, USAGE, parseCommand } from './parse-command';
+import { codecServer } from './codec-server-command';
+import { USAGE, commandUsage } from './command-usage';
+import { keygen } from './keygen';
+import { parseCommand } from './parse-command';
+import { CliUsageError, USAGE_EXIT_CODE } from './usage-error';
+
+/** Commands that take their own flags and never connect to Temporal; they come first on the line. */
+const OPERATOR_COMMANDS = new Map<string, (argv: string[]) => void | Promise<void>>([
+  ['keygen', (argv) => keygen(argv)],
+  ['codec-server', (argv) => codecServer(argv)],
+]);
 
 async function main(argv: string[]): Promise<void> {
+  const [first, ...rest] = argv;
+  const operator = first === undefined ? undefined : OPERATOR_COMMANDS.get(first);
+  if (operator) {
+    if (rest.includes('--help') || rest.includes('-h')) console.log(commandUsage(first!));
+    else await operator(rest);
+    return;
+  }
   // Every argument is checked before connecting: bad input fails at once, naming what is wrong.
   const call = parseCommand(argv);
   if (call.command === 'help') {
-    console.log(USAGE);
+    console.log(call.topic ? commandUsage(call.topic) : USAGE);
     return;
   }
   const agents = await AgentClient.connect(call.settings, clientSecurityFromEnv(), call.taskQueue);
@@ -90,9 +109,16 @@ export function describe(s: AgentStatus): string {
   );
 }
 
+/** The one line a failure prints: no stack trace, no usage dump. */
+export function failureLine(err: unknown): string {
+  if (err instanceof CliUsageError) return err.line();
+  if (err instanceof FabricError) return `kvfabric: ${err.message} (${err.code})`;
+  return `kvfabric: ${err instanceof Error ? err.message : String(err)}`;
+}
+
 if (require.main === module) {
   main(process.argv.slice(2)).catch((err: unknown) => {
-    console.error(err instanceof FabricError || err instanceof CliUsageError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : err);
-    process.exit(1);
+    console.error(failureLine(err));
+    process.exit(err instanceof CliUsageError ? USAGE_EXIT_CODE : 1);
   });
 }

@@ -1,5 +1,6 @@
-// The CLI's arguments, checked in full before anything connects: a malformed call fails at once with a
-// CliUsageError that names the argument and what it must be, and never reaches a workflow.
+// The agent commands' arguments, checked in full before anything connects: a malformed call fails at once
+// with a CliUsageError that names the command, the argument and what it must be, and never reaches a
+// workflow. (keygen and codec-server, which never connect, parse their own: keygen.ts, codec-server-command.ts.)
 import { parseArgs } from 'node:util';
 
 import { msToNumber } from '@temporalio/common/lib/time';
@@ -9,30 +10,8 @@ import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { TurnGeneration } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
-
-export const USAGE = `Usage: kvfabric <command> [args] [options]
-
-  start <agent> --tenant T [--model smollm2-135m|llama-3-8b|tiny|LxHxDxB] [--idle-to-warm 10m] [--warm-to-cold 1h]
-                [--durability every-turn|on-offload] [--verify always|from-disk]
-                                                           prints the agent's capability: keep it
-  turn <agent> --message TEXT [--max-tokens N] [--seed S --temperature T]
-                                                           the model's reply (synthetic workers: --tokens N)
-  suspend <agent> [--tier disk|host]
-  resume <agent>                                           restores and verifies the context
-  fork <agent> <child>                                     prints the child's capability
-  pin <agent> | unpin <agent> | release <agent>
-  renew <agent>                                            new capability (fresh expiry), old one revoked; prints it
-  status <agent>
-  list [--tenant T] [--tier device|host|disk] [--phase P] [--all]
-  setup                                                    registers the search attributes on a cluster
-
-Keys (environment or files, never flags): KVFABRIC_CODEC_KEYS (payload codec, required),
-         KVFABRIC_SIGNING_KEYS (capability issuer: start and fork mint capabilities with it).
-Options: --capability C (KVFABRIC_CAPABILITY), --task-queue Q (KVFABRIC_TASK_QUEUE, default kvfabric),
-         --request-id R (turn, suspend, resume, pin, unpin, release: sent again, the same call returns its
-         first result instead of running twice),
-         --profile P (a temporal.toml profile; TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, ...),
-         --address, --namespace, --tls, --tls-cert, --tls-key, --tls-ca, --tls-server-name, --json`;
+import { COMMAND_NAMES } from './command-usage';
+import { CliUsageError } from './usage-error';
 
 const COMMANDS = ['start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup'] as const;
 type Command = (typeof COMMANDS)[number];
@@ -45,12 +24,10 @@ const PHASES = ['created', 'active', 'idle', 'warm', 'cold', 'resumed', 'release
 /** Bounds --tokens before any call; the workflow's validator then checks the agent's own maxTurnTokens. */
 const MAX_TOKENS = 0x7fffffff;
 
-export class CliUsageError extends Error {
-  readonly code = 'USAGE';
-}
-
 export interface CliCall {
   command: Command | 'help';
+  /** For help: the command whose usage to print (none: the overview). */
+  topic?: string;
   settings: TemporalSettings;
   taskQueue: string;
   json: boolean;
@@ -68,6 +45,21 @@ export interface CliCall {
 }
 
 export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): CliCall {
+  try {
+    return parseCall(argv, env);
+  } catch (err) {
+    // Every message below is about the command the call names, which the error line then names.
+    if (err instanceof CliUsageError && err.command === undefined) throw new CliUsageError(err.message, commandIn(argv));
+    throw err;
+  }
+}
+
+/** The first argument that names a command (best effort: only for naming it in an error). */
+function commandIn(argv: string[]): Command | undefined {
+  return argv.find((arg): arg is Command => (COMMANDS as readonly string[]).includes(arg));
+}
+
+function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
   let parsed;
   try {
     parsed = parseArgs({
@@ -93,8 +85,9 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
         'task-queue': { type: 'string' },
         'request-id': { type: 'string' },
         ...TEMPORAL_FLAG_OPTIONS,
+        'connect-timeout': { type: 'string' },
         json: { type: 'boolean' },
-        help: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (err) {
@@ -102,24 +95,32 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
   }
   const { values, positionals } = parsed;
   const [name, agentId, childId, ...extra] = positionals;
+  const connectTimeout = duration(values['connect-timeout'], '--connect-timeout');
+  let settings: TemporalSettings;
+  try {
+    settings = temporalSettingsFromFlags(values, env);
+  } catch (err) {
+    throw usage((err as Error).message);
+  }
   const base = {
-    settings: temporalSettingsFromFlags(values, env),
+    settings: connectTimeout === undefined ? settings : { ...settings, connectTimeoutMs: connectTimeout },
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
     json: values.json ?? false,
   };
-  if (!name || values.help) return { command: 'help', ...base };
+  if (!name || name === 'help' || values.help) return { command: 'help', ...helpTopic(name === 'help' ? agentId : name), ...base };
+  if (COMMAND_NAMES.includes(name) && !(COMMANDS as readonly string[]).includes(name)) throw usage(`put ${name} first: kvfabric ${name} [options]`);
   if (!(COMMANDS as readonly string[]).includes(name)) throw usage(`unknown command '${name}'`);
   const command = name as Command;
   const expected = command === 'fork' ? 2 : command === 'list' || command === 'setup' ? 0 : 1;
   const given = [agentId, childId, ...extra].filter((arg) => arg !== undefined).length;
-  if (given < expected) throw usage(`${command} needs ${expected === 2 ? 'an agent id and a child id' : 'an agent id'}`);
-  if (given > expected) throw usage(`${command} takes ${expected} argument(s), got ${given}: ${positionals.slice(1).join(' ')}`);
+  if (given < expected) throw usage(`needs ${expected === 2 ? 'an agent id and a child id' : 'an agent id'}`);
+  if (given > expected) throw usage(`takes ${expected} argument(s), got ${given}: ${positionals.slice(1).join(' ')}`);
   const call: CliCall = { command, ...base };
   if (agentId !== undefined) call.agentId = checkedId(agentId, 'agent id');
   if (childId !== undefined) call.childId = checkedId(childId, 'child id');
   if (WITH_CAPABILITY.has(command)) {
     const capability = values.capability ?? env.KVFABRIC_CAPABILITY;
-    if (!capability) throw usage(`${command} acts on the agent: pass --capability or set KVFABRIC_CAPABILITY`);
+    if (!capability) throw usage('acts on the agent: pass --capability or set KVFABRIC_CAPABILITY');
     call.capability = capability;
   }
   if (values['request-id'] !== undefined) {
@@ -132,7 +133,8 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
       call.start = startOptions(call.agentId!, values);
       break;
     case 'turn':
-      if ((values.tokens === undefined) === (values.message === undefined)) throw usage('turn takes either --message TEXT or --tokens N');
+      if (values.tokens === undefined && values.message === undefined) throw usage('--message or --tokens is required');
+      if (values.tokens !== undefined && values.message !== undefined) throw usage('--message and --tokens exclude each other: give one');
       if (values.tokens !== undefined) {
         call.tokens = positiveInteger(values.tokens, '--tokens');
       } else {
@@ -168,7 +170,7 @@ export function parseCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
 
 function startOptions(agentId: string, values: Record<string, string | boolean | undefined>): StartAgentOptions {
   const tenant = values.tenant as string | undefined;
-  if (!tenant) throw usage('start needs --tenant');
+  if (!tenant) throw usage('--tenant is required');
   const durability = values.durability as string | undefined;
   if (durability !== undefined && durability !== 'every-turn' && durability !== 'on-offload') throw usage(`--durability must be every-turn or on-offload, got '${durability}'`);
   const verify = values.verify as string | undefined;
@@ -232,6 +234,13 @@ function duration(text: string | undefined, flag: string): number | undefined {
   return ms;
 }
 
+/** `kvfabric help [command]`, `kvfabric [command] --help`: an unknown command is an error, not the overview. */
+function helpTopic(topic: string | undefined): { topic?: string } {
+  if (topic !== undefined && !COMMAND_NAMES.includes(topic)) throw usage(`unknown command '${topic}'`);
+  return topic ? { topic } : {};
+}
+
+/** The command is attached by parseCommand, which knows which one the call named. */
 function usage(message: string): CliUsageError {
-  return new CliUsageError(`${message}\n\n${USAGE}`);
+  return new CliUsageError(message);
 }

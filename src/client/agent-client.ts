@@ -41,6 +41,7 @@ import { readClaimsUnverified } from '../security/capability-issuer';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
 import type { ClientSecurity } from './client-security';
+import { reachTemporal } from './reach-temporal';
 import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
 
 export interface AgentConfigOverrides {
@@ -108,7 +109,8 @@ export class AgentClient {
   ) {}
 
   static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
-    const connection = await Connection.connect(connectionOptionsOf(settings));
+    const connectTimeout = settings.connectTimeoutMs === undefined ? {} : { connectTimeout: settings.connectTimeoutMs };
+    const connection = await reachTemporal(settings, () => Connection.connect({ ...connectionOptionsOf(settings), ...connectTimeout }));
     const client = new Client({ connection, namespace: settings.namespace, dataConverter: dataConverterOf(security.codec) });
     return new AgentClient(client, taskQueue, security, connection);
   }

@@ -14,14 +14,19 @@ export interface ClientSecurity {
 }
 
 export function clientSecurityFromEnv(env: NodeJS.ProcessEnv = process.env): ClientSecurity {
-  const codecKeys = keyListFromEnv(env, 'KVFABRIC_CODEC_KEYS');
-  if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key" (or KVFABRIC_CODEC_KEYS_FILE)');
   const signing = keyListFromEnv(env, 'KVFABRIC_SIGNING_KEYS');
   const lifetime = env.KVFABRIC_CAPABILITY_LIFETIME_S === undefined ? undefined : Number(env.KVFABRIC_CAPABILITY_LIFETIME_S);
   if (lifetime !== undefined && (!Number.isSafeInteger(lifetime) || lifetime < 1)) throw new Error('KVFABRIC_CAPABILITY_LIFETIME_S must be a positive integer');
   return {
-    codec: new CodecKeyRing(codecKeys, env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id),
+    codec: codecKeyRingFromEnv(env),
     ...(signing ? { issuer: new CapabilityIssuer(signing, env.KVFABRIC_SIGNING_ACTIVE_KEY ?? signing[0]!.id) } : {}),
     ...(lifetime !== undefined ? { capabilityLifetimeS: lifetime } : {}),
   };
+}
+
+/** KVFABRIC_CODEC_KEYS (or _FILE): every key decodes, KVFABRIC_CODEC_ACTIVE_KEY (default the first) encodes. */
+export function codecKeyRingFromEnv(env: NodeJS.ProcessEnv = process.env): CodecKeyRing {
+  const codecKeys = keyListFromEnv(env, 'KVFABRIC_CODEC_KEYS');
+  if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key" (or KVFABRIC_CODEC_KEYS_FILE)');
+  return new CodecKeyRing(codecKeys, env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id);
 }

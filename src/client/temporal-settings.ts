@@ -19,6 +19,11 @@ export interface TemporalSettings {
   apiKey?: string;
   /** gRPC metadata sent with every call. */
   metadata?: Record<string, string>;
+  /**
+   * How long a client connection waits for the server (the SDK's default: 10 s). Clients only: the
+   * worker's native connection fails at once when nothing listens.
+   */
+  connectTimeoutMs?: number;
 }
 
 export interface TemporalFlags {

@@ -173,7 +173,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 async function withAgentWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
   if (options.workflowBundle) return {};
   if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath) };
-  return { workflowBundle: await agentWorkflowBundle() };
+  return { workflowBundle: await agentWorkflowBundle(Runtime.instance().logger) };
 }
 
 /** A workflow entry module exporting the user's workflows and the agent workflow, written once per user path. */

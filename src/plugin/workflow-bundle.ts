@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { bundleWorkflowCode, type WorkflowBundleOption } from '@temporalio/worker';
+import { bundleWorkflowCode, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
 
 import { failureConverterPath } from '../security/data-converter';
 
@@ -14,16 +14,17 @@ export const PREBUILT_BUNDLE = join('build', 'workflow-bundle.js');
 
 let inProcess: Promise<{ code: string }> | undefined;
 
-export async function agentWorkflowBundle(): Promise<WorkflowBundleOption> {
+/** `logger`: where webpack's report goes (a worker passes its runtime's, so it takes the worker's log format). */
+export async function agentWorkflowBundle(logger?: Logger): Promise<WorkflowBundleOption> {
   const prebuilt = prebuiltBundlePath();
   if (prebuilt) return { codePath: prebuilt };
-  inProcess ??= buildAgentWorkflowBundle();
+  inProcess ??= buildAgentWorkflowBundle(logger);
   return inProcess;
 }
 
 /** The agent workflow with kvfabric's failure converter, which a bundle must carry (the worker cannot add it later). */
-export async function buildAgentWorkflowBundle(): Promise<{ code: string }> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath(), failureConverterPath: failureConverterPath() });
+export async function buildAgentWorkflowBundle(logger?: Logger): Promise<{ code: string }> {
+  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath(), failureConverterPath: failureConverterPath(), ...(logger ? { logger } : {}) });
   return { code };
 }
 

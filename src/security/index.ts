@@ -6,5 +6,6 @@ export { CapabilityDenied, CapabilityVerifier, CLOCK_SKEW_S, MAX_CAPABILITY_LENG
 export { AuditLog, type AuditSink, type Denial } from './audit-log';
 export { CodecKeyRing, EncryptionCodec, ENCRYPTED_ENCODING, METADATA_KEY_ID } from './payload-codec';
 export { startCodecServer, type CodecServer, type CodecServerOptions } from './codec-server';
-export { ed25519PublicOf, keyListFromEnv, parseKeyList, type RawKey } from './key-list';
+export { ed25519PublicOf, keyListFromEnv, keyListText, parseKeyList, type RawKey } from './key-list';
+export { newOperatorKeys, type OperatorKeys } from './operator-keys';
 export { dataConverterOf } from './data-converter';

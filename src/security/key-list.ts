@@ -33,6 +33,11 @@ export function parseKeyList(source: string, what: string, bytes = 32): RawKey[]
   return keys;
 }
 
+/** The text form parseKeyList reads: `id=base64`, one key a line (a file) and `,`-joined (a variable). */
+export function keyListText(keys: readonly RawKey[], separator: ',' | '\n' = ','): string {
+  return keys.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(separator);
+}
+
 /** Keys from an inline variable, else a file it names; undefined when neither is set. */
 export function keyListFromEnv(env: NodeJS.ProcessEnv, variable: string, bytes = 32): RawKey[] | undefined {
   const inline = env[variable];

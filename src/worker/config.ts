@@ -9,6 +9,7 @@ import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
 import { modelNamed } from '../workflows/models';
+import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
 
 export type { Backend } from '../fabric/types';
 export type { EngineKind, MasterKeySetting } from '../plugin/worker-options';
@@ -25,6 +26,8 @@ export interface WorkerConfig extends KvFabricWorkerOptions {
   maxConcurrentActivities: number;
   /** How long shutdown waits for running activities before the drain. */
   shutdownGraceMs: number;
+  /** The worker process's log lines (main.ts): text (default) or one JSON object per line. */
+  logFormat?: LogFormat;
 }
 
 export const WORKER_USAGE = `Usage: kvfabric-worker [options]
@@ -51,11 +54,14 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
             KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key[,...]" (or KVFABRIC_TRUSTED_KEYS_FILE)
             KVFABRIC_CODEC_KEYS="id=base64 AES-256 key[,...]" (or KVFABRIC_CODEC_KEYS_FILE),
             KVFABRIC_CODEC_ACTIVE_KEY (default the first)
-Operations: --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
+Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json writes one object per line,
+            {"ts", "level", "msg", "fields"}
+            --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
             --shutdown-grace-ms n (default 30000)
             --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
             names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
-            --orphan-min-age-ms n (default 3600000): how old such a segment file must be`;
+            --orphan-min-age-ms n (default 3600000): how old such a segment file must be
+            -h, --help          this text`;
 
 export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const { values } = parseArgs({
@@ -83,8 +89,11 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       'shutdown-grace-ms': { type: 'string' },
       'housekeeping-ms': { type: 'string' },
       'orphan-min-age-ms': { type: 'string' },
+      'log-format': { type: 'string' },
     },
   });
+  const logFormat = values['log-format'] ?? env.KVFABRIC_LOG_FORMAT ?? 'text';
+  if (!isLogFormat(logFormat)) throw new Error(`--log-format must be ${LOG_FORMATS.join(' or ')}, got '${logFormat}'`);
   const backend = values.backend ?? env.KVFABRIC_BACKEND ?? 'auto';
   if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda') throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
   const tierDir = values['tier-dir'] ?? env.KVFABRIC_TIER_DIR;
@@ -127,6 +136,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
     housekeepingMs: positiveInteger('--housekeeping-ms', values['housekeeping-ms'] ?? '600000', true),
     orphanMinAgeMs: positiveInteger('--orphan-min-age-ms', values['orphan-min-age-ms'] ?? '3600000', true),
+    logFormat,
   };
 }
 

@@ -8,6 +8,7 @@ import type { ActivityHooks } from '../activities';
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import type { DrainReport } from '../plugin/drain';
 import { KvFabricWorkerPlugin } from '../plugin/worker-plugin';
+import { reachTemporal } from '../client/reach-temporal';
 import { connectionOptionsOf } from '../client/temporal-settings';
 import type { WorkerConfig } from './config';
 
@@ -32,7 +33,7 @@ export interface GpuWorker {
 export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
   const plugin = new KvFabricWorkerPlugin({ ...config, agentWorkflows: config.workflows, ...(hooks ? { hooks } : {}) });
   const ownConnection = connection === undefined;
-  const conn = connection ?? (await NativeConnection.connect(connectionOptionsOf(config.temporal)));
+  const conn = connection ?? (await reachTemporal(config.temporal, () => NativeConnection.connect(connectionOptionsOf(config.temporal))));
   let worker: Worker;
   try {
     worker = await Worker.create({

@@ -7,6 +7,4 @@ export const TEST_TRUSTED_KEYS: RawKey[] = TEST_SIGNING_KEYS.map(({ id, key }) =
 export const TEST_CODEC_KEYS: RawKey[] = [{ id: 'test-codec-1', key: Buffer.from('q0Jz4dC0yJ3n8kq9m4Yb1u2PZr6tVw7xA5sE3cH9fLk=', 'base64') }];
 
 /** The environment-variable form of a key list (`id=base64,...`), for worker processes. */
-export function keyListText(keys: readonly RawKey[]): string {
-  return keys.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(',');
-}
+export { keyListText } from '../../src/security/key-list';
