@@ -1,7 +1,10 @@
-// Disk-tier throughput: ColdStore writes and reads (AES-256-GCM, CRC-32, atomic fsync'd segment files)
-// against the raw sequential throughput of the same directory, measured in the same run with dd
-// (O_DIRECT, fsync). Target: the store reaches >= 80% of raw. The page cache is dropped before each read
-// pass when the process may (root on Linux), so reads come from the device.
+// Disk-tier throughput: ColdStore writes and reads (AES-256-GCM, atomic fsync'd segment files) against the
+// raw sequential throughput of the same directory, measured in the same run with dd (O_DIRECT, fsync), as
+// the tiers use the store: blocks copied from a source straight into its staging memory and handed over
+// from there as they are verified, without a plaintext CRC (the allocator checks each page against its
+// own checksum as it copies it in; here the copy into one block-sized buffer stands in for that). Target:
+// the store reaches >= 90% of raw. The page cache is dropped before each read pass when the process may
+// (root on Linux), so reads come from the device.
 //   npx tsx bench/cold-store.bench.ts -- [--dir /mnt/cold] [--total-mib 1024] [--block-mib 2]
 //     [--segment-blocks 64] [--parallel-segments 2] [--threads N] [--runs 3] [--json build/bench/cold-store.json]
 // Each pass measures raw write, raw read, store write, store read back to back; the medians over the
@@ -81,20 +84,23 @@ async function onePass(store: ColdStore, distinct: Buffer[], dropped: boolean): 
   let start = process.hrtime.bigint();
   await eachSegment(async (segment) => {
     const first = segment * segmentBlocks;
-    const blocks = Array.from({ length: Math.min(segmentBlocks, blockCount - first) }, (_, i) => distinct[(first + i) % distinct.length]!);
-    refs[segment] = await store.writeSegment({ tenant: 1, contextId: `agent-${segment}`, version: 1 }, blocks);
+    const source = { count: Math.min(segmentBlocks, blockCount - first), blockBytes, copy: (i: number, target: Uint8Array) => target.set(distinct[(first + i) % distinct.length]!) };
+    refs[segment] = await store.writeSegment({ tenant: 1, contextId: `agent-${segment}`, version: 1 }, source, { plaintextChecksums: false });
   });
   const storeWrite = seconds(start);
 
   if (dropped) dropPageCache();
   let verified = 0;
+  const frame = Buffer.alloc(blockBytes); // where the allocator would copy each block
   start = process.hrtime.bigint();
   await eachSegment(async (segment) => {
-    const blocks = await store.readBlocks(refs[segment]!, 1);
-    // Checksums and tags are verified inside; spot-check one block byte for byte as well.
     const first = segment * segmentBlocks;
-    if (!Buffer.from(blocks[0]!.buffer, blocks[0]!.byteOffset, blockBytes).equals(distinct[first % distinct.length]!)) throw new Error(`segment ${segment} read back wrong bytes`);
-    verified += blocks.length;
+    await store.readBlocks(refs[segment]!, 1, (position, bytes) => {
+      frame.set(bytes);
+      // Tags are verified inside; spot-check one block byte for byte as well.
+      if (position === 0 && !frame.equals(distinct[first % distinct.length]!)) throw new Error(`segment ${segment} read back wrong bytes`);
+      verified++;
+    });
   });
   const storeRead = seconds(start);
   if (verified !== blockCount) throw new Error(`read ${verified} of ${blockCount} blocks`);
@@ -115,8 +121,8 @@ async function main(): Promise<void> {
   const keyRing = new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
   const store = await ColdStore.open({ directory: path.join(workDir, 'store'), keyRing, cryptoThreads });
   // Warm-up: starts the crypto threads and the JIT outside the timed region.
-  const warm = await store.writeSegment({ tenant: 1, contextId: 'warm-up', version: 1 }, distinct.slice(0, 2));
-  await store.readBlocks(warm, 1);
+  const warm = await store.writeSegment({ tenant: 1, contextId: 'warm-up', version: 1 }, distinct.slice(0, 2), { plaintextChecksums: false });
+  await store.readBlocks(warm, 1, () => undefined);
   await store.deleteSegment(warm[0]!.segmentId);
 
   const passes: Pass[] = [];
@@ -139,8 +145,8 @@ async function main(): Promise<void> {
   rows.push(['write (median)', figure(summary.rawWrite), figure(summary.storeWrite), `${((summary.storeWrite / summary.rawWrite) * 100).toFixed(0)}%`]);
   rows.push(['read (median)', figure(summary.rawRead), figure(summary.storeRead), `${((summary.storeRead / summary.rawRead) * 100).toFixed(0)}%`]);
   console.log();
-  printTable(['pass', 'raw dd (O_DIRECT, 4 MiB)', 'ColdStore (AES-GCM + CRC-32)', 'store/raw'], rows);
-  console.log(`\ntarget: store/raw >= 80%; crypto threads: ${cryptoThreads ?? `default (${Math.min(2, os.availableParallelism())})`}, CPUs: ${os.availableParallelism()}`);
+  printTable(['pass', 'raw dd (O_DIRECT, 4 MiB)', 'ColdStore (AES-GCM, as the tiers use it)', 'store/raw'], rows);
+  console.log(`\ntarget: store/raw >= 90%; crypto threads: ${cryptoThreads ?? `default (${Math.min(2, os.availableParallelism())})`}, CPUs: ${os.availableParallelism()}`);
   for (const note of notes) console.log(`note: ${note}`);
   if (jsonPath !== undefined) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });

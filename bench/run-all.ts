@@ -101,8 +101,8 @@ function main(): void {
     rows.push(['host tier', `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, target <= 10%)`, `${verified.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, `${(verified / t.memcpy).toFixed(2)} (target 0.95)`]);
   }
   const c = cold.median;
-  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM + CRC-32, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s`, (c.storeWrite / c.rawWrite).toFixed(2)]);
-  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s`, (c.storeRead / c.rawRead).toFixed(2)]);
+  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s`, `${(c.storeWrite / c.rawWrite).toFixed(2)} (target 0.9)`]);
+  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s`, `${(c.storeRead / c.rawRead).toFixed(2)} (target 0.9)`]);
   for (const lib of library.rows) {
     const r = temporal.rows.find((t) => t.tokens === lib.tokens && t.from === lib.from);
     const prefill = PREFILL_H200_MS[lib.tokens];

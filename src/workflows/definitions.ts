@@ -141,7 +141,7 @@ export interface AgentStatus {
   sharedBlocks: number;
   pinned: boolean;
   turns: number;
-  /** SHA-256 chain digest of every KV byte of the context. */
+  /** The context's digest: SHA-256 over its ordered page checksums (agent-memory/context-digest.ts). */
   digest: string;
   holder: string | null;
   parentId?: string;

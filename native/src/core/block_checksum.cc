@@ -150,17 +150,33 @@ uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t lengthB) {
   return (crcA == 0 ? 0 : multiplyModulo(zeroBytesOperator(lengthB), crcA)) ^ crcB;
 }
 
+void CrcShift::make(uint64_t length) {
+  const uint32_t op = zeroBytesOperator(length);
+  for (int k = 0; k < 4; ++k) {
+    for (uint32_t b = 0; b < 256; ++b) table[k][b] = b == 0 ? 0 : multiplyModulo(op, b << (8 * k));
+  }
+}
+
+namespace {
+// Long runs go 12 KiB at a time in three interleaved 4 KiB lanes (the instruction's latency is three
+// cycles), joined by a shift table made once: joining costs three lookups, not a GF(2) power per call.
+constexpr size_t kLaneBytes = 4096;
+const CrcShift kLaneShift = [] {
+  CrcShift shift;
+  shift.make(kLaneBytes);
+  return shift;
+}();
+}  // namespace
+
 uint32_t crc32c(uint32_t crc, const uint8_t* data, size_t n) {
-  // Long runs go in three lanes joined by crc32cCombine: the instruction's latency is three cycles.
-  constexpr size_t kLaneMinimum = 4096;
 #if defined(__x86_64__)
-  if (kHasSse42 && n >= 3 * kLaneMinimum) {
-    const size_t lane = (n / 3) & ~size_t{7};
-    const uint32_t first = ~registerBySse42(~crc, data, lane);
-    const uint32_t second = ~registerBySse42(0xFFFFFFFFu, data + lane, lane);
-    const uint32_t third = ~registerBySse42(0xFFFFFFFFu, data + 2 * lane, lane);
-    const uint32_t joined = crc32cCombine(crc32cCombine(first, second, lane), third, lane);
-    return ~rawRegister(~joined, data + 3 * lane, n - 3 * lane);
+  if (kHasSse42) {
+    for (; n >= 3 * kLaneBytes; data += 3 * kLaneBytes, n -= 3 * kLaneBytes) {
+      const uint8_t* lanes[3] = {data, data + kLaneBytes, data + 2 * kLaneBytes};
+      uint32_t crcs[3];
+      threeRuns(nullptr, lanes, kLaneBytes, 1, crcs);
+      for (uint32_t lane : crcs) crc = kLaneShift(crc) ^ lane;
+    }
   }
 #endif
   return ~rawRegister(~crc, data, n);
@@ -172,13 +188,6 @@ BlockChecksum::BlockChecksum(const BlockLayout& layout) : layout_(layout), laneP
   secondLane_.make(piece * lanePlanes_);
   thirdLane_.make(piece * (layout.planes - 2 * lanePlanes_));
   token_.make(layout.bytesPerToken);
-}
-
-void BlockChecksum::Shift::make(uint64_t length) {
-  const uint32_t op = zeroBytesOperator(length);
-  for (int k = 0; k < 4; ++k) {
-    for (uint32_t b = 0; b < 256; ++b) table[k][b] = b == 0 ? 0 : multiplyModulo(op, b << (8 * k));
-  }
 }
 
 uint32_t BlockChecksum::run(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum) const {

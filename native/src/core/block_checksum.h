@@ -20,6 +20,16 @@ uint32_t crc32c(uint32_t crc, const uint8_t* data, size_t n);
 // The CRC of A followed by B from the CRCs of A and B and B's length.
 uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t lengthB);
 
+// x -> the CRC register after `length` more zero bytes: a GF(2)-linear map, as four byte tables, for a
+// length fixed in advance. What appends a CRC: crc(A + B) = shift by |B| of crc(A), xor crc(B).
+struct CrcShift {
+  uint32_t table[4][256];
+  void make(uint64_t length);
+  uint32_t operator()(uint32_t crc) const {
+    return table[0][crc & 0xFF] ^ table[1][(crc >> 8) & 0xFF] ^ table[2][(crc >> 16) & 0xFF] ^ table[3][crc >> 24];
+  }
+};
+
 class BlockChecksum {
  public:
   explicit BlockChecksum(const BlockLayout& layout);
@@ -32,15 +42,6 @@ class BlockChecksum {
   uint32_t copy(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum = true) const { return run(dst, src, fill, sum); }
 
  private:
-  // x -> the CRC register after `length` more zero bytes: a GF(2)-linear map, as four byte tables. What
-  // appends a CRC: crc(A + B) = shift by |B| of crc(A), xor crc(B).
-  struct Shift {
-    uint32_t table[4][256];
-    void make(uint64_t length);
-    uint32_t operator()(uint32_t crc) const {
-      return table[0][crc & 0xFF] ^ table[1][(crc >> 8) & 0xFF] ^ table[2][(crc >> 16) & 0xFF] ^ table[3][crc >> 24];
-    }
-  };
   static constexpr uint32_t kRowsOnStack = 256;  // tokens a block may hold for the lane walk
 
   // Copies (with dst) and sums (with sum) the block.
@@ -55,10 +56,10 @@ class BlockChecksum {
   // Three lanes walk the planes side by side, each through contiguous memory (the prefetcher streams
   // each): planes [0, q), [q, 2q) and [2q, planes), q = lanePlanes_.
   uint32_t lanePlanes_;
-  Shift piece_;       // one token's piece of one plane
-  Shift secondLane_;  // the second lane's share of a token: q pieces
-  Shift thirdLane_;   // the third lane's: planes - 2q pieces
-  Shift token_;       // one whole token
+  CrcShift piece_;       // one token's piece of one plane
+  CrcShift secondLane_;  // the second lane's share of a token: q pieces
+  CrcShift thirdLane_;   // the third lane's: planes - 2q pieces
+  CrcShift token_;       // one whole token
 };
 
 }  // namespace kvfabric

@@ -332,13 +332,13 @@ class PagedAllocator {
     uint32_t fill = 0;
     uint32_t readers = 0;
     uint32_t frame = 0;
+    uint32_t checksum = 0;  // of zero tokens: CRC-32C of nothing
     BlockKind kind = BlockKind::kFree;
     Tier tier = Tier::kDisk;
     bool moving = false;
     bool batchMark = false;
     bool checksumKnown = true;
-    uint64_t diskKey = 0;
-    uint32_t checksum = 0;  // of zero tokens: CRC-32C of nothing
+    uint64_t diskKey = 0;  // fields ordered so the struct stays 48 bytes: a pool walks many of them
   };
 
   struct ContextSlot {
