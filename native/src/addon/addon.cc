@@ -2,6 +2,7 @@
 // layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
 #include <napi.h>
 
+#include "aes_gcm.h"
 #include "args.h"
 #include "block_checksum.h"
 #include "cuda_functions.h"
@@ -35,6 +36,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaProbe", Napi::Function::New(env, cudaProbe, "cudaProbe"));
   exports.Set("cudaTransferBench", Napi::Function::New(env, cudaTransferBench, "cudaTransferBench"));
   exports.Set("crc32c", Napi::Function::New(env, crc32cOf, "crc32c"));
+  exportAesGcm(env, exports);
   exports.Set("abiVersion", Napi::Number::New(env, 3));
   return exports;
 }

@@ -6,12 +6,13 @@
 // orchestration does). Every failure is a FabricError; nothing here throws anything else or crashes the
 // process, and no message carries key material.
 
-import { promises as fsp } from 'node:fs';
+import fs, { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
+import { addonPath } from '../../fabric/native-binding';
 import { forEachBounded, Limiter } from './bounded-parallel';
 import { isTempFile, prepareDirectory, removeStaleTempFiles, segmentFileName, segmentIdOfFile, type ColdDirectory } from './cold-directory';
 import { contextIdOfManifestFile, manifestFileName } from './context-names';
@@ -42,6 +43,11 @@ export interface ColdStoreOptions {
    * multiples (default true). Saves the kernel's page-cache copy of every byte; off uses the page cache.
    */
   directIo?: boolean;
+  /**
+   * AES-GCM in place through the addon's OpenSSL calls where the addon offers them (default true); false
+   * keeps to Node's crypto API, which copies every chunk once more. Both write the same files.
+   */
+  inPlaceCrypto?: boolean;
 }
 
 const DEFAULT_STALE_TEMP_AGE_MS = 60 * 60 * 1000;
@@ -66,7 +72,7 @@ export class ColdStore {
   /** Creates the directory if needed and removes stale temp files of crashed writers. */
   static async open(options: ColdStoreOptions): Promise<ColdStore> {
     if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
-    const { directory, keyRing, cryptoThreads = Math.min(2, os.availableParallelism()), staleTempAgeMs = DEFAULT_STALE_TEMP_AGE_MS, directIo = true } = options;
+    const { directory, keyRing, cryptoThreads = Math.min(2, os.availableParallelism()), staleTempAgeMs = DEFAULT_STALE_TEMP_AGE_MS, directIo = true, inPlaceCrypto = true } = options;
     if (typeof directory !== 'string' || directory.length === 0) throw new FabricError('INVALID_ARGUMENT', `directory must be a non-empty path, got ${describe(directory)}`);
     if (!(keyRing instanceof KeyRing)) throw new FabricError('INVALID_ARGUMENT', 'keyRing must be a KeyRing');
     if (!Number.isSafeInteger(cryptoThreads) || cryptoThreads < 1 || cryptoThreads > 64) {
@@ -80,7 +86,8 @@ export class ColdStore {
     const dir = await prepareDirectory(directory);
     await removeStaleTempFiles(dir, staleTempAgeMs);
     const direct = directIo && (await directIoWorks(dir.segments));
-    return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads), direct);
+    if (typeof inPlaceCrypto !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
+    return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto ? inPlaceCryptoAddon() : undefined), direct);
   }
 
   get keyRing(): KeyRing {
@@ -301,5 +308,15 @@ export class ColdStore {
     const forget = () => this.inFlight.delete(running);
     running.then(forget, forget);
     return running;
+  }
+}
+
+/** The addon the crypto threads load for AES-GCM in place, if it is there (they fall back without it). */
+function inPlaceCryptoAddon(): string | undefined {
+  try {
+    const file = addonPath();
+    return fs.existsSync(file) ? file : undefined;
+  } catch {
+    return undefined; // no package root: the threads use Node's API
   }
 }

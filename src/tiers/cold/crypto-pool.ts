@@ -79,7 +79,11 @@ export class CryptoPool {
   private nextJobId = 1;
   private closed = false;
 
-  constructor(threadCount: number) {
+  /** addon: the native addon's path, whose in-place AES-GCM the threads use when it offers one. */
+  constructor(
+    threadCount: number,
+    private readonly addon?: string,
+  ) {
     this.threads = new Array<Thread | undefined>(threadCount).fill(undefined);
   }
 
@@ -150,7 +154,7 @@ export class CryptoPool {
   }
 
   private spawn(slot: number): Thread {
-    const worker = new Worker(CRYPTO_WORKER_SOURCE, { eval: true, name: `kvfabric-cold-crypto-${slot}` });
+    const worker = new Worker(CRYPTO_WORKER_SOURCE, { eval: true, name: `kvfabric-cold-crypto-${slot}`, workerData: { addon: this.addon } });
     const thread: Thread = { worker, pending: new Map() };
     worker.unref();
     worker.on('message', (reply: Reply) => {

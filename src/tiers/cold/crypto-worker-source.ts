@@ -11,14 +11,31 @@
 
 export const CRYPTO_WORKER_SOURCE = String.raw`
 'use strict';
-const { parentPort } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 const { createCipheriv, createDecipheriv } = require('node:crypto');
 const { crc32 } = require('node:zlib');
 
 const CHUNK_BYTES = 64 * 1024;
 const TAG_BYTES = 16;
 
+// AES-GCM in place through the addon (native/src/addon/aes_gcm.cc), when the pool names it and it offers
+// it; otherwise Node's crypto API, which returns a new buffer per chunk that is copied back.
+const inPlace = (() => {
+  try {
+    const addon = workerData && workerData.addon ? require(workerData.addon) : undefined;
+    return addon && addon.gcmAvailable ? addon : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+const crcOf = (bytes, item) => crc32(bytes.subarray(item.offset, item.offset + item.length));
+
 function seal(key, bytes, items, summed) {
+  if (inPlace) {
+    const checksums = summed ? Uint32Array.from(items, (item) => crcOf(bytes, item)) : undefined;
+    return { tags: inPlace.gcmSeal(key, bytes, items), checksums };
+  }
   const tags = new Uint8Array(TAG_BYTES * items.length);
   const checksums = summed ? new Uint32Array(items.length) : undefined;
   items.forEach((item, i) => {
@@ -43,6 +60,14 @@ function seal(key, bytes, items, summed) {
 // Decrypts in place. On a failure every item is zeroed before the reply: the caller reads the bytes
 // (shared memory, or the transferred buffer) only after it, so unverified plaintext never reaches it.
 function open(key, bytes, items) {
+  if (inPlace) {
+    const failed = inPlace.gcmOpen(key, bytes, items); // zeroes every item on a failure
+    if (failed >= 0) return { failedItem: failed, failure: 'tag' };
+    const wrong = items.findIndex((item) => item.checksum !== undefined && crcOf(bytes, item) !== item.checksum);
+    if (wrong < 0) return { failedItem: -1 };
+    for (const item of items) bytes.fill(0, item.offset, item.offset + item.length);
+    return { failedItem: wrong, failure: 'checksum' };
+  }
   const output = bytes;
   for (let i = 0; i < items.length; i++) {
     const item = items[i];
