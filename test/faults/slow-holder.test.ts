@@ -73,4 +73,4 @@ it('a holder frozen mid-checkpoint and woken after a failover cannot overwrite t
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
   expect(contextFiles(tierDir)).toEqual([]);
-});
+}, 120_000); // a failover waits out the frozen holder's activity timeout: 23-36 s alone, more beside the whole suite on two cores
