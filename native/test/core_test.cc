@@ -22,12 +22,19 @@ static int passed = 0, failed = 0;
     }                                                                 \
   } while (0)
 
-static std::unique_ptr<PagedAllocator> makePool(uint32_t blocks, ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
+// The tests' pool: 8 bytes per token, 4 tokens per block.
+static PoolConfig tinyConfig(uint32_t blocks, uint32_t hostBlocks = 0, ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
   PoolConfig config;
-  config.shape = {2, 1, 2, 1};  // 8 bytes per token
+  config.shape = {2, 1, 2, 1};
   config.tokensPerBlock = 4;
   config.blockCount = blocks;
+  config.hostBlockCount = hostBlocks;
   config.scrub = scrub;
+  return config;
+}
+
+static std::unique_ptr<PagedAllocator> makePool(uint32_t blocks, ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
+  const PoolConfig config = tinyConfig(blocks, 0, scrub);
   std::unique_ptr<PagedAllocator> pool;
   Status st = PagedAllocator::create(config, nullptr, &pool);
   if (!st.isOk()) std::fprintf(stderr, "create: %s\n", st.message().c_str());
@@ -170,11 +177,7 @@ class FailingScrubMemory final : public HostAddressedMemory {
 };
 
 static std::unique_ptr<PagedAllocator> makeFailingScrubPool(uint32_t blocks, ScrubPolicy scrub) {
-  PoolConfig config;
-  config.shape = {2, 1, 2, 1};
-  config.tokensPerBlock = 4;
-  config.blockCount = blocks;
-  config.scrub = scrub;
+  const PoolConfig config = tinyConfig(blocks, 0, scrub);
   BlockLayout layout;
   std::unique_ptr<PagedAllocator> pool;
   if (!BlockLayout::make(config.shape, config.tokensPerBlock, &layout).isOk() ||
@@ -244,11 +247,7 @@ static void testConcurrentContexts() {
 }
 
 static std::unique_ptr<PagedAllocator> makeTieredPool(uint32_t device, uint32_t host) {
-  PoolConfig config;
-  config.shape = {2, 1, 2, 1};
-  config.tokensPerBlock = 4;
-  config.blockCount = device;
-  config.hostBlockCount = host;
+  const PoolConfig config = tinyConfig(device, host);
   std::unique_ptr<PagedAllocator> pool;
   Status st = PagedAllocator::create(config, nullptr, &pool);
   if (!st.isOk()) std::fprintf(stderr, "create: %s\n", st.message().c_str());
@@ -394,7 +393,9 @@ static void testChecksums() {
   for (size_t i = 0; i < long_.size(); ++i) long_[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
   const uint32_t whole = crc32c(0, long_.data(), long_.size());
   CHECK(crc32c(crc32c(0, long_.data(), 1234), long_.data() + 1234, long_.size() - 1234) == whole);
-  CHECK(crc32cCombine(crc32c(0, long_.data(), 20000), crc32c(0, long_.data() + 20000, 30000), 30000) == whole);
+  CrcShift by30000;  // joins a CRC to the CRC of the 30,000 bytes after it
+  by30000.make(30000);
+  CHECK((by30000(crc32c(0, long_.data(), 20000)) ^ crc32c(0, long_.data() + 20000, 30000)) == whole);
 
   PoolConfig config;
   config.shape = {3, 2, 4, 2};  // 6 planes of 16-byte pieces: 96 bytes a token

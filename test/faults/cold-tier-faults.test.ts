@@ -17,8 +17,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { AgentClient } from '../../src/client/agent-client';
 import type { WorkerConfig } from '../../src/worker/config';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
-import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
-import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
+import { TEST_AGENT_CONFIG, TINY, eventually, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
+import { BASELINE, contextFiles, poolBaseline } from './fault-checks';
 
 const run = promisify(execFile);
 let cluster: TestCluster;

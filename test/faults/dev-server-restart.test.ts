@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import type { GpuWorker } from '../../src/worker/gpu-worker';
-import { TEST_AGENT_CONFIG, TINY, startCluster, type TestCluster } from '../temporal/harness';
-import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
+import { TEST_AGENT_CONFIG, TINY, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
+import { BASELINE, contextFiles, poolBaseline } from './fault-checks';
 
 let cluster: TestCluster;
 let worker: GpuWorker;

@@ -1,22 +1,9 @@
-// What every fault test checks afterwards: the bytes (the digest the workflow recorded equals the one
-// recomputed here from the synthetic KV of each turn) and the baseline (no context, no used block in any
-// pool, no file left in the cold tier, no grant left).
+// What every fault test checks afterwards besides the bytes (harness.ts's expectedDigest): the baseline (no
+// context, no used block in any pool, no file left in the cold tier, no grant left).
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { digestOfBytes } from '../../src/agent-memory/context-digest';
-import { bytesPerTokenOf } from '../../src/fabric/layout';
-import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
-import { TINY } from '../temporal/harness';
-
-const bytesPerToken = bytesPerTokenOf(TINY.shape);
-
-/** The digest of an agent's context after these turns: [agent id, turn number, tokens]. */
-export function expectedDigest(turns: Array<[string, number, number]>): string {
-  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
-  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
-}
 
 /** Every file under `directory` (recursively), relative to it. */
 export function filesUnder(directory: string): string[] {

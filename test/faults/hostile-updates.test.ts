@@ -7,8 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
-import { TEST_AGENT_CONFIG, TINY, startCluster, type TestCluster } from '../temporal/harness';
-import { expectedDigest } from './fault-checks';
+import { TEST_AGENT_CONFIG, TINY, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
 
 let cluster: TestCluster;
 

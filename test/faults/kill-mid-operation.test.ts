@@ -16,8 +16,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FabricError } from '../../src/fabric/errors';
 import { AgentClient, type AgentConfigOverrides, type AgentHandle } from '../../src/client/agent-client';
 import type { AgentStatus } from '../../src/workflows/definitions';
-import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
-import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
+import { TEST_AGENT_CONFIG, TINY, eventually, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
+import { BASELINE, contextFiles, poolBaseline } from './fault-checks';
 
 const PAUSING_WORKER = join(__dirname, 'fixtures', 'pausing-worker.ts');
 

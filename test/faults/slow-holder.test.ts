@@ -13,8 +13,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { AgentClient } from '../../src/client/agent-client';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { parseKeyList } from '../../src/security/key-list';
-import { TEST_AGENT_CONFIG, TINY, eventually, startCluster, type TestCluster } from '../temporal/harness';
-import { BASELINE, contextFiles, expectedDigest, poolBaseline } from './fault-checks';
+import { TEST_AGENT_CONFIG, TINY, eventually, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
+import { BASELINE, contextFiles, poolBaseline } from './fault-checks';
 
 const PAUSING_WORKER = join(__dirname, 'fixtures', 'pausing-worker.ts');
 

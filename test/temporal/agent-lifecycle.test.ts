@@ -4,10 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
-import { digestOfBytes } from '../../src/agent-memory/context-digest';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
+import { FaultPlan, TEST_AGENT_CONFIG, TINY, eventually, expectedDigest, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;
 const faults = new FaultPlan();
@@ -20,12 +18,6 @@ afterAll(async () => cluster?.close());
 
 const SHORT_TIMERS = { ...TEST_AGENT_CONFIG, timers: { idleToWarmMs: 1200, warmToColdMs: 1200 } };
 const bytesPerToken = 2 * 2 * 2 * 16 * 2;
-
-/** The digest of an agent's context, recomputed from its turns' synthetic bytes: what a verified restore must match. */
-function expectedDigest(turns: Array<[agentId: string, turn: number, tokens: number]>): string {
-  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
-  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
-}
 
 describe('agent lifecycle', () => {
   it('runs created -> active <-> idle -> warm -> cold -> resumed -> released, with timers and a verified restore', async () => {

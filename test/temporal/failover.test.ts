@@ -7,10 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { AgentClient } from '../../src/client/agent-client';
-import { digestOfBytes } from '../../src/agent-memory/context-digest';
-import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { TEST_AGENT_CONFIG, TINY, recordHistory, startCluster, type TestCluster } from './harness';
+import { TEST_AGENT_CONFIG, TINY, expectedDigest, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;
 
@@ -19,11 +17,6 @@ beforeAll(async () => {
 });
 afterAll(async () => cluster?.close());
 
-const bytesPerToken = 256;
-function expectedDigest(turns: Array<[string, number, number]>): string {
-  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
-  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
-}
 
 it('restores a killed worker\'s agents from the cold tier on another worker', async () => {
   await cluster.startWorkflowWorker();

@@ -11,8 +11,11 @@ import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 
+import { digestOfBytes } from '../../src/agent-memory/context-digest';
 import { AgentClient, type AgentConfigOverrides } from '../../src/client/agent-client';
 import { freePort, startDevServer, type DevServer } from '../../src/dev-server/dev-server';
+import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
+import { bytesPerTokenOf } from '../../src/fabric/layout';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { ActivityHooks } from '../../src/activities';
 import type { WorkerConfig } from '../../src/worker/config';
@@ -25,6 +28,13 @@ import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS, keyListText } fr
 import { spawnWorkerProcess, type WorkerProcess as SpawnedWorker } from '../../scripts/worker-process';
 
 export const TINY = MODELS.tiny!;
+
+/** The digest an agent's context has after these synthetic turns: [agent id, turn number, tokens] each. */
+export function expectedDigest(turns: Array<[agentId: string, turn: number, tokens: number]>): string {
+  const bytesPerToken = bytesPerTokenOf(TINY.shape);
+  const bytes = Buffer.concat(turns.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, bytesPerToken)));
+  return digestOfBytes(bytes, bytesPerToken, TINY.tokensPerBlock).value;
+}
 
 /** Short enough for tests, long enough that a loaded 2-core machine never trips them by accident. */
 export const TEST_AGENT_CONFIG: AgentConfigOverrides = {

@@ -455,18 +455,12 @@ Napi::Value PoolWrap::spillRead(const Napi::CallbackInfo& info) {
   const uint64_t index = integerArg(info, 1, "index", 0, kMaxSafeInteger);
   if (index >= lease.blocks()) throwStatus(env, Status(Code::kOutOfRange, "spill block index out of range"));
   const uint64_t blockBytes = pool->layout().blockBytes;
-  if (!info[2].IsUndefined()) {
-    // Into the caller's bytes (a staging slot the disk tier encrypts in place): no buffer per block.
-    Napi::Uint8Array into = bytesArg(info, 2, "into");
-    if (into.ByteLength() != blockBytes) throwInvalid(env, "into must be exactly one block (" + std::to_string(blockBytes) + " bytes)");
-    check(env, lease.copyBlock(static_cast<size_t>(index), into.Data()));
-    check(env, pool->memoryFault());
-    return into;
-  }
-  Napi::ArrayBuffer buffer = newBuffer(env, blockBytes);
-  check(env, lease.copyBlock(static_cast<size_t>(index), static_cast<uint8_t*>(buffer.Data())));
+  // Into the caller's bytes when given (a staging slot the disk tier encrypts in place), else a new buffer.
+  Napi::Uint8Array into = info[2].IsUndefined() ? viewOf(env, newBuffer(env, blockBytes)) : bytesArg(info, 2, "into");
+  if (into.ByteLength() != blockBytes) throwInvalid(env, "into must be exactly one block (" + std::to_string(blockBytes) + " bytes)");
+  check(env, lease.copyBlock(static_cast<size_t>(index), into.Data()));
   check(env, pool->memoryFault());
-  return viewOf(env, buffer);
+  return into;
 }
 
 Napi::Value PoolWrap::commitSpill(const Napi::CallbackInfo& info) {

@@ -145,11 +145,6 @@ uint32_t rawRegister(uint32_t reg, const uint8_t* data, size_t n) {
 
 }  // namespace
 
-uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t lengthB) {
-  if (lengthB == 0) return crcA;
-  return (crcA == 0 ? 0 : multiplyModulo(zeroBytesOperator(lengthB), crcA)) ^ crcB;
-}
-
 void CrcShift::make(uint64_t length) {
   const uint32_t op = zeroBytesOperator(length);
   for (int k = 0; k < 4; ++k) {

@@ -17,9 +17,6 @@ namespace kvfabric {
 // CRC of A followed by B. SSE4.2 where the CPU has it, a table otherwise.
 uint32_t crc32c(uint32_t crc, const uint8_t* data, size_t n);
 
-// The CRC of A followed by B from the CRCs of A and B and B's length.
-uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t lengthB);
-
 // x -> the CRC register after `length` more zero bytes: a GF(2)-linear map, as four byte tables, for a
 // length fixed in advance. What appends a CRC: crc(A + B) = shift by |B| of crc(A), xor crc(B).
 struct CrcShift {
