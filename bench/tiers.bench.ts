@@ -1,7 +1,9 @@
-// Host-tier copy throughput on the CPU backend: demote (device -> host) and promote (host -> device)
-// of one context, each block checked against its checksum as it is copied, against a plain memory copy
-// of the same bytes in the same run, and against the same moves with verification off (what the
-// checksum costs).
+// Host-tier copy throughput: demote (device -> host) and promote (host -> device) of one context, each
+// block checked against its checksum as it is copied, against a plain memory copy of the same bytes in
+// the same run, and against the same moves with verification off (what the checksum costs). On the
+// CPU backend by default; with KVFABRIC_BACKEND=cuda the device tier is GPU memory (the memcpy column
+// then only says what the host can copy) and the checksum share is the device kernel's, or the CPU's
+// with KVFABRIC_CUDA_CHECKSUMS=host (scripts/gpu-check.sh runs both).
 //   npx tsx bench/tiers.bench.ts [--mib 1024] [--rounds 5] [--json build/bench/tiers.json]
 import fs from 'node:fs';
 import os from 'node:os';
@@ -65,13 +67,15 @@ async function main(): Promise<void> {
     best.promoteUnverified = Math.max(best.promoteUnverified, await time(() => unverified.pool.promote(unverified.ctx)));
     best.memcpy = Math.max(best.memcpy, await time(() => source.copy(target)));
   }
+  const backend = verified.pool.backendInfo;
   verified.pool.close();
   unverified.pool.close();
 
   // Verification's share of a move: the time the checksum adds, over the verified move's time.
   const share = (withCheck: number, without: number) => `${Math.max(0, (1 - withCheck / without) * 100).toFixed(1)}%`;
   console.log(`kvfabric host-tier benchmark: ${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}, node ${process.version}`);
-  console.log(`one context of ${blocks} blocks x 2 MiB = ${(bytes / 2 ** 30).toFixed(2)} GiB, best of ${rounds} rounds\n`);
+  console.log(`one context of ${blocks} blocks x 2 MiB = ${(bytes / 2 ** 30).toFixed(2)} GiB, best of ${rounds} rounds`);
+  console.log(`backend ${backend.kind}${backend.name ? ` (${backend.name})` : ''}; tier moves: ${backend.transfer}; checksums: ${backend.checksums}\n`);
   printTable(
     ['copy', 'GB/s', 'vs memcpy', 'checksum share'],
     [
@@ -84,7 +88,7 @@ async function main(): Promise<void> {
   );
   if (jsonPath !== undefined) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-    fs.writeFileSync(jsonPath, JSON.stringify({ bytes, blocks, rounds, bestGBps: best }, null, 2));
+    fs.writeFileSync(jsonPath, JSON.stringify({ bytes, blocks, rounds, backend, bestGBps: best }, null, 2));
   }
 }
 

@@ -2,7 +2,8 @@
 # The GPU session's one script: on a machine with only the GPU driver and the Node binary unpacked
 # from .dev/node.xz (scripts/gpu-pack.sh prepared .dev/ beforehand), it probes the device, runs the
 # allocator and tier suites on the CUDA backend (tier moves through the auto way, then through merged
-# copies) and the transfer benchmark, and writes everything to $OUT. Budget: under 5 minutes.
+# copies), the transfer benchmark and the checksum kernel's share of a move, and writes everything to
+# $OUT. Budget: under 6 minutes.
 #   NODE     the Node binary (default /tmp/node, where the device command unpacks it)
 #   OUT      where results go (default build/gpu-check)
 #   KVFABRIC_GPU_CHECK_GIB  bytes per benchmark figure in GiB (default 2)
@@ -65,6 +66,14 @@ timeout 150 "$NODE" --import tsx bench/transfer.bench.ts --gib "${KVFABRIC_GPU_C
   > "$OUT/transfer.txt" 2>&1 || status=1
 cat "$OUT/transfer.txt" >> "$summary"
 tail -n 25 "$OUT/transfer.txt"
+# What verification costs a restore on the GPU: the checksum kernel's share (verified against
+# verifyMoves off, target under 10%), then the CPU's share over the pinned side, for comparison.
+say "checksum share of tier moves: device kernel, then CPU ($(elapsed))"
+for way in device host; do
+  KVFABRIC_CUDA_CHECKSUMS="$way" timeout 90 "$NODE" --import tsx bench/tiers.bench.ts --mib 2048 --rounds 3 \
+    --json "$OUT/tiers-$way.json" > "$OUT/tiers-$way.txt" 2>&1 || status=1
+  tail -n 8 "$OUT/tiers-$way.txt" | tee -a "$summary"
+done
 if [ -n "${KVFABRIC_GPU_CHECK_RESUME:-}" ]; then
   say "resume through the library, ${KVFABRIC_GPU_CHECK_RESUME} tokens ($(elapsed))"
   timeout 240 "$NODE" --import tsx bench/resume.bench.ts --mode library --tokens "$KVFABRIC_GPU_CHECK_RESUME" --repeats 3 \

@@ -7,7 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "block_checksum.h"
 #include "paged_allocator.h"
+
+// The CUDA checksum kernel's own source, compiled for the CPU (kernel_host_shim.h).
+#include "kernel_host_shim.h"
+#include "sum_planes.cu"
 
 using namespace kvfabric;
 
@@ -491,6 +496,48 @@ static void testChecksums() {
   }
 }
 
+// The device kernel's sums, joined on the host, equal the CPU's for any layout, fill and alignment:
+// pieces of whole words, of odd sizes, blocks at odd addresses, several blocks in one launch.
+static void testChecksumKernel() {
+  const ModelShape shapes[] = {{3, 2, 4, 2}, {2, 1, 3, 1}, {1, 1, 1, 1}, {4, 3, 8, 1}, {2, 2, 64, 2}};
+  const uint32_t tokenCounts[] = {1, 5, 16};
+  uint32_t seed = 7;
+  for (const ModelShape& shape : shapes) {
+    for (uint32_t tokensPerBlock : tokenCounts) {
+      BlockLayout layout;
+      CHECK(BlockLayout::make(shape, tokensPerBlock, &layout).isOk());
+      const BlockChecksum checksum(layout);
+      std::vector<uint32_t> tables(BlockChecksum::kKernelTableWords);
+      checksum.kernelTables(tables.data());
+      const uint32_t count = tokensPerBlock + 1;  // every fill from 0 to full
+      std::vector<uint8_t> bytes(count * (layout.blockBytes + 8) + 8);
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>((seed = seed * 1103515245 + 12345) >> 16);
+      std::vector<unsigned long long> blocks(count);
+      std::vector<uint32_t> fills(count);
+      for (uint32_t i = 0; i < count; ++i) {
+        blocks[i] = reinterpret_cast<uintptr_t>(bytes.data() + i * (layout.blockBytes + 8) + i % 8);  // any alignment
+        fills[i] = i;
+      }
+      std::vector<uint32_t> planeSums(count * layout.planes, 0xDEADBEEF);
+      const unsigned threads = 32;
+      gridDim = {(count * layout.planes + threads - 1) / threads + 1, 1, 1};  // one more block than needed: idle
+      blockDim = {threads, 1, 1};
+      for (unsigned cta = 0; cta < gridDim.x; ++cta) {
+        for (unsigned t = 0; t < threads; ++t) {
+          blockIdx = {cta, 0, 0};
+          threadIdx = {t, 0, 0};
+          kvf_sum_planes(blocks.data(), fills.data(), count, layout.planes, layout.tokenPlaneBytes, layout.planeBytes,
+                         tables.data(), planeSums.data());
+        }
+      }
+      for (uint32_t i = 0; i < count; ++i) {
+        const auto* block = reinterpret_cast<const uint8_t*>(blocks[i]);
+        CHECK(checksum.joinPlanes(planeSums.data() + i * layout.planes) == checksum.of(block, fills[i]));
+      }
+    }
+  }
+}
+
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
@@ -505,6 +552,7 @@ int main() {
   testSpillFillAndImport();
   testHostTierFull();
   testChecksums();
+  testChecksumKernel();
   std::printf("core: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

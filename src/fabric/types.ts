@@ -34,6 +34,11 @@ export interface BackendInfo {
   reason?: string;
   /** How tier moves copy: `kernel`, `copies` (with why not the kernel) or `host memcpy`. */
   transfer: string;
+  /**
+   * Where a restore's page checksums are computed: `device kernel` (CUDA, on the GPU, where the bytes
+   * landed), `host (why not the kernel)` (CUDA, the pinned side by the CPU) or `host` (the CPU backend).
+   */
+  checksums: string;
 }
 
 /** One CUDA IPC handle per device allocation ("chunk") of the pool, for another process on the same GPU. */

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FabricError, NativeAllocator, probeCuda } from '../../src/fabric';
 import { TsAllocator } from './ts-allocator';
 import { addonPath } from '../../src/fabric/native-binding';
+import type { ContextHandle } from '../../src/fabric/types';
 import { expectSameBytes, tinyShape, tokenBytes } from './implementations';
 
 const onCuda = process.env.KVFABRIC_BACKEND === 'cuda';
@@ -109,6 +110,11 @@ describe.runIf(onCuda)('CUDA backend', () => {
     expectSameBytes(pool.read(ctx, 0, 10), tokenBytes(10, 3));
   });
 
+  it('sums restores on the device, where their bytes landed', () => {
+    pool = new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8 });
+    expect(pool.backendInfo.checksums).toBe('device kernel');
+  });
+
   it('sizes the device tier from a fraction of free device memory', () => {
     pool = new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 1, deviceMemoryFraction: 1e-6 });
     expect(pool.stats().totalBlocks).toBeGreaterThan(1);
@@ -132,5 +138,49 @@ describe.runIf(onCuda)('CUDA backend', () => {
     await pool.promote(b);
     expectSameBytes(pool.read(a, 0, 300), aBytes);
     expectSameBytes(pool.read(b, 0, 300), bBytes);
+  });
+});
+
+// A byte flipped on the way to the device (the stand-in driver's KVFABRIC_FAKECUDA_FLIP_UPLOADS; hardware
+// offers no such switch): the device-side sums see what landed, host-side sums only what was sent.
+describe.runIf(onCuda && process.env.KVFABRIC_LIBCUDA?.includes('fakecuda'))('CUDA backend: checksums of what landed', () => {
+  const shape = { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 }; // 2 KiB per token, 32 KiB blocks
+  let pool: NativeAllocator | undefined;
+  afterEach(() => {
+    delete process.env.KVFABRIC_FAKECUDA_FLIP_UPLOADS;
+    delete process.env.KVFABRIC_CUDA_CHECKSUMS;
+    pool?.close();
+  });
+
+  /** A 40-token context (3 pages) on the host tier, then a promote with every block flipped in flight. */
+  async function promoteThroughBadLink(): Promise<{ pool: NativeAllocator; ctx: ContextHandle; bytes: Uint8Array; promoted: Promise<void> }> {
+    pool = new NativeAllocator({ shape, tokensPerBlock: 16, blockCount: 8, hostBlockCount: 8 });
+    const ctx = pool.createContext(1);
+    const bytes = tokenBytes(40, 9, pool.layout.bytesPerToken);
+    pool.append(ctx, bytes);
+    await pool.demote(ctx);
+    process.env.KVFABRIC_FAKECUDA_FLIP_UPLOADS = String(pool.layout.blockBytes);
+    const promoted = pool.promote(ctx);
+    promoted.catch(() => undefined);
+    return { pool, ctx, bytes, promoted };
+  }
+
+  it('fails the promote with INTEGRITY naming the page, moves nothing, and a clean retry restores every byte', async () => {
+    const { pool, ctx, bytes, promoted } = await promoteThroughBadLink();
+    await expect(promoted).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringMatching(/page \d+ does not match its checksum/) });
+    delete process.env.KVFABRIC_FAKECUDA_FLIP_UPLOADS;
+    expect(pool.pageResidency(ctx)).toEqual(['host', 'host', 'host']);
+    await pool.promote(ctx);
+    expect(pool.pageResidency(ctx)).toEqual(['device', 'device', 'device']);
+    expectSameBytes(pool.read(ctx, 0, 40), bytes);
+  });
+
+  it('with KVFABRIC_CUDA_CHECKSUMS=host the CPU sums what was sent, so the same flip passes unseen', async () => {
+    process.env.KVFABRIC_CUDA_CHECKSUMS = 'host';
+    const { pool, ctx, bytes, promoted } = await promoteThroughBadLink();
+    expect(pool.backendInfo.checksums).toBe('host (KVFABRIC_CUDA_CHECKSUMS=host)');
+    await promoted;
+    delete process.env.KVFABRIC_FAKECUDA_FLIP_UPLOADS;
+    expect(Buffer.from(pool.read(ctx, 0, 40)).equals(Buffer.from(bytes))).toBe(false);
   });
 });

@@ -107,8 +107,9 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
   });
 
   it('reports the device lost after a sticky fault: restart-the-process errors, no CPU fallback, probe unusable', () => {
-    // Launch 1 is the kernel's self-test; launch 2 (the demote) hits an illegal address on the GPU.
-    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:2:700' }, `
+    // Launches 1 and 2 are the kernels' self-tests (move, checksum); launch 3 (the demote) hits an illegal
+    // address on the GPU.
+    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:3:700' }, `
       const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8, backend: 'cuda' });
       const ctx = pool.createContext(1);
       pool.append(ctx, tokens(8, 0x21));
@@ -127,7 +128,7 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
 
   it('does not take a sticky error at launch for a refused kernel (no retry with copies)', () => {
     // The context was poisoned before the launch (another user of the primary context): the launch fails.
-    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:2:=719' }, `
+    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:3:=719' }, `
       const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8, backend: 'cuda' });
       const ctx = pool.createContext(1);
       pool.append(ctx, tokens(8, 0x21));
@@ -138,6 +139,20 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
       message: expect.stringMatching(/CUDA device 0 is lost \(cuLaunchKernel failed with CUDA_ERROR_LAUNCH_FAILED \(719\)\).*restart the process/),
     });
     expect(result.probe).toMatchObject({ usable: false });
+  });
+
+  it('sums on the CPU, still verifying every restore, when the checksum kernel fails its self-test', () => {
+    // Launch 2 is the checksum kernel's self-test, refused (not a fault): the pool keeps the move kernel.
+    const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuLaunchKernel:2:1' }, `
+      const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8, backend: 'cuda' });
+      const ctx = pool.createContext(1);
+      pool.append(ctx, tokens(8, 0x21));
+      await pool.demote(ctx);
+      await pool.promote(ctx);
+      done({ transfer: pool.backendInfo.transfer, checksums: pool.backendInfo.checksums, same: Buffer.from(pool.read(ctx, 0, 8)).equals(Buffer.from(tokens(8, 0x21))) });`);
+    expect(result.transfer).toMatch(/^kernel/);
+    expect(result.checksums).toMatch(/^host \(kernel not used: cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE/);
+    expect(result.same).toBe(true);
   });
 
   it('builds the kernel before sizing the pool to all free memory, and keeps using it', () => {

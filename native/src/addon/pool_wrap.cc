@@ -591,6 +591,7 @@ Napi::Value PoolWrap::backendInfo(const Napi::CallbackInfo& info) {
   }
   if (!backend_.reason.empty()) out.Set("reason", Napi::String::New(env, backend_.reason));
   out.Set("transfer", Napi::String::New(env, backend_.transfer));
+  out.Set("checksums", Napi::String::New(env, backend_.checksums));
   return out;
 }
 

@@ -183,6 +183,25 @@ BlockChecksum::BlockChecksum(const BlockLayout& layout) : layout_(layout), laneP
   secondLane_.make(piece * lanePlanes_);
   thirdLane_.make(piece * (layout.planes - 2 * lanePlanes_));
   token_.make(layout.bytesPerToken);
+  otherPlanes_.make(layout.bytesPerToken - piece);
+}
+
+void BlockChecksum::kernelTables(uint32_t* out) const {
+  // Slicing by 8: table k advances a byte that is followed by k more.
+  std::copy(kByteTable.entry, kByteTable.entry + 256, out);
+  for (int k = 1; k < 8; ++k) {
+    for (uint32_t n = 0; n < 256; ++n) {
+      const uint32_t previous = out[(k - 1) * 256 + n];
+      out[k * 256 + n] = (previous >> 8) ^ kByteTable.entry[previous & 0xFF];
+    }
+  }
+  for (int k = 0; k < 4; ++k) std::copy(otherPlanes_.table[k], otherPlanes_.table[k] + 256, out + (8 + k) * 256);
+}
+
+uint32_t BlockChecksum::joinPlanes(const uint32_t* planeSums) const {
+  uint32_t crc = 0;
+  for (uint32_t p = 0; p < layout_.planes; ++p) crc = piece_(crc) ^ planeSums[p];
+  return crc;
 }
 
 uint32_t BlockChecksum::run(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum) const {

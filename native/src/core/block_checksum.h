@@ -38,6 +38,14 @@ class BlockChecksum {
   // stores, so a benchmark can show what the checksum itself costs.
   uint32_t copy(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum = true) const { return run(dst, src, fill, sum); }
 
+  // The device kernel's share (src/cuda/kernels/sum_planes.cu), for memory the CPU cannot read. It sums
+  // each plane's pieces, shifting past the other planes' pieces of each token, with these tables:
+  // [8][256] CRC-32C slicing tables, then the [4][256] shift past a token's other planes.
+  static constexpr size_t kKernelTableWords = 12 * 256;
+  void kernelTables(uint32_t* out) const;
+  // A block's checksum from its plane sums, in plane order: the value of() gives for the same bytes.
+  uint32_t joinPlanes(const uint32_t* planeSums) const;
+
  private:
   static constexpr uint32_t kRowsOnStack = 256;  // tokens a block may hold for the lane walk
 
@@ -57,6 +65,7 @@ class BlockChecksum {
   CrcShift secondLane_;  // the second lane's share of a token: q pieces
   CrcShift thirdLane_;   // the third lane's: planes - 2q pieces
   CrcShift token_;       // one whole token
+  CrcShift otherPlanes_; // a token but one piece: the kernel's step from a plane's piece to its next
 };
 
 }  // namespace kvfabric

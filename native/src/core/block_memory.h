@@ -43,6 +43,11 @@ class BlockMemory {
   virtual void restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count);
   // The first failure of a call that could not return it (a driver error); ok for host memory.
   virtual Status fault() const { return Status::ok(); }
+  // Memory the CPU cannot read may sum frames where they lie (the CUDA device tier, on the GPU):
+  // sums[i] = BlockChecksum::of frame frames[i]'s first fills[i] tokens. When sumsInPlace() is false the
+  // caller sums a host copy instead. A failure is kept for fault().
+  virtual bool sumsInPlace() const { return false; }
+  virtual void sumBlocks(const uint32_t* /*frames*/, const uint32_t* /*fills*/, size_t /*count*/, uint32_t* /*sums*/) const {}
 };
 
 // Memory the CPU addresses directly (the CPU backend's tiers, CUDA's pinned host tier): every operation

@@ -188,9 +188,11 @@ void MoveLease::copy() {
       copied_ = true;
       return;
     }
-    // Device memory the CPU cannot read (CUDA): the host side is summed, before an upload, after a download.
-    // A kernel summing on the device is not built: docs/cuda.md.
-    if (verify && !demote) {
+    // Device memory the CPU cannot read (CUDA): a restore is summed where it landed, on the device, when
+    // the memory can (one launch after the copies); else the host side is summed, before an upload. A
+    // download is summed on the host side after it landed.
+    const bool sumOnDevice = verify && !demote && device.sumsInPlace();
+    if (verify && !demote && !sumOnDevice) {
       for (Move& move : moves_) move.sum = checksum.of(host.hostAddress(move.fromFrame), move.fill);
     }
     std::vector<FrameMove> frames;
@@ -212,8 +214,27 @@ void MoveLease::copy() {
     if (verify && demote) {
       for (Move& move : moves_) move.sum = checksum.of(host.hostAddress(move.to.frame), move.fill);
     }
+    if (sumOnDevice) sumOnDeviceTier();
   }
   copied_ = true;
+}
+
+void MoveLease::sumOnDeviceTier() {
+  std::vector<uint32_t> frames, fills, sums;
+  try {
+    frames.reserve(moves_.size());
+    fills.reserve(moves_.size());
+    sums.resize(moves_.size());
+  } catch (const std::bad_alloc&) {  // no room for the lists: the pinned sources, summed one by one
+    for (Move& move : moves_) move.sum = pool_->checksum_.of(pool_->host_.memory().hostAddress(move.fromFrame), move.fill);
+    return;
+  }
+  for (const Move& move : moves_) {
+    frames.push_back(move.to.frame);
+    fills.push_back(move.fill);
+  }
+  pool_->device_.memory().sumBlocks(frames.data(), fills.data(), moves_.size(), sums.data());
+  for (size_t i = 0; i < moves_.size(); ++i) moves_[i].sum = sums[i];  // a failed launch is the memory's fault()
 }
 
 Status MoveLease::mismatch(const Move& move) const {

@@ -206,6 +206,8 @@ class MoveLease {
   };
   void reset();
   Status mismatch(const Move& move) const;
+  // Promote on memory that sums in place: every landed block summed in one call (the CUDA kernel).
+  void sumOnDeviceTier();
 
   PagedAllocator* pool_ = nullptr;
   Kind kind_ = Kind::kDemote;

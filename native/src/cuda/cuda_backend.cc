@@ -74,6 +74,7 @@ Status openCuda(PoolConfig config, const BackendRequest& request, OpenedPool* ou
     if (!st.isOk()) return st;
   }
   CudaDeviceMemory* raw = deviceMemory.get();
+  out->info.checksums = raw->checksumWay();
   st = PagedAllocator::create(config, std::move(deviceMemory), std::move(hostMemory), &out->pool);
   if (!st.isOk()) return st;
   out->deviceMemory = raw;
@@ -117,6 +118,7 @@ Status openPool(const PoolConfig& config, const BackendRequest& request, OpenedP
   }
   out->info.cuda = false;
   out->info.transfer = "host memcpy";
+  out->info.checksums = "host";
   return PagedAllocator::create(config, nullptr, nullptr, &out->pool);
 }
 

@@ -28,6 +28,7 @@ struct BackendInfo {
   std::string name;      // the GPU's name
   std::string reason;    // why `auto` fell back to the CPU
   std::string transfer;  // the tier-move way (kernel / copies) and, for copies, why not the kernel
+  std::string checksums;  // where restores are summed: "device kernel", "host (why)" or "host" (CPU)
 };
 
 struct OpenedPool {

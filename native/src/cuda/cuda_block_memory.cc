@@ -2,6 +2,7 @@
 #include "cuda_block_memory.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -63,6 +64,7 @@ Status CudaDeviceMemory::create(const CudaDevice& device, const BlockLayout& lay
   Status st = m->stream_.create(device);
   if (st.isOk()) st = m->transfer_.init();
   if (st.isOk()) st = m->staging_.allocate(device, layout.blockBytes);
+  if (st.isOk()) st = m->prepareChecksums();
   if (!st.isOk()) return st;
   const uint32_t chunks = m->chunking_.chunksFor(blockCount);
   try {
@@ -93,10 +95,51 @@ Status CudaDeviceMemory::create(const CudaDevice& device, const BlockLayout& lay
   return Status::ok();
 }
 
+// Before the chunks: the kernel's self-test borrows device memory for a moment.
+Status CudaDeviceMemory::prepareChecksums() {
+  const char* choice = std::getenv("KVFABRIC_CUDA_CHECKSUMS");
+  if (choice != nullptr && std::strcmp(choice, "host") == 0) {
+    checksumWay_ = "host (KVFABRIC_CUDA_CHECKSUMS=host)";
+    return Status::ok();
+  }
+  const Status st = DeviceChecksum::create(device_, layout_, &sums_);
+  if (st.isOk()) {
+    checksumWay_ = "device kernel";
+    return st;
+  }
+  // No kernel (no NVRTC, a failed self-test) or no room for it: the CPU sums the pinned side instead.
+  // A lost device is no such reason: the pool fails.
+  if ((st.code() != Code::kUnavailable && st.code() != Code::kOutOfMemory) || !lostStatus(device_.index()).isOk()) return st;
+  checksumWay_ = "host (kernel not used: " + st.message() + ")";
+  return Status::ok();
+}
+
+void CudaDeviceMemory::sumBlocks(const uint32_t* frames, const uint32_t* fills, size_t count, uint32_t* sums) const {
+  if (!sums_) {
+    note(Status(Code::kInvalidState, "sumBlocks without the checksum kernel"));
+    return;
+  }
+  std::vector<CUdeviceptr> blocks;
+  if (!sized(&blocks, count, "a checksum launch's block list")) return;
+  for (size_t i = 0; i < count; ++i) blocks[i] = address(frames[i]);
+  note(sums_->run(blocks.data(), fills, count, sums));
+}
+
 void CudaDeviceMemory::note(const Status& st) const {
   if (st.isOk()) return;
   std::lock_guard<std::mutex> lock(faultMu_);
   if (fault_.isOk()) fault_ = st;
+}
+
+template <typename T>
+bool CudaDeviceMemory::sized(std::vector<T>* list, size_t count, const char* what) const {
+  try {
+    list->resize(count);
+    return true;
+  } catch (const std::bad_alloc&) {
+    note(Status(Code::kOutOfMemory, std::string("host memory exhausted for ") + what));
+    return false;
+  }
 }
 
 Status CudaDeviceMemory::fault() const {
@@ -216,12 +259,7 @@ void CudaDeviceMemory::moveBlocks(Direction direction, BlockMemory& host, const 
     return;
   }
   std::vector<BlockCopy> copies;
-  try {
-    copies.resize(count);
-  } catch (const std::bad_alloc&) {
-    note(Status(Code::kOutOfMemory, "host memory exhausted for a tier move's copy list"));
-    return;
-  }
+  if (!sized(&copies, count, "a tier move's copy list")) return;
   const bool toHost = direction == Direction::kToHost;
   for (size_t i = 0; i < count; ++i) {
     const uint32_t deviceFrame = toHost ? moves[i].from : moves[i].to;

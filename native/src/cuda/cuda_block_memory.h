@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "block_memory.h"
 #include "block_transfer.h"
 #include "cuda_device.h"
+#include "device_checksum.h"
 
 namespace kvfabric::cuda {
 
@@ -86,6 +88,10 @@ class CudaDeviceMemory final : public BlockMemory {
   void offloadBlocks(BlockMemory& host, const FrameMove* moves, size_t count) override;
   void restoreBlocks(BlockMemory& host, const FrameMove* moves, size_t count) override;
   Status fault() const override;
+  bool sumsInPlace() const override { return sums_ != nullptr; }
+  void sumBlocks(const uint32_t* frames, const uint32_t* fills, size_t count, uint32_t* sums) const override;
+  // Where page checksums of restores are computed: "device kernel", or "host (why not the kernel)".
+  const std::string& checksumWay() const { return checksumWay_; }
 
   CUdeviceptr address(uint32_t frame) const {
     return chunks_[chunking_.chunk(frame)].address() + chunking_.offset(frame);
@@ -106,6 +112,11 @@ class CudaDeviceMemory final : public BlockMemory {
   template <typename Body>
   void onStream(const char* what, Body body) const;
   void note(const Status& st) const;
+  // Resizes a call's list; false (the failure kept for fault()) when the host has no room for it.
+  template <typename T>
+  bool sized(std::vector<T>* list, size_t count, const char* what) const;
+  // The checksum kernel for this layout, unless KVFABRIC_CUDA_CHECKSUMS=host or it is not usable.
+  Status prepareChecksums();
   // Runs body (which queues copies between staging_ and the device), waits, then landed(staging) on
   // success, all with staging_ held; keeps the first failure.
   template <typename Body, typename Landed>
@@ -124,6 +135,8 @@ class CudaDeviceMemory final : public BlockMemory {
   mutable std::mutex stagingMu_;
   PinnedBuffer staging_;
   BlockTransfer transfer_;
+  std::unique_ptr<DeviceChecksum> sums_;  // null: restores are summed on the pinned side by the CPU
+  std::string checksumWay_;
   mutable std::mutex faultMu_;
   mutable Status fault_;
 };

@@ -1,41 +1,24 @@
-// CudaDevice (per-process device state and the NVRTC-compiled block-move kernel) and the RAII handles.
+// CudaDevice (per-process device state and the NVRTC-compiled kernels) and the RAII handles.
 #include "cuda_device.h"
 
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "kernel_source.h"
+
 namespace kvfabric::cuda {
 namespace {
-
-// Copies `count` whole blocks, each `vecs` 16-byte vectors long, between the addresses of a table of
-// (source, destination) pairs. Either side may be device memory or mapped pinned host memory, so one
-// launch moves every scattered block of a lease over PCIe in both the offload and restore directions.
-// blockIdx.y walks the blocks, blockIdx.x and the threads split one block.
-constexpr const char* kMoveKernelSource = R"(
-struct alignas(16) Vec16 { unsigned long long lo, hi; };
-extern "C" __global__ void kvf_move_blocks(const unsigned long long* table, unsigned int count,
-                                           unsigned long long vecs) {
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned int b = blockIdx.y; b < count; b += gridDim.y) {
-    const Vec16* src = reinterpret_cast<const Vec16*>(table[2 * b]);
-    Vec16* dst = reinterpret_cast<Vec16*>(table[2 * b + 1]);
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < vecs; i += stride) {
-      dst[i] = src[i];
-    }
-  }
-}
-)";
 
 Status nvrtcFailed(const char* call, nvrtcResult r) {
   return Status(Code::kUnavailable, std::string(call) + " failed with NVRTC error " + std::to_string(r));
 }
 
-// Compiles the kernel for one target: "sm_XY" gives a CUBIN (when this NVRTC can write one), "compute_XY"
+// Compiles the kernels for one target: "sm_XY" gives a CUBIN (when this NVRTC can write one), "compute_XY"
 // gives PTX for the driver's JIT.
 Status compileFor(const NvrtcApi& rtc, const std::string& target, bool cubin, std::string* image) {
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = rtc.nvrtcCreateProgram(&prog, kMoveKernelSource, "kvf_move_blocks.cu", 0, nullptr, nullptr);
+  nvrtcResult r = rtc.nvrtcCreateProgram(&prog, kKernelSource, "kvfabric_kernels.cu", 0, nullptr, nullptr);
   if (r != 0) return nvrtcFailed("nvrtcCreateProgram", r);
   const std::string arch = "--gpu-architecture=" + target;
   const char* options[] = {arch.c_str()};
@@ -181,11 +164,13 @@ Status CudaDevice::compileKernel() const {
     return Status(st.code(), st.message() + " (" + build + ")");
   }
   st = check(api_->cuModuleGetFunction(&kernel_, module_, "kvf_move_blocks"), "cuModuleGetFunction");
+  if (st.isOk()) st = check(api_->cuModuleGetFunction(&sumKernel_, module_, "kvf_sum_planes"), "cuModuleGetFunction");
   if (st.isOk()) st = selfTest();
   if (!st.isOk()) {
     api_->cuModuleUnload(module_);  // a later attempt (after an out-of-memory) loads it again
     module_ = nullptr;
     kernel_ = nullptr;
+    sumKernel_ = nullptr;
     return st;
   }
   kernelBuild_ = build;
@@ -233,8 +218,7 @@ Status CudaDevice::selfTest() const {
   return Status::ok();
 }
 
-Status CudaDevice::moveKernel(CUfunction* out) const {
-  std::lock_guard<std::mutex> lock(kernelMu_);
+Status CudaDevice::settleKernels() const {
   if (!kernelSettled_) {
     const Status st = compileKernel();
     // Out of memory (a pool filled the device meanwhile) or a lost device is not the kernel's verdict:
@@ -243,9 +227,21 @@ Status CudaDevice::moveKernel(CUfunction* out) const {
     kernelStatus_ = st;
     kernelSettled_ = true;
   }
-  if (!kernelStatus_.isOk()) return kernelStatus_;
-  *out = kernel_;
-  return Status::ok();
+  return kernelStatus_;
+}
+
+Status CudaDevice::moveKernel(CUfunction* out) const {
+  std::lock_guard<std::mutex> lock(kernelMu_);
+  const Status st = settleKernels();
+  if (st.isOk()) *out = kernel_;
+  return st;
+}
+
+Status CudaDevice::sumKernel(CUfunction* out) const {
+  std::lock_guard<std::mutex> lock(kernelMu_);
+  const Status st = settleKernels();
+  if (st.isOk()) *out = sumKernel_;
+  return st;
 }
 
 std::string CudaDevice::kernelBuild() const {

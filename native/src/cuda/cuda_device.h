@@ -1,7 +1,7 @@
 // One GPU as the process sees it: its primary context (retained for the life of the process, so kernels
 // and memory of every pool on it stay valid, and set to blocking-sync scheduling when we are the first to
-// activate it), its description, and the gather/scatter kernel compiled with NVRTC when present. Plus
-// the RAII handles the backend builds on.
+// activate it), its description, and the kernels (src/cuda/kernels: gather/scatter and page checksums)
+// compiled with NVRTC when present. Plus the RAII handles the backend builds on.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,9 @@ class CudaDevice {
   // The block-move kernel, compiled and self-tested on first use; kUnavailable (with why) when NVRTC or
   // the driver refuses it. Only a definitive answer is kept: running out of memory is tried again later.
   Status moveKernel(CUfunction* out) const;
-  // How the kernel was built ("cubin sm_90, NVRTC 13.0"); empty until it was.
+  // The page-checksum kernel of the same module (DeviceChecksum self-tests it per pool layout).
+  Status sumKernel(CUfunction* out) const;
+  // How the kernels were built ("cubin sm_90, NVRTC 13.0"); empty until they were.
   std::string kernelBuild() const;
 
  private:
@@ -40,6 +42,8 @@ class CudaDevice {
   Status open(const DriverApi* api, int index);
   Status compileKernel() const;
   Status selfTest() const;
+  // Compiles the module once (under kernelMu_); kernelStatus_ is then the answer.
+  Status settleKernels() const;
 
   const DriverApi* api_ = nullptr;
   int index_ = 0;
@@ -55,6 +59,7 @@ class CudaDevice {
   mutable std::string kernelBuild_;
   mutable CUmodule module_ = nullptr;
   mutable CUfunction kernel_ = nullptr;
+  mutable CUfunction sumKernel_ = nullptr;
 };
 
 // A non-blocking stream, destroyed with its owner.

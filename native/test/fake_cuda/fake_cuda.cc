@@ -1,7 +1,8 @@
 // A strict stand-in CUDA driver (and NVRTC) on host memory, for tests only. It lets the CUDA backend's
 // code run on a machine without a GPU, under ASan/UBSan too, and it enforces the driver API's documented
 // rules that a lenient stand-in would let slide, so mistakes that would fail on hardware fail here first.
-// It is not GPU verification: device pointers are host addresses and "kernels" are C++ loops.
+// It is not GPU verification: device pointers are host addresses and kernels run on the CPU (the
+// checksum kernel's own source, compiled as C++; the move kernel as its contract).
 // What it enforces (docs/cuda.md has the list and what only hardware can show):
 //  - A thread-local stack of current contexts: a call that needs one without it gets
 //    CUDA_ERROR_INVALID_CONTEXT; streams and events belong to the context that made them.
@@ -33,6 +34,8 @@
 //       <code>; a sticky code on cuLaunchKernel faults while the kernel runs, as on a GPU, unless written
 //       =<code>: then the launch itself returns it, as when the context was already poisoned
 //   KVFABRIC_FAKECUDA_ENGINE_CONTEXT=1    see above
+//   KVFABRIC_FAKECUDA_FLIP_UPLOADS=<bytes>  every host-to-device copy, and every block the move kernel
+//       writes to device memory, of at least <bytes> lands with its last byte flipped (a bad link)
 //   KVFABRIC_FAKECUDA_REPORT=<file>       at exit, JSON counters: pageableCopies, displacedContexts,
 //       mainThreadContext, primaryRetains, kernelHostTables, faults
 #include <fcntl.h>
@@ -54,6 +57,12 @@
 #include <vector>
 
 #include "cuda_driver.h"
+
+// The page-checksum kernel's own source, compiled for the CPU: a launch runs the code NVRTC compiles.
+#include "kernel_host_shim.h"
+#pragma GCC visibility push(hidden)
+#include "sum_planes.cu"
+#pragma GCC visibility pop
 
 #define FAKE_API extern "C" __attribute__((visibility("default")))
 
@@ -314,6 +323,7 @@ struct FakeModule {
 };
 struct FakeFunction {
   FakeModule* module;
+  bool sum;  // kvf_sum_planes, else kvf_move_blocks
 };
 
 // At exit: later calls return CUDA_ERROR_DEINITIALIZED, and the report is written.
@@ -629,11 +639,24 @@ FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdev
 
 // ---- copies ----
 
+namespace {
+// KVFABRIC_FAKECUDA_FLIP_UPLOADS=<bytes>: read when the work is queued.
+bool flipsUpload(size_t bytes) {
+  const char* v = std::getenv("KVFABRIC_FAKECUDA_FLIP_UPLOADS");
+  return v != nullptr && *v != 0 && bytes >= std::strtoull(v, nullptr, 10);
+}
+void flipLastByte(uintptr_t dst, size_t bytes) { reinterpret_cast<uint8_t*>(dst)[bytes - 1] ^= 0x01; }
+}  // namespace
+
 FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream s) {
   IN_CONTEXT("cuMemcpyHtoDAsync_v2");
   if (foreignStream(s, ctx)) return kInvalidHandle;
   if (!isDevice(dst, bytes, ctx->device)) return kInvalidValue;
-  auto copy = [=] { std::memcpy(reinterpret_cast<void*>(dst), src, bytes); };
+  const bool flip = flipsUpload(bytes);
+  auto copy = [=] {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    if (flip) flipLastByte(dst, bytes);
+  };
   if (isPinned(reinterpret_cast<uintptr_t>(src), bytes)) {
     queueOf(s, ctx).push(copy);
   } else {
@@ -885,15 +908,70 @@ FAKE_API CUresult cuModuleUnload(CUmodule m) {
 }
 FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
   IN_CONTEXT("cuModuleGetFunction");
-  if (std::strcmp(name, "kvf_move_blocks") != 0) return kNotFound;
+  const bool sum = std::strcmp(name, "kvf_sum_planes") == 0;
+  if (!sum && std::strcmp(name, "kvf_move_blocks") != 0) return kNotFound;
   static std::mutex mu;
-  static std::map<CUmodule, FakeFunction*>* functions = new std::map<CUmodule, FakeFunction*>();
+  static std::map<std::pair<CUmodule, bool>, FakeFunction*>* functions = new std::map<std::pair<CUmodule, bool>, FakeFunction*>();
   std::lock_guard<std::mutex> lock(mu);
-  FakeFunction*& fn = (*functions)[m];
-  if (!fn) fn = new FakeFunction{reinterpret_cast<FakeModule*>(m)};
+  FakeFunction*& fn = (*functions)[{m, sum}];
+  if (!fn) fn = new FakeFunction{reinterpret_cast<FakeModule*>(m), sum};
   *f = reinterpret_cast<CUfunction>(fn);
   return kSuccess;
 }
+namespace {
+// kvf_sum_planes(blocks, fills, count, planes, pieceBytes, planeBytes, tables, planeSums): every address
+// it will touch checked first, as a GPU would fault on it, then the kernel's own code run thread by thread.
+CUresult launchSumPlanes(Ctx* ctx, CUstream s, CUresult inject, unsigned gx, unsigned gy, unsigned bx, void** params) {
+  const CUdeviceptr blocks = *static_cast<CUdeviceptr*>(params[0]);
+  const CUdeviceptr fills = *static_cast<CUdeviceptr*>(params[1]);
+  const unsigned count = *static_cast<unsigned*>(params[2]);
+  const unsigned planes = *static_cast<unsigned*>(params[3]);
+  const unsigned long long pieceBytes = *static_cast<unsigned long long*>(params[4]);
+  const unsigned long long planeBytes = *static_cast<unsigned long long*>(params[5]);
+  const CUdeviceptr tables = *static_cast<CUdeviceptr*>(params[6]);
+  const CUdeviceptr planeSums = *static_cast<CUdeviceptr*>(params[7]);
+  if (gy != 1 || uint64_t{gx} * bx < uint64_t{count} * planes) return kInvalidValue;  // a thread per plane
+  const int device = ctx->device;
+  queueOf(s, ctx).push([=] {
+    if (isSticky(inject)) {
+      ctx->sticky.store(inject);
+      return;
+    }
+    const size_t tableBytes = 12 * 256 * 4;
+    if (blocks % 8 || fills % 4 || tables % 4 || planeSums % 4) {
+      ctx->sticky.store(kMisalignedAddress);
+      return;
+    }
+    if (!kernelReachable(blocks, size_t{count} * 8, device) || !kernelReachable(fills, size_t{count} * 4, device) ||
+        !kernelReachable(tables, tableBytes, device) || !kernelReachable(planeSums, size_t{count} * planes * 4, device)) {
+      ctx->sticky.store(kIllegalAddress);
+      return;
+    }
+    const auto* addresses = reinterpret_cast<const uint64_t*>(blocks);
+    const auto* filled = reinterpret_cast<const uint32_t*>(fills);
+    for (unsigned b = 0; b < count; ++b) {
+      if (filled[b] == 0) continue;
+      const size_t touched = (planes - 1) * planeBytes + filled[b] * pieceBytes;
+      if (!kernelReachable(addresses[b], touched, device)) {
+        ctx->sticky.store(kIllegalAddress);
+        return;
+      }
+    }
+    gridDim = {gx, 1, 1};
+    blockDim = {bx, 1, 1};
+    for (unsigned cta = 0; cta < gx; ++cta) {
+      for (unsigned thread = 0; thread < bx; ++thread) {
+        blockIdx = {cta, 0, 0};
+        threadIdx = {thread, 0, 0};
+        kvf_sum_planes(reinterpret_cast<const kvf_u64*>(blocks), filled, count, planes, pieceBytes, planeBytes,
+                       reinterpret_cast<const kvf_u32*>(tables), reinterpret_cast<kvf_u32*>(planeSums));
+      }
+    }
+  });
+  return kSuccess;
+}
+}  // namespace
+
 // kvf_move_blocks(table, count, vecs): the kernel's contract, checked as a GPU would fault: a bad or
 // misaligned address takes the whole context down with a sticky error.
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -913,11 +991,13 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
   if (!fn || extra || !params || foreignStream(s, ctx)) return kInvalidValue;
   if (fn->module->ctx != ctx) return kInvalidContext;
   if (gx == 0 || gy == 0 || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || gy > 65535) return kInvalidValue;
+  if (fn->sum) return launchSumPlanes(ctx, s, inject, gx, gy, bx, params);
   const CUdeviceptr table = *static_cast<CUdeviceptr*>(params[0]);
   const unsigned count = *static_cast<unsigned*>(params[1]);
   const unsigned long long vecs = *static_cast<unsigned long long*>(params[2]);
   if (isPinned(table, 1)) ++S().kernelHostTables;  // every thread would read it over PCIe
   const int device = ctx->device;
+  const bool flip = flipsUpload(vecs * 16);
   queueOf(s, ctx).push([=] {
     if (isSticky(inject)) {
       ctx->sticky.store(inject);
@@ -939,6 +1019,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
         return;
       }
       std::memcpy(reinterpret_cast<void*>(pairs[2 * b + 1]), reinterpret_cast<const void*>(pairs[2 * b]), bytes);
+      if (flip && !isPinned(pairs[2 * b + 1], bytes)) flipLastByte(pairs[2 * b + 1], bytes);
     }
   });
   return kSuccess;
