@@ -5,7 +5,9 @@
 //   temporal  a resume update sent by the client -> the restored context, checked against the digest its
 //             workflow recorded, in its result, through a dev server and an in-process GPU worker
 //             (scripts/measure-agent.ts's set-up), with the worker's own restore and verify times, and
-//             the round trip of a resume that restores nothing (the context already resident).
+//             the round trip of a resume that restores nothing (the context already resident); where a
+//             second pair of pools fits, each resume follows one of the library's restores of the same
+//             size in the same process (`libraryMs`), so the two are compared under the same conditions.
 // Recomputing the same contexts (prefill of Llama-3-8B on an H200) took 264 ms (8k), 1.31 s (32k) and
 // 11.3 s (128k) in the issue: the reference a resume must beat.
 //   npx tsx bench/resume.bench.ts [--mode library|temporal] [--tokens 8k,32k] [--repeats 3] [--json FILE]
@@ -18,6 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import type { AgentHandle } from '../src/client/agent-client';
 import { NativeAllocator } from '../src/fabric';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
@@ -57,47 +60,76 @@ export interface ResumeRow {
   /** Temporal only: the worker's restore and verify times (medians of the same samples). */
   restoreMs?: number;
   verifyMs?: number;
+  /** Temporal only: the library's restore of the same size, alternated with these resumes in one process. */
+  libraryMs?: number;
   repeats: number;
+}
+
+/** Distinct random bytes, cycled in 64 MiB chunks: nothing compresses or dedups. */
+const CHUNK_TOKENS = (64 * MiB) / BYTES_PER_TOKEN;
+let randomChunk: Buffer | undefined;
+function chunkOfRandomBytes(): Buffer {
+  randomChunk ??= randomBytes(CHUNK_TOKENS * BYTES_PER_TOKEN);
+  return randomChunk;
+}
+
+interface LibraryContext {
+  /** Offloads the context to `from`, then times TieredMemory.restore (ms). */
+  restoreFrom(from: 'host' | 'disk'): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** One context of `tokens` in its own pool (device and host tiers) and cold store. */
+async function libraryContext(tokens: number): Promise<LibraryContext> {
+  const blocks = Math.ceil(tokens / TOKENS_PER_BLOCK);
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-resume-bench-'));
+  const pool = new NativeAllocator({ shape: LLAMA.shape, tokensPerBlock: TOKENS_PER_BLOCK, blockCount: blocks, hostBlockCount: blocks });
+  const cold = await ColdStore.open({ directory, keyRing: new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench') });
+  const memory = new TieredMemory({ pool, cold });
+  const close = async () => {
+    await cold.close();
+    pool.close();
+    fs.rmSync(directory, { recursive: true, force: true });
+  };
+  try {
+    memory.create('agent', 1);
+    const chunk = chunkOfRandomBytes();
+    for (let done = 0; done < tokens; done += CHUNK_TOKENS) {
+      await memory.append('agent', chunk.subarray(0, Math.min(CHUNK_TOKENS, tokens - done) * BYTES_PER_TOKEN));
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return {
+    async restoreFrom(from) {
+      await memory.offload('agent', from);
+      if (from === 'disk' && !dropPageCache()) noteOnce('could not drop the page cache (needs root): disk restores may read from memory');
+      const started = performance.now();
+      await memory.restore('agent');
+      return performance.now() - started;
+    },
+    close,
+  };
 }
 
 async function libraryRows(): Promise<ResumeRow[]> {
   const rows: ResumeRow[] = [];
-  // Distinct random bytes, cycled in 64 MiB chunks: nothing compresses or dedups.
-  const chunkTokens = (64 * MiB) / BYTES_PER_TOKEN;
-  const chunk = randomBytes(chunkTokens * BYTES_PER_TOKEN);
   for (const tokens of tokenList) {
     if (2 * tokens * BYTES_PER_TOKEN > 0.7 * os.totalmem()) {
-      rows.push(await adoptedFromDisk(tokens, chunk, chunkTokens));
+      rows.push(await adoptedFromDisk(tokens, chunkOfRandomBytes(), CHUNK_TOKENS));
       continue;
     }
-    const blocks = Math.ceil(tokens / TOKENS_PER_BLOCK);
-    const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-resume-bench-'));
-    const pool = new NativeAllocator({ shape: LLAMA.shape, tokensPerBlock: TOKENS_PER_BLOCK, blockCount: blocks, hostBlockCount: blocks });
-    const cold = await ColdStore.open({ directory, keyRing: new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench') });
-    const memory = new TieredMemory({ pool, cold });
+    const context = await libraryContext(tokens);
     try {
-      memory.create('agent', 1);
-      for (let done = 0; done < tokens; done += chunkTokens) {
-        const n = Math.min(chunkTokens, tokens - done);
-        await memory.append('agent', chunk.subarray(0, n * BYTES_PER_TOKEN));
-      }
       for (const from of ['host', 'disk'] as const) {
         const samples: number[] = [];
-        for (let i = 0; i < repeats; i++) {
-          await memory.offload('agent', from);
-          if (from === 'disk' && !dropPageCache()) noteOnce('could not drop the page cache (needs root): disk restores may read from memory');
-          const started = performance.now();
-          await memory.restore('agent');
-          samples.push(performance.now() - started);
-        }
+        for (let i = 0; i < repeats; i++) samples.push(await context.restoreFrom(from));
         rows.push({ path: 'library', tokens, bytes: tokens * BYTES_PER_TOKEN, from, totalMs: median(samples), repeats });
         console.log(`library   ${label(tokens)} from ${from}: ${median(samples).toFixed(0)} ms`);
       }
-      await memory.release('agent');
     } finally {
-      await cold.close();
-      pool.close();
-      fs.rmSync(directory, { recursive: true, force: true });
+      await context.close();
     }
   }
   return rows;
@@ -165,6 +197,10 @@ async function temporalRows(): Promise<ResumeRow[]> {
   }
   if (fitting.length === 0) return rows;
   const blocks = Math.ceil(Math.max(...fitting) / TOKENS_PER_BLOCK) + 64;
+  // The library's restore of the same size in the same process, alternated with the worker's resumes,
+  // where a second pair of pools fits: the ratio then compares the two under the same conditions (this
+  // VM's memory bandwidth drifts by a third from one process to the next).
+  const pairs = (tokens: number) => 2 * (tokens + TOKENS_PER_BLOCK * 64) * BYTES_PER_TOKEN + 2 * tokens * BYTES_PER_TOKEN <= 0.7 * os.totalmem();
   const { agents, close } = await startAgentRig({ name: 'resume-bench', model: LLAMA, blocks });
   const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
   try {
@@ -180,30 +216,12 @@ async function temporalRows(): Promise<ResumeRow[]> {
       }
       rows.push({ path: 'temporal', tokens, bytes: tokens * BYTES_PER_TOKEN, from: 'resident', totalMs: median(roundTrips), repeats: roundTrips.length });
       console.log(`temporal  ${label(tokens)} resident (round trip): ${median(roundTrips).toFixed(0)} ms`);
-      for (const from of ['host', 'disk'] as const) {
-        const samples: Array<{ total: number; restore: number; verify: number }> = [];
-        for (let i = 0; i < repeats; i++) {
-          await agent.suspend(from);
-          if (from === 'disk') dropPageCache();
-          const started = performance.now();
-          const status = await agent.resume();
-          const total = performance.now() - started;
-          const restored = status.lastRestore!;
-          if (!restored.verified || restored.from !== from) throw new Error(`resume of ${tokens} tokens from ${from}: ${JSON.stringify(restored)}`);
-          samples.push({ total, restore: restored.transferMs, verify: restored.verifyMs });
-        }
-        const row: ResumeRow = {
-          path: 'temporal',
-          tokens,
-          bytes: tokens * BYTES_PER_TOKEN,
-          from,
-          totalMs: median(samples.map((s) => s.total)),
-          restoreMs: median(samples.map((s) => s.restore)),
-          verifyMs: median(samples.map((s) => s.verify)),
-          repeats,
-        };
-        rows.push(row);
-        console.log(`temporal  ${label(tokens)} from ${from}: ${row.totalMs.toFixed(0)} ms (worker: restore ${row.restoreMs!.toFixed(0)} + verify ${row.verifyMs!.toFixed(0)} ms)`);
+      const library = pairs(tokens) ? await libraryContext(tokens) : undefined;
+      if (!library) noteOnce(`temporal: ${label(tokens)}: no room for the library's pools beside the worker's; compare with the library run`);
+      try {
+        for (const from of ['host', 'disk'] as const) rows.push(await temporalRow(agent, library, tokens, from));
+      } finally {
+        await library?.close();
       }
       await agent.release();
     }
@@ -211,6 +229,37 @@ async function temporalRows(): Promise<ResumeRow[]> {
     await close();
   }
   return rows;
+}
+
+/** Resumes from `from` through Temporal, each after one of the library's restores when it is given. */
+async function temporalRow(agent: AgentHandle, library: LibraryContext | undefined, tokens: number, from: 'host' | 'disk'): Promise<ResumeRow> {
+  const samples: Array<{ total: number; restore: number; verify: number }> = [];
+  const librarySamples: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    if (library) librarySamples.push(await library.restoreFrom(from));
+    await agent.suspend(from);
+    if (from === 'disk') dropPageCache();
+    const started = performance.now();
+    const status = await agent.resume();
+    const total = performance.now() - started;
+    const restored = status.lastRestore!;
+    if (!restored.verified || restored.from !== from) throw new Error(`resume of ${tokens} tokens from ${from}: ${JSON.stringify(restored)}`);
+    samples.push({ total, restore: restored.transferMs, verify: restored.verifyMs });
+  }
+  const row: ResumeRow = {
+    path: 'temporal',
+    tokens,
+    bytes: tokens * BYTES_PER_TOKEN,
+    from,
+    totalMs: median(samples.map((s) => s.total)),
+    restoreMs: median(samples.map((s) => s.restore)),
+    verifyMs: median(samples.map((s) => s.verify)),
+    ...(library ? { libraryMs: median(librarySamples) } : {}),
+    repeats,
+  };
+  const paired = row.libraryMs === undefined ? '' : `; the library's, alternated with it: ${row.libraryMs.toFixed(0)} ms`;
+  console.log(`temporal  ${label(tokens)} from ${from}: ${row.totalMs.toFixed(0)} ms (worker: restore ${row.restoreMs!.toFixed(0)} + verify ${row.verifyMs!.toFixed(0)} ms${paired})`);
+  return row;
 }
 
 function label(tokens: number): string {

@@ -56,7 +56,7 @@ const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 interface AllocatorJson { results: Array<{ scenario: string; native: number; ts: number; ratio: number }> }
 interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number; demoteUnverified: number; promoteUnverified: number } }
 interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; notes: string[] }
-interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number }>; notes: string[] }
+interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number; libraryMs?: number }>; notes: string[] }
 interface TransferJson {
   skipped?: string;
   deviceName?: string;
@@ -75,7 +75,7 @@ function main(): void {
   const allocator = run('allocator', 'allocator.bench.ts', ['--seconds', '1']) as AllocatorJson;
   const transfer = run('transfer', 'transfer.bench.ts', []) as TransferJson;
   const tiers = run('tiers', 'tiers.bench.ts', ['--mib', '1024', '--rounds', '5']) as TiersJson;
-  const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '3']) as ColdJson;
+  const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '5']) as ColdJson;
   const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
   const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
@@ -101,22 +101,24 @@ function main(): void {
     rows.push(['host tier', `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, target <= 10%)`, `${verified.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, `${(verified / t.memcpy).toFixed(2)} (target 0.95)`]);
   }
   const c = cold.median;
-  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s`, `${(c.storeWrite / c.rawWrite).toFixed(2)} (target 0.9)`]);
-  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s`, `${(c.storeRead / c.rawRead).toFixed(2)} (target 0.9)`]);
+  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s (before+after)`, `${(c.storeWrite / c.rawWrite).toFixed(2)} (target 0.9)`]);
+  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s (before+after)`, `${(c.storeRead / c.rawRead).toFixed(2)} (target 0.9)`]);
   for (const lib of library.rows) {
     const r = temporal.rows.find((t) => t.tokens === lib.tokens && t.from === lib.from);
     const prefill = PREFILL_H200_MS[lib.tokens];
     const context = `${lib.tokens / 1024}k tokens (${gib(lib.bytes)}) from ${lib.from}`;
     rows.push(['resume, library', context, ms(lib.totalMs), prefill ? `H200 prefill ${ms(prefill)}` : '-', prefill ? (lib.totalMs / prefill).toFixed(2) : '-']);
     if (!r) continue;
-    // The issue's bound: the library's restore x 1.15, or plus one update's round trip (30 ms), the larger.
-    const bound = Math.max(1.15 * lib.totalMs, lib.totalMs + 30);
+    // The issue's bound: the library's restore x 1.15, or plus one update's round trip (30 ms), the larger;
+    // against the library's restore alternated with these resumes in the same process where there was room.
+    const reference = r.libraryMs ?? lib.totalMs;
+    const bound = Math.max(1.15 * reference, reference + 30);
     rows.push([
       'resume, Temporal',
       `${context}, checked against the workflow's digest (worker: restore ${ms(r.restoreMs!)} + digest ${ms(r.verifyMs!)})`,
       ms(r.totalMs),
-      `library ${ms(lib.totalMs)}, bound ${ms(bound)}`,
-      `${(r.totalMs / lib.totalMs).toFixed(2)}x (${r.totalMs <= bound ? 'within' : 'over'})`,
+      `library ${ms(reference)}${r.libraryMs === undefined ? '' : ' (alternated)'}, bound ${ms(bound)}`,
+      `${(r.totalMs / reference).toFixed(2)}x (${r.totalMs <= bound ? 'within' : 'over'})`,
     ]);
   }
   for (const r of temporal.rows.filter((row) => row.from === 'resident')) {

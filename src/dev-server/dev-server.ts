@@ -39,18 +39,35 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
-  const cli = options.cli ?? findTemporalCli();
-  const port = options.port ?? (await freePort());
-  const uiPort = options.ui === undefined || options.ui === false ? undefined : options.ui === true ? await freePort() : options.ui.port;
+/**
+ * What the embedded server changes from the dev server's defaults (a caller's dynamicConfig wins).
+ * `history.transferProcessorMaxPollRPS` (default 20, per history shard; the dev server has one shard)
+ * caps how often activity and workflow tasks are handed on to matching: every agent operation needs two
+ * (its activity, then the workflow task its result wakes), so after the limiter's burst the whole server
+ * ran ten operations a second, and each waited for its turn (a resident resume: 25 ms, then 100 ms from
+ * about the fourteenth in a row on; docs/operations.md#temporal-server-settings).
+ */
+export const DEV_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, number>> = { 'history.transferProcessorMaxPollRPS': 1000 };
+
+/** The `temporal` command line of a dev server on `port` (and the UI on `uiPort`, when given). */
+export function devServerArgs(options: DevServerOptions, port: number, uiPort: number | undefined): string[] {
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'warn'];
   if (uiPort === undefined) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
   if (typeof options.ui === 'object' && options.ui.codecEndpoint) args.push('--ui-codec-endpoint', options.ui.codecEndpoint);
   if (options.dbFile) args.push('--db-filename', options.dbFile);
   for (const { name, type } of options.searchAttributes ?? AGENT_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=${type}`);
-  for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  for (const [key, value] of Object.entries({ ...DEV_SERVER_DYNAMIC_CONFIG, ...options.dynamicConfig })) {
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  }
+  return args;
+}
 
+export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  const cli = options.cli ?? findTemporalCli();
+  const port = options.port ?? (await freePort());
+  const uiPort = options.ui === undefined || options.ui === false ? undefined : options.ui === true ? await freePort() : options.ui.port;
+  const args = devServerArgs(options, port, uiPort);
   const log = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
   const child = spawn(cli, args, { stdio: ['ignore', log, log] });
   if (typeof log === 'number') closeSync(log);
