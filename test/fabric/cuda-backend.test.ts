@@ -115,6 +115,16 @@ describe.runIf(onCuda)('CUDA backend', () => {
     expect(pool.backendInfo.checksums).toBe('device kernel');
   });
 
+  it('sums a lease of more blocks than one checksum launch takes (4096) in several launches', async () => {
+    pool = new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 5000, hostBlockCount: 5000 });
+    const ctx = pool.createContext(1);
+    const bytes = tokenBytes(5000 * 4 - 3, 7);
+    pool.append(ctx, bytes);
+    await pool.demote(ctx);
+    await pool.promote(ctx);
+    expectSameBytes(pool.read(ctx, 0, 5000 * 4 - 3), bytes);
+  });
+
   it('sizes the device tier from a fraction of free device memory', () => {
     pool = new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 1, deviceMemoryFraction: 1e-6 });
     expect(pool.stats().totalBlocks).toBeGreaterThan(1);

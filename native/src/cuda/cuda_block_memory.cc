@@ -102,7 +102,7 @@ Status CudaDeviceMemory::prepareChecksums() {
     checksumWay_ = "host (KVFABRIC_CUDA_CHECKSUMS=host)";
     return Status::ok();
   }
-  const Status st = DeviceChecksum::create(device_, layout_, &sums_);
+  const Status st = DeviceChecksum::create(device_, layout_, frames_, &sums_);
   if (st.isOk()) {
     checksumWay_ = "device kernel";
     return st;

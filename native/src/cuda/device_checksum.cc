@@ -9,17 +9,20 @@
 namespace kvfabric::cuda {
 namespace {
 
-constexpr unsigned kThreads = 128;  // one thread per (block, plane)
+constexpr unsigned kThreads = 128;      // one thread per (block, plane)
+constexpr uint32_t kMaxLaunchBlocks = 4096;  // 8 GiB of Llama-3-8B blocks; a few MiB of addresses and sums
 
 uint64_t ioBytes(size_t count, uint32_t planes) { return uint64_t{count} * (8 + 4 + 4 * uint64_t{planes}); }
 
 }  // namespace
 
-Status DeviceChecksum::create(const CudaDevice& device, const BlockLayout& layout, std::unique_ptr<DeviceChecksum>* out) {
+Status DeviceChecksum::create(const CudaDevice& device, const BlockLayout& layout, uint32_t maxBlocks,
+                              std::unique_ptr<DeviceChecksum>* out) {
   CUfunction kernel = nullptr;
   Status st = device.sumKernel(&kernel);
   if (!st.isOk()) return st;
-  std::unique_ptr<DeviceChecksum> sums(new (std::nothrow) DeviceChecksum(device, layout, kernel));
+  const uint32_t capacity = std::max<uint32_t>(2, std::min(maxBlocks, kMaxLaunchBlocks));  // the self-test's 2
+  std::unique_ptr<DeviceChecksum> sums(new (std::nothrow) DeviceChecksum(device, layout, kernel, capacity));
   if (!sums) return Status(Code::kOutOfMemory, "host memory exhausted for the checksum kernel's state");
   st = sums->init();
   if (st.isOk()) st = sums->selfTest();
@@ -34,6 +37,8 @@ Status DeviceChecksum::init() {
   PinnedBuffer staging;
   st = staging.allocate(device_, bytes);
   if (st.isOk()) st = tables_.allocate(device_, bytes);
+  if (st.isOk()) st = io_.allocate(device_, ioBytes(capacity_, layout_.planes));
+  if (st.isOk()) st = deviceIo_.allocate(device_, ioBytes(capacity_, layout_.planes));
   if (!st.isOk()) return st;
   checksum_.kernelTables(reinterpret_cast<uint32_t*>(staging.host()));
   const ContextScope s = device_.scope();
@@ -44,22 +49,19 @@ Status DeviceChecksum::init() {
 }
 
 Status DeviceChecksum::run(const CUdeviceptr* blocks, const uint32_t* fills, size_t count, uint32_t* sums) {
-  if (count == 0) return Status::ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t done = 0; done < count; done += capacity_) {
+    const Status st = launch(blocks + done, fills + done, std::min<size_t>(capacity_, count - done), sums + done);
+    if (!st.isOk()) return st;
+  }
+  return Status::ok();
+}
+
+Status DeviceChecksum::launch(const CUdeviceptr* blocks, const uint32_t* fills, size_t count, uint32_t* sums) {
   const uint32_t planes = layout_.planes;
   const uint64_t threads = uint64_t{count} * planes;
   const uint64_t grid = (threads + kThreads - 1) / kThreads;
-  if (grid > 0x7FFFFFFFu) return Status(Code::kInvalidArgument, "too many blocks for one checksum launch");
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t bytes = ioBytes(count, planes);
-  if (io_.bytes() < bytes) {  // grows to the largest lease seen
-    const uint64_t want = std::max<uint64_t>(bytes, 64 * 1024);
-    Status st = io_.allocate(device_, want);
-    if (st.isOk()) st = deviceIo_.allocate(device_, want);
-    if (!st.isOk()) {
-      io_.reset();  // both or neither: the size check above reads only the pinned one
-      return st;
-    }
-  }
+  if (grid > 0x7FFFFFFFu) return Status(Code::kInvalidArgument, "too many planes for one checksum launch");
   const uint64_t fillsAt = uint64_t{count} * 8;
   const uint64_t sumsAt = fillsAt + uint64_t{count} * 4;
   std::memcpy(io_.host(), blocks, count * sizeof(CUdeviceptr));

@@ -930,7 +930,6 @@ CUresult launchSumPlanes(Ctx* ctx, CUstream s, CUresult inject, unsigned gx, uns
   const unsigned long long planeBytes = *static_cast<unsigned long long*>(params[5]);
   const CUdeviceptr tables = *static_cast<CUdeviceptr*>(params[6]);
   const CUdeviceptr planeSums = *static_cast<CUdeviceptr*>(params[7]);
-  if (gy != 1 || uint64_t{gx} * bx < uint64_t{count} * planes) return kInvalidValue;  // a thread per plane
   const int device = ctx->device;
   queueOf(s, ctx).push([=] {
     if (isSticky(inject)) {
@@ -957,14 +956,17 @@ CUresult launchSumPlanes(Ctx* ctx, CUstream s, CUresult inject, unsigned gx, uns
         return;
       }
     }
-    gridDim = {gx, 1, 1};
+    // Every thread of the grid, as launched: a grid too small leaves sums unwritten, as on a GPU.
+    gridDim = {gx, gy, 1};
     blockDim = {bx, 1, 1};
-    for (unsigned cta = 0; cta < gx; ++cta) {
-      for (unsigned thread = 0; thread < bx; ++thread) {
-        blockIdx = {cta, 0, 0};
-        threadIdx = {thread, 0, 0};
-        kvf_sum_planes(reinterpret_cast<const kvf_u64*>(blocks), filled, count, planes, pieceBytes, planeBytes,
-                       reinterpret_cast<const kvf_u32*>(tables), reinterpret_cast<kvf_u32*>(planeSums));
+    for (unsigned y = 0; y < gy; ++y) {
+      for (unsigned x = 0; x < gx; ++x) {
+        for (unsigned thread = 0; thread < bx; ++thread) {
+          blockIdx = {x, y, 0};
+          threadIdx = {thread, 0, 0};
+          kvf_sum_planes(reinterpret_cast<const kvf_u64*>(blocks), filled, count, planes, pieceBytes, planeBytes,
+                         reinterpret_cast<const kvf_u32*>(tables), reinterpret_cast<kvf_u32*>(planeSums));
+        }
       }
     }
   });
