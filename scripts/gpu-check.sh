@@ -72,7 +72,7 @@ say "checksum share of tier moves: device kernel, then CPU ($(elapsed))"
 for way in device host; do
   KVFABRIC_CUDA_CHECKSUMS="$way" timeout 90 "$NODE" --import tsx bench/tiers.bench.ts --mib 2048 --rounds 3 \
     --json "$OUT/tiers-$way.json" > "$OUT/tiers-$way.txt" 2>&1 || status=1
-  tail -n 8 "$OUT/tiers-$way.txt" | tee -a "$summary"
+  tail -n 9 "$OUT/tiers-$way.txt" | tee -a "$summary"  # from the backend line (which checksum way ran)
 done
 if [ -n "${KVFABRIC_GPU_CHECK_RESUME:-}" ]; then
   say "resume through the library, ${KVFABRIC_GPU_CHECK_RESUME} tokens ($(elapsed))"
