@@ -200,7 +200,7 @@ async function temporalRows(): Promise<ResumeRow[]> {
   // The library's restore of the same size in the same process, alternated with the worker's resumes,
   // where a second pair of pools fits: the ratio then compares the two under the same conditions (this
   // VM's memory bandwidth drifts by a third from one process to the next).
-  const pairs = (tokens: number) => 2 * (tokens + TOKENS_PER_BLOCK * 64) * BYTES_PER_TOKEN + 2 * tokens * BYTES_PER_TOKEN <= 0.7 * os.totalmem();
+  const pairs = (tokens: number) => 2 * blocks * TOKENS_PER_BLOCK * BYTES_PER_TOKEN + 2 * tokens * BYTES_PER_TOKEN <= 0.7 * os.totalmem();
   const { agents, close } = await startAgentRig({ name: 'resume-bench', model: LLAMA, blocks });
   const hours = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 } };
   try {
