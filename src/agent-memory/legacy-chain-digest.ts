@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { DigestState } from './context-digest';
 
 /** Tokens per chained chunk: independent of the pool's block size, so digests survive re-layouts. */
-export const DIGEST_CHUNK_TOKENS = 16;
+const DIGEST_CHUNK_TOKENS = 16;
 const DOMAIN = 'kvfabric.context-digest.v1';
 
 /** A legacy digest: one with a chain and no scheme. */
@@ -23,10 +23,7 @@ function initialChain(): Buffer {
   return createHash('sha256').update(DOMAIN).digest();
 }
 
-/**
- * Builds a chain digest from a starting chain and the token-major bytes that follow it. Bytes may arrive
- * in any slicing; only whole chunks are folded into the chain.
- */
+/** Builds a chain digest over token-major bytes fed from the first token on, in any slicing. */
 export class ChainDigest {
   private chain: Buffer;
   private chainedTokens: number;
@@ -42,11 +39,6 @@ export class ChainDigest {
     this.chain = chain;
     this.chainedTokens = chainedTokens;
     this.chunkBytes = DIGEST_CHUNK_TOKENS * bytesPerToken;
-  }
-
-  /** Continues from a carried state; the caller then feeds the tokens from `state.chainedTokens` on. */
-  static resume(state: ChainDigestState, bytesPerToken: number): ChainDigest {
-    return new ChainDigest(Buffer.from(state.chain, 'hex'), state.chainedTokens, bytesPerToken);
   }
 
   static fresh(bytesPerToken: number): ChainDigest {

@@ -200,9 +200,7 @@ void MoveLease::copy() {
     // the memory can (one launch after the copies); else the host side is summed, before an upload. A
     // download is summed on the host side after it landed.
     const bool sumOnDevice = verify && !demote && device.sumsInPlace();
-    if (verify && !demote && !sumOnDevice) {
-      for (Move& move : moves_) move.sum = checksum.of(host.hostAddress(move.fromFrame), move.fill);
-    }
+    if (verify && !demote && !sumOnDevice) sumPinnedSources();
     std::vector<FrameMove> frames;
     try {
       frames.reserve(moves_.size());
@@ -227,14 +225,18 @@ void MoveLease::copy() {
   copied_ = true;
 }
 
+void MoveLease::sumPinnedSources() {
+  for (Move& move : moves_) move.sum = pool_->checksum_.of(pool_->host_.memory().hostAddress(move.fromFrame), move.fill);
+}
+
 void MoveLease::sumOnDeviceTier() {
   std::vector<uint32_t> frames, fills, sums;
   try {
     frames.reserve(moves_.size());
     fills.reserve(moves_.size());
     sums.resize(moves_.size());
-  } catch (const std::bad_alloc&) {  // no room for the lists: the pinned sources, summed one by one
-    for (Move& move : moves_) move.sum = pool_->checksum_.of(pool_->host_.memory().hostAddress(move.fromFrame), move.fill);
+  } catch (const std::bad_alloc&) {  // no room for the lists: the pinned sources (unchanged by the upload)
+    sumPinnedSources();
     return;
   }
   for (const Move& move : moves_) {

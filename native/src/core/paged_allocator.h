@@ -208,6 +208,8 @@ class MoveLease {
   Status mismatch(const Move& move) const;
   // Promote on memory that sums in place: every landed block summed in one call (the CUDA kernel).
   void sumOnDeviceTier();
+  // Promote on memory that cannot: each block's host-tier source.
+  void sumPinnedSources();
 
   PagedAllocator* pool_ = nullptr;
   Kind kind_ = Kind::kDemote;

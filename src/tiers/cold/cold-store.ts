@@ -22,8 +22,8 @@ import { syncDirectory, writeAtomically } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
 import { KeyRing } from './key-ring';
 import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
-import { readBlocks, type DeliverBlock } from './segment-reader';
-import { writeSegment } from './segment-writer';
+import { readBlocks, type DeliverBlock, type SegmentReadContext } from './segment-reader';
+import { writeSegment, type SegmentWriteContext } from './segment-writer';
 import type { BlockSource, ColdBlockRef, ContextManifest, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner, WriteSegmentOptions } from './types';
 import { checkBlockSource, checkContextId, checkManifest, checkOwner, checkRef, checkSegmentId, checkTenant, checkVersion, describe } from './validation';
 
@@ -69,6 +69,11 @@ export class ColdStore {
     this.jobs = new Limiter(crypto.size * JOBS_PER_THREAD + 1);
   }
 
+  /** What segment writes and reads need: the key ring as it is now (rotation replaces it). */
+  private segmentContext(): SegmentWriteContext & SegmentReadContext {
+    return { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
+  }
+
   /** Creates the directory if needed and removes stale temp files of crashed writers. */
   static async open(options: ColdStoreOptions): Promise<ColdStore> {
     if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
@@ -82,11 +87,11 @@ export class ColdStore {
       throw new FabricError('INVALID_ARGUMENT', `staleTempAgeMs must be a number >= 0, got ${describe(staleTempAgeMs)}`);
     }
     if (typeof directIo !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `directIo must be a boolean, got ${describe(directIo)}`);
+    if (typeof inPlaceCrypto !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
     if (typeof zlib.crc32 !== 'function') throw new FabricError('UNAVAILABLE', `the cold tier needs Node.js >= 20.15 (zlib.crc32); this is ${process.version}`);
     const dir = await prepareDirectory(directory);
     await removeStaleTempFiles(dir, staleTempAgeMs);
     const direct = directIo && (await directIoWorks(dir.segments));
-    if (typeof inPlaceCrypto !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
     return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto ? inPlaceCryptoAddon() : undefined), direct);
   }
 
@@ -112,8 +117,7 @@ export class ColdStore {
       const source = checkBlockSource(blocks);
       const plaintextChecksums = options.plaintextChecksums ?? true;
       if (typeof plaintextChecksums !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `plaintextChecksums must be a boolean, got ${describe(plaintextChecksums)}`);
-      const ctx = { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
-      return writeSegment(ctx, checkedOwner, source, plaintextChecksums);
+      return writeSegment(this.segmentContext(), checkedOwner, source, plaintextChecksums);
     });
   }
 
@@ -136,7 +140,7 @@ export class ColdStore {
         }
       });
       if (deliver !== undefined && typeof deliver !== 'function') throw new FabricError('INVALID_ARGUMENT', `deliver must be a function, got ${describe(deliver)}`);
-      const ctx = { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
+      const ctx = this.segmentContext();
       if (deliver !== undefined) return readBlocks(ctx, checked, deliver);
       const out = new Array<Uint8Array>(checked.length);
       if (checked.length > 0) await readBlocks(ctx, checked, (position, bytes) => (out[position] = bytes.slice()));

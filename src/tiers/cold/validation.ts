@@ -153,7 +153,6 @@ export function checkStoredManifest(value: unknown, contextId: string): ContextM
   return new Checker('INTEGRITY', `context ${describe(contextId)}: manifest content is invalid: `).manifest(value);
 }
 
-/** Blocks of one segment: a non-empty array of equally sized Uint8Arrays. Returns blockBytes. */
 /** A block source (BlockSource) or an array of equal blocks, as one source; INVALID_ARGUMENT otherwise. */
 export function checkBlockSource(blocks: unknown): BlockSource {
   if (Array.isArray(blocks)) {
@@ -174,7 +173,8 @@ export function checkBlockSource(blocks: unknown): BlockSource {
   return { count, blockBytes, copy: copy.bind(blocks) };
 }
 
-export function checkBlocks(blocks: unknown): number {
+/** Blocks of one segment: a non-empty array of equally sized Uint8Arrays. Returns blockBytes. */
+function checkBlocks(blocks: unknown): number {
   if (!Array.isArray(blocks) || blocks.length === 0 || blocks.length > MAX_SEGMENT_BLOCKS) {
     throw new FabricError('INVALID_ARGUMENT', `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`);
   }
