@@ -10,7 +10,8 @@ export type Progress = Record<string, string | number | boolean>;
 /** Heartbeats `progress()` now and every second until `work` settles. Outside an activity it just runs. */
 export async function withHeartbeat<T>(progress: () => Progress, work: () => Promise<T>): Promise<T> {
   const context = currentContext();
-  if (!context) return work();
+  // Local activities cannot heartbeat: the workflow task they run in carries them.
+  if (!context || context.info.isLocal) return work();
   const started = Date.now();
   const beat = (): void => context.heartbeat({ ...progress(), elapsedMs: Date.now() - started });
   beat();

@@ -20,6 +20,8 @@ import type {
   ContextActivities,
   ContextRequest,
   ContextSnapshot,
+  LocalActivities,
+  LocalRestoreRequest,
   OffloadRequest,
   Placement,
   PlacementActivities,
@@ -58,10 +60,13 @@ export function createActivities(options: {
   memory: AgentMemory;
   /** This worker's own task queue, returned by placement activities. */
   holder: string;
+  /** Whether this worker also runs agent workflows (and with them the local activities). */
+  runsWorkflows?: boolean;
   journal?: OperationJournal;
   hooks?: ActivityHooks;
-}): { placement: PlacementActivities; context: ContextActivities } {
+}): { placement: PlacementActivities; context: ContextActivities; local: LocalActivities } {
   const { memory, holder, hooks } = options;
+  const holderRunsWorkflows = options.runsWorkflows === true;
   const journal = options.journal ?? new OperationJournal();
 
   /**
@@ -95,7 +100,7 @@ export function createActivities(options: {
         const result = await journal.run(request.agentId, request.operationId, async () => {
           await memory.create(presented(request, 'allocate'), request.checkpoint);
           log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
-          return { holder, ...memory.snapshot(request.agentId), digest: emptyDigest() };
+          return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId), digest: emptyDigest() };
         });
         hooks?.afterApplied?.('allocate', request);
         return result;
@@ -107,7 +112,7 @@ export function createActivities(options: {
         const claim = request.epoch === undefined ? undefined : { epoch: request.epoch, attempt: Context.current().info.attempt };
         await memory.recover(request.agentId, request.tenant, claim);
         log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
-        return { holder, ...memory.snapshot(request.agentId) };
+        return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId) };
       });
     },
 
@@ -173,19 +178,7 @@ export function createActivities(options: {
     },
 
     restore(request: RestoreRequest): Promise<RestoreResult> {
-      let phase = 'restore';
-      const progress = () => ({ phase, tokens: request.expected.tokens, verifiedTokens: memory.verifiedTokens(request.agentId) });
-      return operate({ activity: 'restore', action: 'restore', held: true }, request, async () => {
-        const [{ bytes, from }, transferMs] = await timed(() => memory.restore(request.agentId));
-        const snapshot = memory.snapshot(request.agentId);
-        // Bytes that came from disk are always verified, also when the workflow thought them in host memory.
-        if (!request.verify && from !== 'disk' && snapshot.tokens === request.expected.tokens) {
-          return { ...snapshot, bytes, transferMs, from, digest: request.expected, verified: false, verifyMs: 0 };
-        }
-        phase = 'verify';
-        const [digest, verifyMs] = await timed(() => memory.verify(request.agentId, request.expected));
-        return { ...snapshot, bytes, transferMs, from, digest, verified: true, verifyMs };
-      }, progress);
+      return restore('restore', request);
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
@@ -204,7 +197,33 @@ export function createActivities(options: {
     },
   };
 
-  return { placement, context };
+  const local: LocalActivities = {
+    async restoreIfHolder(request: LocalRestoreRequest): Promise<RestoreResult | null> {
+      // Not this worker's context (the workflow task ran elsewhere), or evicted to disk since the workflow
+      // looked: the holder's queue takes it, with heartbeats, which a local activity cannot send.
+      if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier === 'disk') return null;
+      const { holder: _recorded, ...restoreRequest } = request;
+      return restore('restoreIfHolder', restoreRequest);
+    },
+  };
+
+  function restore(activity: string, request: RestoreRequest): Promise<RestoreResult> {
+    let phase = 'restore';
+    const progress = () => ({ phase, tokens: request.expected.tokens, verifiedTokens: memory.verifiedTokens(request.agentId) });
+    return operate({ activity, action: 'restore', held: true }, request, async () => {
+      const [{ bytes, from }, transferMs] = await timed(() => memory.restore(request.agentId));
+      const snapshot = memory.snapshot(request.agentId);
+      // Bytes that came from disk are always verified, also when the workflow thought them in host memory.
+      if (!request.verify && from !== 'disk' && snapshot.tokens === request.expected.tokens) {
+        return { ...snapshot, bytes, transferMs, from, digest: request.expected, verified: false, verifyMs: 0 };
+      }
+      phase = 'verify';
+      const [digest, verifyMs] = await timed(() => memory.verify(request.agentId, request.expected));
+      return { ...snapshot, bytes, transferMs, from, digest, verified: true, verifyMs };
+    }, progress);
+  }
+
+  return { placement, context, local };
 }
 
 /** The call as the capability check sees it: the calling workflow comes from Temporal, not from the request. */

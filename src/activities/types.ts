@@ -26,6 +26,8 @@ export interface ContextRequest {
 /** A context and the worker-specific task queue of the worker that now holds it. */
 export interface Placement extends ContextSnapshot {
   holder: string;
+  /** The holder runs agent workflows too: a workflow task may run there and restore locally (LocalActivities). */
+  holderRunsWorkflows?: boolean;
 }
 
 export interface AllocateRequest extends ContextRequest {
@@ -115,6 +117,12 @@ export interface RestoreResult extends TransferResult {
   verifyMs: number;
 }
 
+/** A restore the workflow asks of its own worker, as a local activity: done there only if that worker is the holder. */
+export interface LocalRestoreRequest extends RestoreRequest {
+  /** The holder the workflow recorded: the worker running the workflow task restores only if it is this one. */
+  holder: string;
+}
+
 export interface RenewRequest extends ContextRequest {
   /** The replacement capability; `capability` is the one it replaces. */
   next: string;
@@ -136,6 +144,16 @@ export interface PlacementActivities {
    * whatever durable copy remains, revokes its tokens and drops its grant, on whichever worker takes it.
    */
   retire(request: ContextRequest): Promise<ReleaseResult>;
+}
+
+/**
+ * Run as local activities by the worker that runs the agent workflow's task, in that task: no activity
+ * task passes through the server. Each acts only when that worker holds the context, and otherwise
+ * answers null: the workflow then calls the holder through its queue as usual.
+ */
+export interface LocalActivities {
+  /** A restore from memory (device or host tier) when this worker holds the context. */
+  restoreIfHolder(request: LocalRestoreRequest): Promise<RestoreResult | null>;
 }
 
 /** Run on the holder's worker-specific task queue. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Runtime } from '@temporalio/worker';
 
 import { createActivities } from '../activities';
-import type { ContextActivities, PlacementActivities } from '../activities/types';
+import type { ContextActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import { AgentMemory, CapabilityCheck } from '../agent-memory';
 import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
 import { AuditLog, CapabilityVerifier } from '../security';
@@ -25,7 +25,7 @@ import type { KvFabricWorkerOptions } from './worker-options';
 
 export interface WorkerMemory {
   readonly memory: AgentMemory;
-  readonly activities: { placement: PlacementActivities; context: ContextActivities };
+  readonly activities: { placement: PlacementActivities; context: ContextActivities; local: LocalActivities };
   readonly metrics: WorkerMetrics;
   readonly model: AgentModel;
   readonly backend: BackendInfo;
@@ -34,8 +34,8 @@ export interface WorkerMemory {
   close(): Promise<void>;
 }
 
-/** Opens a worker's memory; `holder` is its worker-specific task queue. */
-export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string): Promise<WorkerMemory> {
+/** Opens a worker's memory; `holder` is its worker-specific task queue; `runsWorkflows`: it runs agent workflows too. */
+export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string, runsWorkflows: boolean): Promise<WorkerMemory> {
   const logger = Runtime.instance().logger;
   const engine = await openEngine(options);
   // What has opened so far, released if a later step fails: a loaded model and a pool are large.
@@ -77,7 +77,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     );
     const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
     const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
-    const activities = createActivities({ memory, holder, ...(options.hooks ? { hooks: options.hooks } : {}) });
+    const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
     return {
       memory,
       activities,

@@ -90,7 +90,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     this.holderQueue = holder;
     const dataConverter = withKvFabricConverter(options.dataConverter, this.codec());
     const workflows = this.options.agentWorkflows === false ? {} : await withAgentWorkflow(options);
-    const memory = await openWorkerMemory(this.options, holder);
+    const memory = await openWorkerMemory(this.options, holder, this.options.agentWorkflows !== false);
     // The holder worker is created when the user's worker runs: created here, it would hold the
     // connection even if the user's Worker.create failed after this hook.
     const holderOptions: WorkerOptions = {
@@ -103,7 +103,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       dataConverter,
     };
     this.node = { holder, memory, holderOptions };
-    return { ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement } };
+    return { ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local } };
   }
 
   async configureReplayWorker(options: ReplayWorkerOptions): Promise<ReplayWorkerOptions> {

@@ -22,6 +22,7 @@ export function initialState(input: AgentInput): AgentState {
     // Replaced by the allocation's digest before any turn; a fork starts from its parent's.
     digest: parent?.digest ?? { chain: '', chainedTokens: 0, value: '', tokens: 0 },
     holder: parent?.holder ?? null,
+    ...(parent?.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
     nextOperation: 0,
     run: 1,
     failovers: 0,

@@ -9,6 +9,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   ParentClosePolicy,
+  TemporalFailure,
   TimeoutFailure,
   allHandlersFinished,
   condition,
@@ -16,6 +17,7 @@ import {
   log,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   startChild,
@@ -28,7 +30,11 @@ import type {
   ContextActivities,
   ContextRequest,
   ContextSnapshot,
+  LocalActivities,
+  Placement,
   PlacementActivities,
+  RestoreRequest,
+  RestoreResult,
 } from '../activities/types';
 import { TIER_DEPTH, type Tier } from '../fabric/tier';
 import { agentWorkflowId, isAgentId } from '../identity/agent-identity';
@@ -79,6 +85,13 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     // Retryable errors (pool exhausted, disk full) are retried until this; then the operation fails.
     scheduleToCloseTimeout: timeouts.operationMs,
     retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+  });
+
+  // Run in the workflow task by the worker that runs it: one attempt, and any failure but a decisive one
+  // sends the call to the holder's queue instead (restoreLocally).
+  const local = proxyLocalActivities<LocalActivities>({
+    startToCloseTimeout: timeouts.attemptMs,
+    retry: { maximumAttempts: 1 },
   });
 
   /**
@@ -178,7 +191,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   async function allocate(): Promise<void> {
     const { shape, tokensPerBlock } = input.model;
     const placed = await placement.allocate({ ...request(input.capability), shape, tokensPerBlock, checkpoint: durable });
-    state.holder = placed.holder;
+    place(placed);
     absorb(placed);
     state.digest = placed.digest;
   }
@@ -241,7 +254,15 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
       capability: childCustodian ?? childCapability,
       model: input.model,
       config,
-      parent: { agentId, holder: state.holder!, digest: state.digest, tier: shared.child.tier, blocks: shared.child.blocks, sharedBlocks: shared.child.sharedBlocks },
+      parent: {
+        agentId,
+        holder: state.holder!,
+        ...(state.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
+        digest: state.digest,
+        tier: shared.child.tier,
+        blocks: shared.child.blocks,
+        sharedBlocks: shared.child.sharedBlocks,
+      },
     };
     const childState = initialState(childInput);
     const workflowId = agentWorkflowId(childId);
@@ -340,8 +361,46 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
 
   /** Whatever the tier -> resident, bytes verified against the recorded digest. */
   async function bringBack(capability: string): Promise<void> {
-    await onHolder((activities) => restoreOn(activities, capability, 0));
+    if (!(await restoreLocally(capability))) await onHolder((activities) => restoreOn(activities, capability, 0));
     if (canTake(state.phase, 'resumed')) move('resumed');
+  }
+
+  /**
+   * A context in memory comes back in the workflow task itself when the worker running that task holds
+   * it: a local activity, so the resume costs one workflow task and no activity dispatch through the
+   * server. False when that worker is not the holder (or is not a kvfabric worker): the caller then goes
+   * through the holder's queue, where heartbeats, failover and retries apply. From disk it always does.
+   */
+  async function restoreLocally(capability: string): Promise<boolean> {
+    // Only a holder that runs agent workflows can be the worker running this task; every worker that does
+    // is a kvfabric worker with the local activity (see the catch below).
+    if (state.holder === null || !state.holderRunsWorkflows || (state.tier !== 'device' && state.tier !== 'host')) return false;
+    // Runs recorded before this change restored through the holder's queue only.
+    if (!patched(LOCAL_RESTORE)) return false;
+    const holder = state.holder;
+    try {
+      const restored = await local.restoreIfHolder({ ...restoreRequest(capability), holder });
+      if (restored === null) return false;
+      accept(restored, 0);
+      return true;
+    } catch (err) {
+      // Not an activity's failure: this worker lacks the local activity (it runs the agent workflow without
+      // the kvfabric plugin). Falling back here would record a history that replays differently on a
+      // kvfabric worker, so the workflow task fails instead, and Temporal retries it, on any worker.
+      if (!(err instanceof TemporalFailure)) {
+        throw new Error(`this worker runs agent workflows without kvfabric's activities while GPU workers run them too; run agent workflows on kvfabric workers only (${String(err)})`);
+      }
+      // A denial or damaged bytes are the answer, as from the holder's queue; anything else (a busy pool, an
+      // attempt past its time) is the holder's queue's to retry. (The SDK hands a local activity's
+      // failure over as its cause itself, not wrapped in an ActivityFailure.)
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      if (cause instanceof ApplicationFailure && (cause.type === 'PERMISSION_DENIED' || cause.type === 'INTEGRITY')) {
+        if (cause.type === 'PERMISSION_DENIED') state.denials++;
+        throw ApplicationFailure.create({ type: cause.type, message: cause.message, nonRetryable: true });
+      }
+      log.info('local restore not done; asking the holder', { agentId, error: String(err) });
+      return false;
+    }
   }
 
   /**
@@ -349,9 +408,17 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
    * worker was lost after the turn reached the durable copy; the turn's own activity then checks them.
    */
   async function restoreOn(activities: ContextActivities, capability: string, inFlightTokens: number | 'any'): Promise<void> {
+    accept(await activities.restore(restoreRequest(capability)), inFlightTokens);
+  }
+
+  function restoreRequest(capability: string): RestoreRequest {
+    const verify = config.verifyRestores !== 'from-disk' || state.tier === 'disk';
+    return { ...request(capability), expected: state.digest, verify };
+  }
+
+  /** Takes a restore's result: its token count against the recorded one, then its snapshot and figures. */
+  function accept(restored: RestoreResult, inFlightTokens: number | 'any'): void {
     const from = state.tier as Tier;
-    const verify = config.verifyRestores !== 'from-disk' || from === 'disk';
-    const restored = await activities.restore({ ...request(capability), expected: state.digest, verify });
     const extra = restored.tokens - state.digest.tokens;
     if (extra !== 0 && extra !== inFlightTokens && !(inFlightTokens === 'any' && extra > 0)) {
       throw ApplicationFailure.create({
@@ -385,7 +452,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   async function failover(): Promise<void> {
     const wasPinned = state.pinned;
     const placed = await placement.recover({ ...request(ownCapability()), epoch: state.failovers + 1 });
-    state.holder = placed.holder;
+    place(placed);
     absorb(placed);
     state.failovers++;
     // The pin died with the old holder: take it again on the new one (pins hold at any tier).
@@ -452,6 +519,12 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     if (timerOf(to) !== timerOf(state.phase)) timerEpoch++;
     if (to !== state.phase) state.phaseSince = Date.now();
     state.phase = to;
+  }
+
+  function place(placed: Placement): void {
+    state.holder = placed.holder;
+    if (placed.holderRunsWorkflows) state.holderRunsWorkflows = true;
+    else delete state.holderRunsWorkflows;
   }
 
   function absorb(snapshot: ContextSnapshot): void {
@@ -551,6 +624,8 @@ const WORKFLOW_SIDE_RETRIES = 'workflow-side-holder-retries';
 const UNSHARE_FAILED_FORK = 'unshare-failed-fork';
 /** Patch id: a pinned agent's pin taken again on the worker that adopts it. */
 const REPIN_AFTER_FAILOVER = 'repin-after-failover';
+/** Patch id: a context in memory restored by a local activity when the workflow's worker holds it. */
+const LOCAL_RESTORE = 'local-restore-on-holder';
 
 /** The failover's recover found no durable copy it could adopt (missing, damaged or stale). */
 function adoptionImpossible(err: unknown): boolean {

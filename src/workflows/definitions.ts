@@ -86,6 +86,8 @@ export interface AgentState {
   digest: DigestState;
   /** Worker-specific task queue of the worker holding the context's hot and warm blocks. */
   holder: string | null;
+  /** The holder runs agent workflows too, so restores from memory may run locally (agent.ts, restoreLocally). */
+  holderRunsWorkflows?: boolean;
   /** Next operation id's sequence number: ids are `${agentId}:${n}`, unique across continue-as-new. */
   nextOperation: number;
   /** Runs of this workflow so far, counting continue-as-new. */
@@ -125,7 +127,7 @@ export interface AgentInput {
   model: AgentModel;
   config: AgentConfig;
   /** Set on a fork: the parent's worker already made this context, sharing the parent's blocks. */
-  parent?: { agentId: string; holder: string; digest: DigestState; tier: Tier; blocks: number; sharedBlocks: number };
+  parent?: { agentId: string; holder: string; holderRunsWorkflows?: boolean; digest: DigestState; tier: Tier; blocks: number; sharedBlocks: number };
   /** Set on continue-as-new: the state to carry on from. */
   carried?: AgentState;
 }
