@@ -22,8 +22,9 @@ import { syncDirectory, writeAtomically } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
 import { KeyRing } from './key-ring';
 import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
-import { readBlocks, type DeliverBlock, type SegmentReadContext } from './segment-reader';
-import { writeSegment, type SegmentWriteContext } from './segment-writer';
+import type { SegmentContext } from './segment-context';
+import { readBlocks, type DeliverBlock } from './segment-reader';
+import { writeSegment } from './segment-writer';
 import type { BlockSource, ColdBlockRef, ContextManifest, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner, WriteSegmentOptions } from './types';
 import { checkBlockSource, checkContextId, checkManifest, checkOwner, checkRef, checkSegmentId, checkTenant, checkVersion, describe } from './validation';
 
@@ -70,7 +71,7 @@ export class ColdStore {
   }
 
   /** What segment writes and reads need: the key ring as it is now (rotation replaces it). */
-  private segmentContext(): SegmentWriteContext & SegmentReadContext {
+  private segmentContext(): SegmentContext {
     return { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
   }
 

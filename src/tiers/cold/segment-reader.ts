@@ -13,28 +13,19 @@ import path from 'node:path';
 import { FabricError } from '../../fabric/errors';
 import { blockAad, counterIv, TAG_BYTES } from './binding';
 import { forEachBounded, Limiter } from './bounded-parallel';
-import { segmentFileName, type ColdDirectory } from './cold-directory';
-import type { CryptoPool, OpenItem, OpenResult } from './crypto-pool';
+import { segmentFileName } from './cold-directory';
+import type { OpenItem, OpenResult } from './crypto-pool';
 import { directIoFits } from './direct-io';
 import { readFully } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
-import type { KeyRing } from './key-ring';
 import { HEADER_PROBE_BYTES, parseSegmentHeader, type SegmentGeometry, type SegmentHeader } from './segment-header';
 import { blocksPerJob } from './segment-writer';
 import { stagingArena } from './staging-arena';
+import type { SegmentContext } from './segment-context';
 import type { ColdBlockRef } from './types';
 
 /** Segment files open at once in one read; the job limiter bounds the bytes in flight. */
 const OPEN_SEGMENTS = 8;
-
-export interface SegmentReadContext {
-  directory: ColdDirectory;
-  keyRing: KeyRing;
-  crypto: CryptoPool;
-  jobs: Limiter;
-  /** The directory's file system takes O_DIRECT I/O. */
-  directIo: boolean;
-}
 
 /** Where a run's ciphertext is read from: the plain handle, or an O_DIRECT one into staging slots. */
 interface DataSource {
@@ -77,11 +68,11 @@ function groupBySegment(refs: ColdBlockRef[]): SegmentRequest[] {
 export type DeliverBlock = (position: number, bytes: Uint8Array) => void;
 
 /** Validated refs only (cold-store checks them and the tenant). Hands over each block as it is verified. */
-export async function readBlocks(ctx: SegmentReadContext, refs: ColdBlockRef[], deliver: DeliverBlock): Promise<void> {
+export async function readBlocks(ctx: SegmentContext, refs: ColdBlockRef[], deliver: DeliverBlock): Promise<void> {
   await forEachBounded(groupBySegment(refs), new Limiter(OPEN_SEGMENTS), (request) => readSegmentBlocks(ctx, request, deliver));
 }
 
-async function readSegmentBlocks(ctx: SegmentReadContext, request: SegmentRequest, deliver: DeliverBlock): Promise<void> {
+async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, deliver: DeliverBlock): Promise<void> {
   const firstRef = request.blocks.values().next().value!.ref;
   const where = `context '${firstRef.owner.contextId}' (version ${firstRef.owner.version}): segment ${request.segmentId}`;
   let file: FileHandle;
@@ -115,7 +106,7 @@ async function readSegmentBlocks(ctx: SegmentReadContext, request: SegmentReques
   }
 }
 
-async function dataSource(ctx: SegmentReadContext, segmentId: string, file: FileHandle, blockBytes: number): Promise<DataSource> {
+async function dataSource(ctx: SegmentContext, segmentId: string, file: FileHandle, blockBytes: number): Promise<DataSource> {
   if (!ctx.directIo || !directIoFits(blockBytes)) return { file, direct: false };
   try {
     const direct = await fsp.open(path.join(ctx.directory.segments, segmentFileName(segmentId)), fsConstants.O_RDONLY | fsConstants.O_DIRECT);
@@ -175,7 +166,7 @@ function runsOf(request: SegmentRequest, blockBytes: number): number[][] {
 }
 
 async function readRun(
-  ctx: SegmentReadContext,
+  ctx: SegmentContext,
   source: DataSource,
   run: number[],
   header: SegmentHeader,

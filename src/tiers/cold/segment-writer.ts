@@ -8,14 +8,15 @@ import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 
 import { blockAad, counterIv, TAG_BYTES } from './binding';
-import { forEachBounded, type Limiter } from './bounded-parallel';
-import { segmentFileName, type ColdDirectory } from './cold-directory';
-import type { CryptoPool, SealItem } from './crypto-pool';
+import { forEachBounded } from './bounded-parallel';
+import { segmentFileName } from './cold-directory';
+import type { SealItem } from './crypto-pool';
 import { directIoFits } from './direct-io';
 import { writeAtomically, writeFully } from './durable-file';
-import { newDataKey, type KeyRing } from './key-ring';
+import { newDataKey } from './key-ring';
 import { encodeSegmentHeader, segmentGeometry } from './segment-header';
 import { SLOT_BYTES, stagingArena } from './staging-arena';
+import type { SegmentContext } from './segment-context';
 import type { BlockSource, ColdBlockRef, SegmentOwner } from './types';
 
 /** Target bytes per crypto job and disk transfer: one staging slot, big enough for sequential disk I/O. */
@@ -27,17 +28,8 @@ export function blocksPerJob(blockBytes: number): number {
   return Math.min(MAX_BLOCKS_PER_JOB, Math.max(1, Math.floor(JOB_BYTES / blockBytes)));
 }
 
-export interface SegmentWriteContext {
-  directory: ColdDirectory;
-  keyRing: KeyRing;
-  crypto: CryptoPool;
-  jobs: Limiter;
-  /** The directory's file system takes O_DIRECT I/O. */
-  directIo: boolean;
-}
-
 /** Validated inputs only (cold-store checks them). Returns one ref per block, in order. */
-export async function writeSegment(ctx: SegmentWriteContext, owner: SegmentOwner, blocks: BlockSource, plaintextChecksums: boolean): Promise<ColdBlockRef[]> {
+export async function writeSegment(ctx: SegmentContext, owner: SegmentOwner, blocks: BlockSource, plaintextChecksums: boolean): Promise<ColdBlockRef[]> {
   const { blockBytes } = blocks;
   const segmentIdBytes = randomBytes(16);
   const segmentId = segmentIdBytes.toString('hex');
