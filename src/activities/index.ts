@@ -202,8 +202,7 @@ export function createActivities(options: {
       // Not this worker's context (the workflow task ran elsewhere), or evicted to disk since the workflow
       // looked: the holder's queue takes it, with heartbeats, which a local activity cannot send.
       if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier === 'disk') return null;
-      const { holder: _recorded, ...restoreRequest } = request;
-      return restore('restoreIfHolder', restoreRequest);
+      return restore('restoreIfHolder', request);
     },
   };
 

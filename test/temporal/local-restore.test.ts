@@ -6,6 +6,7 @@ import { decodeOptionalFailureToOptionalError, loadDataConverter } from '@tempor
 import type { temporal } from '@temporalio/proto';
 import { afterEach, expect, it } from 'vitest';
 
+import type { AgentHandle } from '../../src/client/agent-client';
 import { FabricError } from '../../src/fabric/errors';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { TEST_AGENT_CONFIG, TEST_DATA_CONVERTER, TINY, expectedDigest, recordHistory, startCluster, type TestCluster } from './harness';
@@ -21,29 +22,23 @@ afterEach(async () => {
 it('resumes from host in the workflow task when the workflow runs on the holder, and verifies', async () => {
   cluster = await startCluster();
   await cluster.startWorker();
-  const agent = await cluster.agents.start({ agentId: 'local-1', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
-  await agent.turn(40);
-  await agent.suspend('host');
-  const mark = await historyLength(cluster, 'local-1');
+  const agent = await suspendedAgent('local-1', 40, 'host');
 
-  const resumed = await agent.resume();
+  const { result: resumed, events } = await withEvents('local-1', () => agent.resume());
   expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 40 });
   expect(resumed.lastRestore).toMatchObject({ from: 'host', verified: true });
   expect(resumed.lastRestore!.bytes).toBeGreaterThan(0);
   expect(resumed.digest).toBe(expectedDigest([['local-1', 0, 40]]));
-
-  const events = await eventsSince(cluster, 'local-1', mark);
   expect(localActivities(events)).toEqual([{ type: 'restoreIfHolder', failed: false }]);
   expect(scheduledActivities(events)).toEqual([]);
   // A resident resume is the same local call: the caller's capability is still checked on the holder.
   expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 40 });
   // A turn after a suspend brings the context back the same way before its own activity on the holder.
   await agent.suspend('host');
-  const beforeTurn = await historyLength(cluster, 'local-1');
-  expect(await agent.turn(8)).toMatchObject({ tier: 'device', tokens: 48, turns: 2 });
-  const turnEvents = await eventsSince(cluster, 'local-1', beforeTurn);
-  expect(localActivities(turnEvents)).toEqual([{ type: 'restoreIfHolder', failed: false }]);
-  expect(scheduledActivities(turnEvents)).toEqual(['appendTurn']);
+  const turned = await withEvents('local-1', () => agent.turn(8));
+  expect(turned.result).toMatchObject({ tier: 'device', tokens: 48, turns: 2 });
+  expect(localActivities(turned.events)).toEqual([{ type: 'restoreIfHolder', failed: false }]);
+  expect(scheduledActivities(turned.events)).toEqual(['appendTurn']);
   await agent.release();
   await recordHistory(cluster.client, 'local-restores', agentWorkflowId('local-1'));
 });
@@ -51,18 +46,16 @@ it('resumes from host in the workflow task when the workflow runs on the holder,
 it('denies a local resume by the wrong agent once, with PERMISSION_DENIED, and leaves the context in host memory', async () => {
   cluster = await startCluster();
   await cluster.startWorker();
-  const owner = await cluster.agents.start({ agentId: 'local-owner', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
   const other = await cluster.agents.start({ agentId: 'local-other', tenant: 'globex', model: TINY, config: TEST_AGENT_CONFIG });
-  await owner.turn(24);
-  await owner.suspend('host');
-  const mark = await historyLength(cluster, 'local-owner');
+  const owner = await suspendedAgent('local-owner', 24, 'host');
 
-  const denied = await cluster.agents.agent('local-owner', other.capability).resume().catch((err: unknown) => err);
+  const { result: denied, events } = await withEvents('local-owner', () =>
+    cluster!.agents.agent('local-owner', other.capability).resume().catch((err: unknown) => err),
+  );
   expect(denied).toBeInstanceOf(FabricError);
   expect(denied).toMatchObject({ code: 'PERMISSION_DENIED' });
   expect(await owner.status()).toMatchObject({ phase: 'warm', tier: 'host', tokens: 24, denials: 1 });
   // The denial is the answer: no second try through the holder's queue.
-  const events = await eventsSince(cluster, 'local-owner', mark);
   expect(localActivities(events)).toEqual([{ type: 'restoreIfHolder', failed: true }]);
   expect(scheduledActivities(events)).toEqual([]);
 
@@ -78,27 +71,22 @@ it('asks the holder through its queue when the holder runs no agent workflows, w
   // placement says so; no workflow task can run where the context is, so none tries.
   const holder = await cluster.startWorker({ config: { workflows: false } });
   const plain = await cluster.startWorkflowWorker();
-  const agent = await cluster.agents.start({ agentId: 'local-away', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
-  await agent.turn(16);
-  expect(holder.memory.holds('local-away')).toBe(true);
-
   // On a worker with the agent workflow but without kvfabric's activities.
-  await agent.suspend('host');
-  let mark = await historyLength(cluster, 'local-away');
-  expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
-  let events = await eventsSince(cluster, 'local-away', mark);
-  expect(localActivities(events)).toEqual([]);
-  expect(scheduledActivities(events)).toEqual(['restore']);
+  const agent = await suspendedAgent('local-away', 16, 'host');
+  expect(holder.memory.holds('local-away')).toBe(true);
+  let resumed = await withEvents('local-away', () => agent.resume());
+  expect(resumed.result).toMatchObject({ tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
+  expect(localActivities(resumed.events)).toEqual([]);
+  expect(scheduledActivities(resumed.events)).toEqual(['restore']);
 
   // On a GPU worker that is not the holder.
   await cluster.spawnWorker({ workerId: 'local-other' });
   plain.shutdown();
   await agent.suspend('host');
-  mark = await historyLength(cluster, 'local-away');
-  expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
-  events = await eventsSince(cluster, 'local-away', mark);
-  expect(localActivities(events)).toEqual([]);
-  expect(scheduledActivities(events)).toEqual(['restore']);
+  resumed = await withEvents('local-away', () => agent.resume());
+  expect(resumed.result).toMatchObject({ tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
+  expect(localActivities(resumed.events)).toEqual([]);
+  expect(scheduledActivities(resumed.events)).toEqual(['restore']);
   expect(holder.memory.holds('local-away')).toBe(true);
   await agent.release();
 }, 60_000);
@@ -106,12 +94,9 @@ it('asks the holder through its queue when the holder runs no agent workflows, w
 it('restores from disk through the holder\'s queue, where heartbeats and failover apply', async () => {
   cluster = await startCluster();
   await cluster.startWorker();
-  const agent = await cluster.agents.start({ agentId: 'local-disk', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
-  await agent.turn(20);
-  await agent.suspend('disk');
-  const mark = await historyLength(cluster, 'local-disk');
-  expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 20, lastRestore: { from: 'disk', verified: true } });
-  const events = await eventsSince(cluster, 'local-disk', mark);
+  const agent = await suspendedAgent('local-disk', 20, 'disk');
+  const { result, events } = await withEvents('local-disk', () => agent.resume());
+  expect(result).toMatchObject({ tier: 'device', tokens: 20, lastRestore: { from: 'disk', verified: true } });
   expect(localActivities(events)).toEqual([]);
   expect(scheduledActivities(events)).toEqual(['restore']);
   await agent.release();
@@ -128,12 +113,9 @@ it('fails the workflow task, never the resume, on a plain workflow worker beside
   let recorded = false;
   for (let i = 0; i < 6; i++) {
     const id = `mixed-${i}`;
-    const agent = await cluster.agents.start({ agentId: id, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
-    await agent.turn(16);
-    await agent.suspend('host');
-    const mark = await historyLength(cluster, id);
-    expect(await agent.resume()).toMatchObject({ holder: holder.holder, tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
-    const events = await eventsSince(cluster, id, mark);
+    const agent = await suspendedAgent(id, 16, 'host');
+    const { result, events } = await withEvents(id, () => agent.resume());
+    expect(result).toMatchObject({ holder: holder.holder, tier: 'device', tokens: 16, lastRestore: { from: 'host', verified: true } });
     // Whichever worker took the task first, the restore ran locally on the holder, in the task that completed.
     expect(localActivities(events)).toEqual([{ type: 'restoreIfHolder', failed: false }]);
     expect(scheduledActivities(events)).toEqual([]);
@@ -152,12 +134,20 @@ it('fails the workflow task, never the resume, on a plain workflow worker beside
   console.log(`[local-restore] 6 resumes beside a plain workflow worker: ${failedTasks} workflow tasks failed there and were retried`);
 }, 120_000);
 
-async function historyLength(c: TestCluster, agentId: string): Promise<number> {
-  return (await c.agents.workflow(agentId).fetchHistory()).events!.length;
+/** A new agent of tenant acme on the current cluster, `tokens` long after one turn, suspended to `tier`. */
+async function suspendedAgent(agentId: string, tokens: number, tier: 'host' | 'disk'): Promise<AgentHandle> {
+  const agent = await cluster!.agents.start({ agentId, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
+  await agent.turn(tokens);
+  await agent.suspend(tier);
+  return agent;
 }
 
-async function eventsSince(c: TestCluster, agentId: string, from: number): Promise<HistoryEvent[]> {
-  return (await c.client.workflow.getHandle(agentWorkflowId(agentId)).fetchHistory()).events!.slice(from) as HistoryEvent[];
+/** What `act` returns, and the events it added to the agent's history. */
+async function withEvents<T>(agentId: string, act: () => Promise<T>): Promise<{ result: T; events: HistoryEvent[] }> {
+  const events = async () => (await cluster!.agents.workflow(agentId).fetchHistory()).events! as HistoryEvent[];
+  const mark = (await events()).length;
+  const result = await act();
+  return { result, events: (await events()).slice(mark) };
 }
 
 /** The local activities the history records (Core's markers), by type, and whether each failed. */
