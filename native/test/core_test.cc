@@ -539,8 +539,8 @@ static void testChecksumKernel() {
 }
 
 // Checksums of whole blocks (of) and the copy that sums (copy) against the CRC of the same bytes gathered
-// in token order, for piece sizes that take each path: 8-byte words, and 64-byte vectors folded (where
-// the CPU has AVX-512 VPCLMULQDQ) with fewer than, exactly and more than four vectors, odd multiples too.
+// in token order, for piece sizes that take each path: 8-byte words (pieces not a multiple of 64), and
+// 64-byte vectors folded where the CPU has AVX-512 VPCLMULQDQ (one vector a piece, and several).
 static void testBlockChecksumPaths() {
   const uint32_t pieceBytes[] = {8, 24, 64, 128, 192, 256, 320, 1024, 2048, 2112};
   uint32_t seed = 11;
