@@ -10,7 +10,10 @@
 //             size in the same process (`libraryMs`), so the two are compared under the same conditions.
 // Recomputing the same contexts (prefill of Llama-3-8B on an H200) took 264 ms (8k), 1.31 s (32k) and
 // 11.3 s (128k) in the issue: the reference a resume must beat.
-//   npx tsx bench/resume.bench.ts [--mode library|temporal] [--tokens 8k,32k] [--repeats 3] [--json FILE]
+//   npx tsx bench/resume.bench.ts [--mode library|temporal] [--tokens 8k,32k] [--repeats 3] [--host-repeats N]
+//     [--json FILE]
+// --host-repeats (temporal; default --repeats): resumes from host and resident ones, which cost a fraction of
+// a second each: their medians are judged within a few ms, and one round trip here varies by 10-20 ms.
 // A context whose device and host pools would not both fit in memory (128k tokens are 16 GiB: ~40 GiB of
 // RAM for both) is measured from disk only, the way another worker resumes it after a failover: one pool
 // writes its durable copy and is closed, a second one (no host tier) adopts it from the manifest and
@@ -46,6 +49,7 @@ export function parseTokens(text: string): number[] {
 const tokenList = parseTokens(option('--tokens') ?? '8k,32k');
 const mode = option('--mode') ?? 'library';
 const repeats = Number(option('--repeats') ?? 3);
+const hostRepeats = Number(option('--host-repeats') ?? repeats);
 const jsonPath = option('--json');
 const notes: string[] = [];
 
@@ -62,6 +66,8 @@ export interface ResumeRow {
   verifyMs?: number;
   /** Temporal only: the library's restore of the same size, alternated with these resumes in one process. */
   libraryMs?: number;
+  /** Temporal with the library alternated: each resume's total and the library's restore just before it. */
+  pairs?: Array<{ totalMs: number; libraryMs: number }>;
   repeats: number;
 }
 
@@ -209,7 +215,7 @@ async function temporalRows(): Promise<ResumeRow[]> {
       for (let done = 0; done < tokens; done += 1024) await agent.turn(Math.min(1024, tokens - done));
       // The update's own round trip through the server and the worker: a resume that restores nothing.
       const roundTrips: number[] = [];
-      for (let i = 0; i < Math.max(repeats, 5); i++) {
+      for (let i = 0; i < Math.max(hostRepeats, 5); i++) {
         const started = performance.now();
         await agent.resume();
         roundTrips.push(performance.now() - started);
@@ -235,7 +241,8 @@ async function temporalRows(): Promise<ResumeRow[]> {
 async function temporalRow(agent: AgentHandle, library: LibraryContext | undefined, tokens: number, from: 'host' | 'disk'): Promise<ResumeRow> {
   const samples: Array<{ total: number; restore: number; verify: number }> = [];
   const librarySamples: number[] = [];
-  for (let i = 0; i < repeats; i++) {
+  const count = from === 'host' ? hostRepeats : repeats;
+  for (let i = 0; i < count; i++) {
     if (library) librarySamples.push(await library.restoreFrom(from));
     await agent.suspend(from);
     if (from === 'disk') dropPageCache();
@@ -254,8 +261,8 @@ async function temporalRow(agent: AgentHandle, library: LibraryContext | undefin
     totalMs: median(samples.map((s) => s.total)),
     restoreMs: median(samples.map((s) => s.restore)),
     verifyMs: median(samples.map((s) => s.verify)),
-    ...(library ? { libraryMs: median(librarySamples) } : {}),
-    repeats,
+    ...(library ? { libraryMs: median(librarySamples), pairs: samples.map((sample, i) => ({ totalMs: sample.total, libraryMs: librarySamples[i]! })) } : {}),
+    repeats: count,
   };
   const paired = row.libraryMs === undefined ? '' : `; the library's, alternated with it: ${row.libraryMs.toFixed(0)} ms`;
   console.log(`temporal  ${label(tokens)} from ${from}: ${row.totalMs.toFixed(0)} ms (worker: restore ${row.restoreMs!.toFixed(0)} + verify ${row.verifyMs!.toFixed(0)} ms${paired})`);
@@ -271,7 +278,7 @@ function noteOnce(note: string): void {
 }
 
 async function main(): Promise<void> {
-  console.log(`resume benchmark (${mode}): Llama-3-8B shape, ${BYTES_PER_TOKEN / 1024} KiB per token, tokens ${tokenList.join(', ')}, median of ${repeats}`);
+  console.log(`resume benchmark (${mode}): Llama-3-8B shape, ${BYTES_PER_TOKEN / 1024} KiB per token, tokens ${tokenList.join(', ')}, median of ${repeats}${mode === 'temporal' ? ` (from host and resident: ${Math.max(hostRepeats, 5)})` : ''}`);
   const rows = mode === 'temporal' ? await temporalRows() : await libraryRows();
   console.log();
   printTable(

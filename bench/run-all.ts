@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { option, printTable } from './measure';
+import { median, option, printTable } from './measure';
 
 const tokens = option('--tokens') ?? '8k,32k,128k';
 const repeats = option('--repeats') ?? '3';
@@ -54,9 +54,9 @@ const ms = (value: number) => (value >= 1000 ? `${(value / 1000).toFixed(2)} s` 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 
 interface AllocatorJson { results: Array<{ scenario: string; native: number; ts: number; ratio: number }> }
-interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number; demoteUnverified: number; promoteUnverified: number } }
-interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; notes: string[] }
-interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number; libraryMs?: number }>; notes: string[] }
+interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number; demoteUnverified: number; promoteUnverified: number }; checksumShare: { demote: number; promote: number } }
+interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; ratio: { write: number; read: number }; notes: string[] }
+interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number; libraryMs?: number; pairs?: Array<{ totalMs: number; libraryMs: number }> }>; notes: string[] }
 interface TransferJson {
   skipped?: string;
   deviceName?: string;
@@ -74,11 +74,14 @@ function main(): void {
   const started = Date.now();
   const allocator = run('allocator', 'allocator.bench.ts', ['--seconds', '1']) as AllocatorJson;
   const transfer = run('transfer', 'transfer.bench.ts', []) as TransferJson;
-  const tiers = run('tiers', 'tiers.bench.ts', ['--mib', '1024', '--rounds', '5']) as TiersJson;
-  const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '5']) as ColdJson;
+  const tiers = run('tiers', 'tiers.bench.ts', ['--mib', '1024', '--rounds', '9']) as TiersJson;
+  // Seven passes: this VM's disk drifts by a third from one pass to the next (medians are the figures).
+  const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '7']) as ColdJson;
   const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
-  // The issue's bound is judged here, within a few ms of the library's time: 5 repeats at least.
-  const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, '--repeats', String(Math.max(5, Number(repeats)))]) as ResumeJson;
+  // The issue's bound is judged here, within a few ms of the library's time (one round trip varies by 10-20 ms):
+  // 7 repeats at least, 15 of the resumes from host (a fraction of a second each).
+  const temporalArgs = ['--repeats', String(Math.max(7, Number(repeats))), '--host-repeats', String(Math.max(15, Number(repeats)))];
+  const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, ...temporalArgs]) as ResumeJson;
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
   // A real model (SmolLM2-135M on the CPU): 8k tokens of prefill take about two minutes here.
   const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as EngineResumeJson;
@@ -97,13 +100,14 @@ function main(): void {
     }
   }
   const t = tiers.bestGBps;
-  for (const [move, verified, unverified] of [['demote', t.demote, t.demoteUnverified], ['promote', t.promote, t.promoteUnverified]] as const) {
-    const share = Math.max(0, 1 - verified / unverified);
-    rows.push(['host tier', `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, target <= 10%)`, `${verified.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, `${(verified / t.memcpy).toFixed(2)} (target 0.95)`]);
+  for (const [move, verified, pairedShare] of [['demote', t.demote, tiers.checksumShare.demote], ['promote', t.promote, tiers.checksumShare.promote]] as const) {
+    const share = Math.max(0, pairedShare);
+    rows.push(['host tier', `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, median of paired rounds, target <= 10%)`, `${verified.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, `${(verified / t.memcpy).toFixed(2)} (target 0.95)`]);
   }
   const c = cold.median;
-  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s (before+after)`, `${(c.storeWrite / c.rawWrite).toFixed(2)} (target 0.9)`]);
-  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s (before+after)`, `${(c.storeRead / c.rawRead).toFixed(2)} (target 0.9)`]);
+  // Ratios: the median of the passes' own (each store pass against the dd passes around it), as for resume.
+  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s (before+after)`, `${cold.ratio.write.toFixed(2)} (target 0.9)`]);
+  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s (before+after)`, `${cold.ratio.read.toFixed(2)} (target 0.9)`]);
   for (const lib of library.rows) {
     const r = temporal.rows.find((t) => t.tokens === lib.tokens && t.from === lib.from);
     const prefill = PREFILL_H200_MS[lib.tokens];
@@ -111,15 +115,21 @@ function main(): void {
     rows.push(['resume, library', context, ms(lib.totalMs), prefill ? `H200 prefill ${ms(prefill)}` : '-', prefill ? (lib.totalMs / prefill).toFixed(2) : '-']);
     if (!r) continue;
     // The issue's bound: the library's restore x 1.15, or plus one update's round trip (30 ms), the larger;
-    // against the library's restore alternated with these resumes in the same process where there was room.
+    // against the library's restore alternated with these resumes in the same process where there was room,
+    // judged pair by pair (each resume against the restore just before it; this VM's memory switches between
+    // two speeds within a row, 110-120 or 170-220 ms for the library's 4 GiB, so the medians of the two
+    // columns can come from different speeds), the median over the pairs deciding.
     const reference = r.libraryMs ?? lib.totalMs;
-    const bound = Math.max(1.15 * reference, reference + 30);
+    const boundOf = (libraryMs: number) => Math.max(1.15 * libraryMs, libraryMs + 30);
+    const bound = boundOf(reference);
+    const overBound = r.pairs ? median(r.pairs.map((pair) => pair.totalMs - boundOf(pair.libraryMs))) : r.totalMs - bound;
+    const judged = r.pairs ? `; per pair, resume - bound: median ${overBound >= 0 ? '+' : ''}${overBound.toFixed(0)} ms` : '';
     rows.push([
       'resume, Temporal',
       `${context}, checked against the workflow's digest (worker: restore ${ms(r.restoreMs!)} + digest ${ms(r.verifyMs!)})`,
       ms(r.totalMs),
-      `library ${ms(reference)}${r.libraryMs === undefined ? '' : ' (alternated)'}, bound ${ms(bound)}`,
-      `${(r.totalMs / reference).toFixed(2)}x (${r.totalMs <= bound ? 'within' : 'over'})`,
+      `library ${ms(reference)}${r.libraryMs === undefined ? '' : ' (alternated)'}, bound ${ms(bound)}${judged}`,
+      `${(r.totalMs / reference).toFixed(2)}x (${overBound <= 0 ? 'within' : 'over'})`,
     ]);
   }
   for (const r of temporal.rows.filter((row) => row.from === 'resident')) {
