@@ -13,8 +13,9 @@ import { formatRate, measureRate, option, printTable } from './measure';
 const seconds = Number(option('--seconds') ?? 1);
 const jsonPath = option('--json');
 
-// A small model shape keeps the pool in cache-friendly memory; the operations measured are bookkeeping.
-const options: PoolOptions = { shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 }, tokensPerBlock: 16, blockCount: 65_536 };
+// A small model shape keeps the pool in cache-friendly memory; the operations measured are bookkeeping,
+// so one tenant under 'on-tenant-change' zeroes no reused block (what zeroing costs: bench/scrub.bench.ts).
+const options: PoolOptions = { shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 }, tokensPerBlock: 16, blockCount: 65_536, scrub: 'on-tenant-change' };
 const BATCH = 1024;
 const implementations: Array<[string, (o: PoolOptions) => KvAllocator]> = [
   ['native', (o) => new NativeAllocator(o)],

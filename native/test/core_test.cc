@@ -199,10 +199,11 @@ static void testFailedScrubWithholdsFrame() {
   CHECK(always->createContext(1, &a).isOk());
   auto four = tokens(4, 9);
   CHECK(always->append(a, four.data(), four.size()).isOk());
-  (void)always->release(a);  // the scrub fails here
-  CHECK(always->stats().freeBlocks == 1);
+  CHECK(always->release(a).isOk());  // nothing is zeroed on release: the frame is, when handed out again
   Handle handles[2];
-  CHECK(always->allocateBlocks(2, 2, handles).code() == Code::kPoolExhausted);
+  CHECK(always->allocateBlocks(1, 2, handles).code() == Code::kUnavailable);  // the same tenant: scrubbed all the same
+  CHECK(always->stats().freeBlocks == 1);
+  CHECK(always->allocateBlocks(1, 2, handles).code() == Code::kPoolExhausted);
 
   auto onChange = makeFailingScrubPool(1, ScrubPolicy::kOnTenantChange);
   CHECK(onChange->createContext(1, &a).isOk());
@@ -572,6 +573,100 @@ static void testBlockChecksumPaths() {
   }
 }
 
+// Under kAlways (the default) a tenant's new context never sees bytes of its released ones; a frame an
+// append overwrites whole is not zeroed first (the failing memory would fail the append if it were).
+static void testScrubAlwaysWithinTenant() {
+  CHECK(PoolConfig().scrub == ScrubPolicy::kAlways);
+  auto pool = makePool(1, ScrubPolicy::kAlways);
+  Handle a, b;
+  CHECK(pool->createContext(1, &a).isOk());
+  auto four = tokens(4, 50);
+  CHECK(pool->append(a, four.data(), four.size()).isOk());
+  CHECK(pool->release(a).isOk());
+  CHECK(pool->createContext(1, &b).isOk());
+  auto one = tokens(1, 200);
+  CHECK(pool->append(b, one.data(), one.size()).isOk());
+  ReadLease lease;
+  CHECK(pool->beginReadBlock(b, 0, &lease).isOk());
+  std::vector<uint8_t> raw(lease.bytes());
+  lease.copyTo(raw.data());
+  bool clean = true;  // slots 1..3 of each of the 4 planes (2 bytes per token-plane)
+  for (uint32_t plane = 0; plane < 4; ++plane) {
+    for (uint32_t i = 2; i < 8; ++i) clean = clean && raw[plane * 8 + i] == 0;
+  }
+  CHECK(clean);
+
+  auto failing = makeFailingScrubPool(1, ScrubPolicy::kAlways);
+  CHECK(failing->createContext(1, &a).isOk());
+  CHECK(failing->append(a, four.data(), four.size()).isOk());
+  CHECK(failing->release(a).isOk());
+  CHECK(failing->createContext(1, &b).isOk());
+  CHECK(failing->append(b, four.data(), four.size()).isOk());  // a whole block: no scrub asked for
+}
+
+// An append handed over in pieces (copyNext) lands the same bytes and checksums as in one go, and one
+// stopped midway appends nothing and leaves no mix of its bytes and the frame's previous owner's.
+static void testAppendInPieces() {
+  auto whole = makePool(4);
+  auto pieces = makePool(4);
+  Handle w, p;
+  CHECK(whole->createContext(1, &w).isOk());
+  CHECK(pieces->createContext(1, &p).isOk());
+  auto three = tokens(3, 1);
+  CHECK(whole->append(w, three.data(), three.size()).isOk());
+  CHECK(pieces->append(p, three.data(), three.size()).isOk());
+  auto nine = tokens(9, 77);
+  CHECK(whole->append(w, nine.data(), nine.size()).isOk());
+  AppendLease lease;
+  CHECK(pieces->beginAppend(p, nine.size(), &lease).isOk());
+  CHECK(lease.tokens() == 9);
+  for (uint64_t at = 0; lease.tokensLeft() > 0;) {  // 2 tokens a piece: pieces cross block boundaries
+    const uint64_t n = std::min<uint64_t>(2, lease.tokensLeft());
+    lease.copyNext(nine.data() + at * 8, n);
+    at += n;
+  }
+  CHECK(lease.commit().isOk());
+  std::vector<uint8_t> a, b;
+  CHECK(whole->read(w, 0, 12, &a).isOk());
+  CHECK(pieces->read(p, 0, 12, &b).isOk());
+  CHECK(a == b);
+  std::vector<uint32_t> sumsA, sumsB;
+  CHECK(whole->pageChecksums(w, &sumsA).isOk());
+  CHECK(pieces->pageChecksums(p, &sumsB).isOk());
+  CHECK(sumsA == sumsB);
+
+  // Tenant 1's bytes in the only frame; tenant 2's append of a whole block stops after one token.
+  auto pool = makePool(1);
+  Handle one, two;
+  CHECK(pool->createContext(1, &one).isOk());
+  auto four = tokens(4, 9);
+  CHECK(pool->append(one, four.data(), four.size()).isOk());
+  CHECK(pool->release(one).isOk());
+  CHECK(pool->createContext(2, &two).isOk());
+  {
+    AppendLease stopped;
+    CHECK(pool->beginAppend(two, four.size(), &stopped).isOk());
+    auto mine = tokens(4, 100);
+    stopped.copyNext(mine.data(), 1);
+    CHECK(stopped.tokensLeft() == 3);
+  }  // destroyed uncommitted
+  ContextStats stats;
+  CHECK(pool->contextStats(two, &stats).isOk());
+  CHECK(stats.tokens == 0 && stats.blocks == 0);
+  CHECK(pool->stats().freeBlocks == 1);
+  auto single = tokens(1, 200);
+  CHECK(pool->append(two, single.data(), single.size()).isOk());
+  ReadLease read;
+  CHECK(pool->beginReadBlock(two, 0, &read).isOk());
+  std::vector<uint8_t> raw(read.bytes());
+  read.copyTo(raw.data());
+  bool clean = true;
+  for (uint32_t plane = 0; plane < 4; ++plane) {
+    for (uint32_t i = 2; i < 8; ++i) clean = clean && raw[plane * 8 + i] == 0;
+  }
+  CHECK(clean);
+}
+
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
@@ -580,6 +675,8 @@ int main() {
   testZombieBlockFreedByLastReader();
   testScrubOnTenantChange();
   testFailedScrubWithholdsFrame();
+  testScrubAlwaysWithinTenant();
+  testAppendInPieces();
   testRawBlocks();
   testConcurrentContexts();
   testSharedBlocksMoveOnce();

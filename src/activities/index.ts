@@ -2,6 +2,8 @@
 // queue: whichever worker takes one holds the context afterwards and answers with its own
 // worker-specific queue. Context activities run on that queue. Every call is checked against the
 // context's grant, applied at most once per operation id, and reports FabricErrors by code.
+import { createHash } from 'node:crypto';
+
 import { Context, log } from '@temporalio/activity';
 
 import type { AgentMemory } from '../agent-memory/agent-memory';
@@ -13,7 +15,7 @@ import { agentWorkflowId } from '../identity/agent-identity';
 import type { CapabilityClaims } from '../security/claims';
 import { withFailureCodes } from './failures';
 import { withHeartbeat, type Progress } from './heartbeat';
-import { OperationJournal } from './operation-journal';
+import { OperationJournal, type Admission } from './operation-journal';
 import type {
   AllocateRequest,
   Allocation,
@@ -54,6 +56,12 @@ interface Operation {
   action: Action;
   /** Whether the context must already be held by this worker. */
   held: boolean;
+  /**
+   * Its success revokes the token that asked for it (release, retire, renew): a retry of it is admitted
+   * on the token alone (authentic, current, the caller's, with the right), since the context's epoch
+   * and grant no longer accept it.
+   */
+  revokesPresenter?: boolean;
 }
 
 export function createActivities(options: {
@@ -71,7 +79,9 @@ export function createActivities(options: {
 
   /**
    * Admission, at-most-once application with heartbeats, then the after-applied hook. `progress` names
-   * the phase a long call is in; the heartbeat reports it.
+   * the phase a long call is in; the heartbeat reports it. A retry is admitted like the first call
+   * before it gets the recorded outcome, and only a retry from the same workflow run with the same token
+   * finds that outcome at all.
    */
   function operate<T>(
     op: Operation,
@@ -80,25 +90,45 @@ export function createActivities(options: {
     progress: () => Progress = () => ({ phase: op.activity }),
   ): Promise<T> {
     return withFailureCodes(async () => {
-      // A recorded operation answers from the journal: a retried release must not need its deleted grant.
-      let claims: CapabilityClaims | undefined;
-      if (!journal.has(request.agentId, request.operationId)) {
-        claims = await memory.admit(presented(request, op.action));
-        if (op.held) memory.requireHeld(request.agentId);
+      const call = presented(request, op.action);
+      const admission = admissionOf(request);
+      const recorded = journal.recorded<T>(request.agentId, request.operationId, admission);
+      if (recorded) {
+        const outcome = await recorded;
+        await (op.revokesPresenter ? memory.admitRetry(call) : memory.admit(call));
+        hooks?.afterApplied?.(op.activity, request);
+        return outcome;
       }
-      const result = await journal.run(request.agentId, request.operationId, () => withHeartbeat(progress, () => apply(claims)));
+      const claims = await memory.admit(call);
+      if (op.held) memory.requireHeld(request.agentId);
+      const result = await journal.run(request.agentId, request.operationId, admission, () => withHeartbeat(progress, () => apply(claims)));
       hooks?.afterApplied?.(op.activity, request);
       return result;
     });
+  }
+
+  /** The context is gone: the journal keeps only the ending operation's record (for its retries). */
+  function ended(request: ContextRequest): void {
+    journal.end(request.agentId, request.operationId);
   }
 
   const placement: PlacementActivities = {
     allocate(request: AllocateRequest): Promise<Allocation> {
       return withFailureCodes(async () => {
         memory.checkShape(request.shape, request.tokensPerBlock);
-        // No admission: the grant is made here (memory.create refuses an id granted to someone else).
-        const result = await journal.run(request.agentId, request.operationId, async () => {
-          await memory.create(presented(request, 'allocate'), request.checkpoint);
+        const call = presented(request, 'allocate');
+        const admission = admissionOf(request);
+        const recorded = journal.recorded<Allocation>(request.agentId, request.operationId, admission);
+        if (recorded) {
+          const outcome = await recorded;
+          await memory.admit(call);
+          hooks?.afterApplied?.('allocate', request);
+          return outcome;
+        }
+        // Admitted inside: the grant is made there (memory.create refuses an id granted to someone else).
+        const result = await journal.run(request.agentId, request.operationId, admission, async () => {
+          journal.end(request.agentId, request.operationId); // an id used before starts with no record of it
+          await memory.create(call, request.checkpoint);
           log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
           return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId), digest: emptyDigest() };
         });
@@ -110,15 +140,16 @@ export function createActivities(options: {
     recover(request: RecoverRequest): Promise<Placement> {
       return operate({ activity: 'recover', action: 'recover', held: false }, request, async () => {
         const claim = request.epoch === undefined ? undefined : { epoch: request.epoch, attempt: Context.current().info.attempt };
-        await memory.recover(request.agentId, request.tenant, claim);
+        await memory.recover(request.agentId, request.tenant, request.minVersion, claim);
         log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
         return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId) };
       });
     },
 
     retire(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ activity: 'retire', action: 'release', held: false }, request, async (claims) => {
+      return operate({ activity: 'retire', action: 'release', held: false, revokesPresenter: true }, request, async (claims) => {
         const releasedTokens = await memory.retire(request.agentId, claims!);
+        ended(request);
         log.info('context retired without its holder', { agentId: request.agentId, holder });
         return { releasedTokens };
       });
@@ -182,15 +213,16 @@ export function createActivities(options: {
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ activity: 'release', action: 'release', held: true }, request, async (claims) => {
+      return operate({ activity: 'release', action: 'release', held: true, revokesPresenter: true }, request, async (claims) => {
         const releasedTokens = await memory.release(request.agentId, claims!);
+        ended(request);
         log.info('context released', { agentId: request.agentId });
         return { releasedTokens };
       });
     },
 
     renew(request: RenewRequest): Promise<void> {
-      return operate({ activity: 'renew', action: 'renew', held: false }, request, async (current) => {
+      return operate({ activity: 'renew', action: 'renew', held: false, revokesPresenter: true }, request, async (current) => {
         await memory.renew(current!, { ...presented(request, 'renew'), token: request.next }, request.nextCustodian);
         log.info('capability renewed', { agentId: request.agentId });
       });
@@ -223,6 +255,17 @@ export function createActivities(options: {
   }
 
   return { placement, context, local };
+}
+
+/** What admits the call, as the journal binds its outcome: the calling run comes from Temporal, not the request. */
+function admissionOf(request: ContextRequest): Admission {
+  const execution = Context.current().info.workflowExecution;
+  return {
+    workflowId: execution?.workflowId ?? '',
+    runId: execution?.runId ?? '',
+    tenant: request.tenant,
+    tokenDigest: createHash('sha256').update(String(request.capability)).digest('base64url'),
+  };
 }
 
 /** The call as the capability check sees it: the calling workflow comes from Temporal, not from the request. */

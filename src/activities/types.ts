@@ -45,6 +45,8 @@ export interface Allocation extends Placement {
 export interface RecoverRequest extends ContextRequest {
   /** Which failover of the agent this is (1, 2, ...): the adopting worker claims the context with it. */
   epoch?: number;
+  /** The newest durable-copy version the workflow saw (ContextSnapshot.durableVersion): older manifests are refused. */
+  minVersion: number;
 }
 
 export interface TurnRequest extends ContextRequest {

@@ -102,6 +102,11 @@ export class AgentMemory {
     return claims;
   }
 
+  /** A retry of an operation that revoked its own token (see CapabilityCheck.retryClaimsFor). */
+  admitRetry(call: Presented): Promise<CapabilityClaims> {
+    return this.capabilities.retryClaimsFor(call);
+  }
+
   /** STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
   requireHeld(contextId: string): void {
     if (!this.tiers.has(contextId)) throw new FabricError('STALE_HANDLE', `context ${contextId} is not held by this worker`);
@@ -131,20 +136,21 @@ export class AgentMemory {
     const existing = await this.grants.get(contextId);
     if (existing) await this.capabilities.agree(call, existing, claims);
     if (this.tiers.has(contextId)) return; // an earlier attempt created it here
-    if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub });
+    if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
     this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
     this.tenants.set(contextId, claims.ten);
     if (checkpoint) await this.tiers.checkpoint(contextId);
   }
 
   /**
-   * Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's.
+   * Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's and
+   * at least `minVersion` (the newest its workflow saw written): an older one put back is INTEGRITY.
    * With a claim (failover epoch, activity attempt), claims it,
    * fencing the former holder.
    * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
    * worker was the slow holder) and is replaced from disk when another holder wrote after it.
    */
-  async recover(contextId: string, tenant: string, claim?: { epoch: number; attempt: number }): Promise<void> {
+  async recover(contextId: string, tenant: string, minVersion: number, claim?: { epoch: number; attempt: number }): Promise<void> {
     if (this.tiers.has(contextId)) {
       const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
       if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
@@ -152,15 +158,21 @@ export class AgentMemory {
       this.letGo(contextId);
       await this.tiers.dropLocalCopy(contextId);
     }
-    try {
-      // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not.
-      await this.cold.readManifest(contextId, { expectedTenant: await this.tenantIds.idOf(tenant) });
-    } catch (err) {
-      if (!(err instanceof FabricError && err.code === 'PERMISSION_DENIED')) throw err;
-      // Audited and counted like every refusal (no token is involved: the caller's was admitted).
-      await this.capabilities.deny({ contextId, agentId: contextId, tenant, workflowId: '', action: 'recover', token: '' }, 'foreign-manifest');
+    const expected = { expectedTenant: await this.tenantIds.idOf(tenant), minVersion };
+    // Refusals here involve no token (the caller's was admitted); they are audited like every other.
+    const refusal = { contextId, agentId: contextId, tenant, workflowId: '', action: 'recover' as const, token: '' };
+    // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not;
+    // its version against the newest the workflow saw written (an older one put back is a rollback).
+    const found = await this.cold.readManifest(contextId, { expectedTenant: expected.expectedTenant }).catch(async (err: unknown) => {
+      if (!isFabricError(err, 'PERMISSION_DENIED')) throw err;
+      return this.capabilities.deny(refusal, 'foreign-manifest');
+    });
+    if (found.version < minVersion) {
+      await this.capabilities.record(refusal, 'stale-manifest');
+      throw new FabricError('INTEGRITY', `context ${contextId}: manifest version ${found.version} is older than the expected ${minVersion} (stale or replayed)`);
     }
-    await this.tiers.recover(contextId);
+    // The same checks again as it is read for adoption: a file swapped in between is refused there.
+    await this.tiers.recover(contextId, expected);
     // Claimed once adopted (an import: no manifest written yet), so a failed adoption never fences a
     // former holder that may still have the only good copy.
     if (claim && this.fences) {
@@ -186,10 +198,13 @@ export class AgentMemory {
     if (childCustodian !== undefined) await this.capabilities.custodianOf({ ...child, token: childCustodian }, claims);
     const existing = await this.grants.get(childId);
     if (existing) {
-      // Ours only if made for this very child (a retry whose record was lost with its worker).
-      if (existing.tenant !== claims.ten || existing.agentId !== claims.sub) throw new FabricError('INVALID_ARGUMENT', `context ${childId} already exists`);
+      // Ours only if this very fork made it (a retry whose record was lost with its worker): a fork never
+      // takes over a context that exists, whoever's it is.
+      if (existing.tenant !== claims.ten || existing.agentId !== claims.sub || existing.fork !== claims.fork) await this.capabilities.deny(child, 'context-exists');
+    } else if (this.tiers.has(childId)) {
+      await this.capabilities.deny(child, 'context-exists'); // held here with no grant: not this fork's either
     } else {
-      await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub });
+      await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
     }
     if (!this.tiers.has(childId)) await this.tiers.fork(parentId, childId);
     this.tenants.set(childId, claims.ten);
@@ -198,12 +213,13 @@ export class AgentMemory {
 
   /**
    * Undoes share() for a child whose workflow never started: the child's token is checked as share
-   * checked it, and only a child context made for that token (its grant) is released. Returns its tokens.
+   * checked it, and only the child context that this very fork created (its grant names the fork) is
+   * released: an undo never releases what its own operation did not create. Returns its tokens.
    */
   async unshare(parent: CapabilityClaims, child: Presented): Promise<number> {
     const claims = await this.capabilities.childClaims(child, parent);
     const grant = await this.grants.get(child.contextId);
-    if (!grant || grant.tenant !== claims.ten || grant.agentId !== claims.sub) return 0; // not ours to undo
+    if (!grant || grant.tenant !== claims.ten || grant.agentId !== claims.sub || grant.fork !== claims.fork) return 0; // not ours to undo
     if (!this.tiers.has(child.contextId)) {
       await this.forget(child.contextId, claims);
       return 0;
@@ -467,6 +483,7 @@ export class AgentMemory {
       blocks: stats.blocks,
       sharedBlocks: stats.sharedBlocks,
       pinned: stats.pinCount > 0,
+      durableVersion: this.tiers.durableVersion(contextId),
     };
   }
 
@@ -482,4 +499,9 @@ export class AgentMemory {
     }
     return dropped;
   }
+}
+
+/** The grant's record of the fork that creates a context, when a fork's token creates it. */
+function forkOf(claims: CapabilityClaims): { fork?: string } {
+  return claims.fork === undefined ? {} : { fork: claims.fork };
 }

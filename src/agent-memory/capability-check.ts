@@ -23,8 +23,9 @@ export const RIGHT_FOR: Record<Action, Right> = {
   offload: 'offload',
   restore: 'resume',
   release: 'release',
-  // Renewing proves possession of the agent's token; the replacement may not add rights (renewal()).
-  renew: 'resume',
+  // A renewal revokes every older token of the context: a narrow delegate (resume only) must not be able
+  // to revoke its owner. The replacement may not add rights either (renewal()).
+  renew: 'renew',
 };
 
 /**
@@ -60,9 +61,23 @@ export class CapabilityCheck {
     return this.checked(call, await this.verified(call));
   }
 
-  /** The grant must name the token's tenant and agent: a valid token for a context someone else holds is refused. */
+  /**
+   * A retry of an operation whose own success revoked the token (release, renew): the token must still be
+   * authentic, current, the call's and carry the right, but the epoch its operation raised is not held
+   * against it. Only for a retry the operation journal recorded under this very token and run.
+   */
+  async retryClaimsFor(call: Presented): Promise<CapabilityClaims> {
+    return this.checked(call, await this.verified(call), true, false);
+  }
+
+  /**
+   * The grant must name the token's tenant and agent: a valid token for a context someone else holds is
+   * refused. A fork's token is good only for the context its own fork created: one minted for the id of
+   * an agent that exists already (a sibling, a typo of one) opens nothing.
+   */
   async agree(call: Presented, grant: Grant, claims: CapabilityClaims): Promise<void> {
     if (grant.contextId !== claims.ctx || grant.tenant !== claims.ten || grant.agentId !== claims.sub) await this.deny(call, 'not-owner');
+    if (claims.fork !== undefined && claims.fork !== grant.fork) await this.deny(call, 'not-owner');
   }
 
   /**
@@ -73,6 +88,8 @@ export class CapabilityCheck {
   async childClaims(call: Presented, parent: CapabilityClaims): Promise<CapabilityClaims> {
     const child = await this.verified(call);
     if (child.ten !== parent.ten) return this.deny(call, 'cross-tenant');
+    // Minted by mintChild for this fork alone: an agent's own token cannot become someone's child.
+    if (child.fork === undefined) return this.deny(call, 'not-a-fork-token');
     // The child needs no particular right to come into being: only none beyond its parent's.
     await this.checked(call, child, false);
     if (!child.rights.every((right) => parent.rights.includes(right)) || child.exp > parent.exp) return this.deny(call, 'rights-escalation');
@@ -113,11 +130,17 @@ export class CapabilityCheck {
     }
   }
 
-  private async checked(call: Presented, claims: CapabilityClaims, needsRight = true): Promise<CapabilityClaims> {
+  private async checked(call: Presented, claims: CapabilityClaims, needsRight = true, checkEpoch = true): Promise<CapabilityClaims> {
     const reason = mismatch(claims, call, needsRight);
     if (reason) return this.deny(call, reason);
-    if (claims.epoch < (await this.epochs.minimum(call.contextId))) return this.deny(call, 'revoked');
+    if (checkEpoch && claims.epoch < (await this.epochs.minimum(call.contextId))) return this.deny(call, 'revoked');
     return claims;
+  }
+
+  /** Audits and counts a refusal whose error the caller raises itself (a stale manifest is INTEGRITY, not a denial). */
+  async record(call: Presented, reason: DenialReason): Promise<void> {
+    this.onDenied(call.action);
+    await this.audit?.denied({ agent: call.agentId, tenant: call.tenant, context: call.contextId, action: call.action, reason }).catch(() => undefined);
   }
 
   /** Release and hand-off: tokens of the context with a lower epoch are refused from now on. */
@@ -126,8 +149,7 @@ export class CapabilityCheck {
   }
 
   async deny(call: Presented, reason: DenialReason): Promise<never> {
-    this.onDenied(call.action);
-    await this.audit?.denied({ agent: call.agentId, tenant: call.tenant, context: call.contextId, action: call.action, reason }).catch(() => undefined);
+    await this.record(call, reason);
     // The message names the reason, never the token.
     throw new FabricError('PERMISSION_DENIED', `${call.action} of context ${call.contextId} denied: ${reason}`);
   }

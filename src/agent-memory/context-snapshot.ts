@@ -8,4 +8,10 @@ export interface ContextSnapshot {
   /** Blocks shared with forks (copy-on-write). */
   sharedBlocks: number;
   pinned: boolean;
+  /**
+   * The version of the newest durable copy (manifest) this worker wrote or adopted; 0 when none. The
+   * workflow keeps the highest it saw and passes it to a failover's recover, so a manifest put back from
+   * an older version (a rollback) is refused before any of its bytes are used.
+   */
+  durableVersion: number;
 }

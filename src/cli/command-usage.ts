@@ -9,7 +9,7 @@ Keys:       environment or files, never flags: KVFABRIC_CODEC_KEYS or KVFABRIC_C
             required); KVFABRIC_SIGNING_KEYS or KVFABRIC_SIGNING_KEYS_FILE (start and fork mint capabilities)
 Output:     --json (machine-readable)`;
 
-const CAPABILITY = `--capability C (KVFABRIC_CAPABILITY): the agent's capability`;
+const CAPABILITY = `--capability-file F (mode 0600) or KVFABRIC_CAPABILITY: the agent's capability (never an argument: ps shows those)`;
 const REQUEST_ID = `--request-id R: sent again, the same call returns its first result instead of running twice`;
 
 /** One entry per command: its synopsis line (overview and help), what it does, its own options. */
@@ -22,7 +22,7 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
       '--model smollm2-135m|llama-3-8b|tiny|LxHxDxB (default smollm2-135m: the default workers\' model)',
       '--idle-to-warm D, --warm-to-cold D: durations such as 90s, 10m, 1h',
       '--durability every-turn|on-offload (default every-turn), --verify always|from-disk',
-      '--capability C: start with this capability instead of minting one',
+      '--capability-file F: start with the capability in this file (mode 0600) instead of minting one',
     ],
   },
   turn: {
@@ -47,15 +47,20 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   keygen: {
     synopsis: 'keygen --out DIR [--force]',
     does: 'writes a fresh set of keys to files with mode 0600 and prints which variable or flag takes each',
-    options: ['--out DIR: created (mode 0700) if missing', '--force: replace existing key files (what the old keys sealed or signed stops opening)'],
+    options: [
+      '--out DIR: created (mode 0700) if missing; an existing one must be yours, not a symlink, and not writable by group or others',
+      '--force: replace existing key files by new ones (what the old keys sealed or signed stops opening); a symlink is never replaced',
+      'all five files are written, or none: a failure leaves DIR as it was',
+    ],
     connects: false,
   },
   'codec-server': {
-    synopsis: 'codec-server [--port N] [--host H] [--ui-origin URL]',
+    synopsis: 'codec-server [--port N] [--host H] [--ui-origin URL] [--max-connections N]',
     does: "serves the Temporal UI's codec endpoint (POST /encode, /decode) until SIGINT or SIGTERM",
     options: [
       '--port N (default 8234), --host H (default 127.0.0.1; 0.0.0.0 serves every interface)',
       '--ui-origin URL: the Web UI\'s origin, the only one CORS answers (default http://localhost:8233)',
+      '--max-connections N: open connections at most (default 128); at the cap a new one replaces the oldest idle one',
       'keys: KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE (every key decodes; KVFABRIC_CODEC_ACTIVE_KEY encodes)',
       'token: KVFABRIC_CODEC_SERVER_TOKEN or KVFABRIC_CODEC_SERVER_TOKEN_FILE, at least 16 characters; callers send',
       '  "Authorization: Bearer <token>" or use http://host:port/<token> as the endpoint',

@@ -1,15 +1,15 @@
 // `kvfabric keygen --out DIR [--force]`: a fresh set of keys for a deployment, one file each, mode 0600, in
 // the formats the worker, the client, the CLI and the codec server already read (`id=base64` lines; the
 // token as its text), and a table of which variable or flag takes which file and who may hold it. Never
-// overwrites a key file without --force: the old keys' tokens, payloads and cold files would stop opening.
-import { closeSync, existsSync, fchmodSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+// replaces a key file without --force: the old keys' tokens, payloads and cold files would stop opening.
+// All five files are written or none (write-key-files.ts: no symlink followed, no directory others can write).
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { FabricError } from '../fabric/errors';
 import { keyListText } from '../security/key-list';
 import { newOperatorKeys, type OperatorKeys } from '../security/operator-keys';
 import { CliUsageError } from './usage-error';
+import { writeKeyFiles } from './write-key-files';
 
 export interface KeyFile {
   name: string;
@@ -32,28 +32,6 @@ export function keyFilesOf(keys: OperatorKeys): KeyFile[] {
   ];
 }
 
-/** Writes the files and returns their paths; refuses (INVALID_STATE) when one exists and `force` is off. */
-export function writeKeyFiles(directory: string, files: readonly KeyFile[], force: boolean): string[] {
-  const paths = files.map((file) => join(directory, file.name));
-  const existing = paths.filter((path) => existsSync(path));
-  if (existing.length > 0 && !force) {
-    throw new FabricError('INVALID_STATE', `${existing.join(', ')} already exist${existing.length === 1 ? 's' : ''}: pass --force to replace them (what the old keys signed or sealed stops opening)`);
-  }
-  mkdirSync(directory, { recursive: true, mode: 0o700 });
-  files.forEach((file, i) => {
-    const fd = openSync(paths[i]!, force ? 'w' : 'wx', 0o600);
-    try {
-      // An existing file keeps its mode through open(): set it before a byte of key goes in.
-      fchmodSync(fd, 0o600);
-      writeSync(fd, file.text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-  });
-  return paths;
-}
-
 export function keygen(argv: string[], print: (line: string) => void = console.log): void {
   let values;
   try {
@@ -64,9 +42,11 @@ export function keygen(argv: string[], print: (line: string) => void = console.l
   if (!values.out) throw new CliUsageError('--out DIR is required', 'keygen');
   const directory = resolve(values.out);
   const files = keyFilesOf(newOperatorKeys());
-  const paths = writeKeyFiles(directory, files, values.force ?? false);
+  const { paths, replacedForeign } = writeKeyFiles(directory, files, { force: values.force ?? false });
   print(`wrote ${files.length} files to ${directory} (mode 0600):`);
   const width = Math.max(...files.map((file) => file.setting.length));
   files.forEach((file, i) => print(`  ${file.setting.padEnd(width)}  ${paths[i]}\n  ${''.padEnd(width)}  ${file.holders}`));
+  // Their owner could read the old keys: whatever those still open (tokens, payloads, cold files) is theirs to open too.
+  for (const { path, uid } of replacedForeign) print(`replaced ${path}, which belonged to uid ${uid}: that user may hold the old keys`);
   print('To rotate, add a later set\'s lines to these files (docs/operations.md, keys and rotation).');
 }

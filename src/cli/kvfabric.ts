@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // The kvfabric CLI. Agent commands (start, turn, suspend, resume, fork, pin, unpin, release, renew, status,
 // list, setup) talk to Temporal with the worker's connection flags and environment (TEMPORAL_ADDRESS,
-// TEMPORAL_NAMESPACE, TEMPORAL_TLS_*); calls on an agent act with its capability (--capability or
-// KVFABRIC_CAPABILITY). `start` and `fork` print the new agent's capability once (`renew` its
-// replacement); nothing else ever prints one. Operator commands (keygen, codec-server) never connect.
+// TEMPORAL_NAMESPACE, TEMPORAL_TLS_*); calls on an agent act with its capability (--capability-file or
+// KVFABRIC_CAPABILITY, never an argument: `ps` shows those). `start` and `fork` print the new agent's
+// capability once (`renew` its replacement); nothing else ever prints one. Operator commands (keygen,
+// codec-server) never connect.
 // Failures are one line on stderr: exit 2 for a call used wrongly, 1 for one that failed.
 import { AgentClient, type AgentHandle } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';

@@ -1,12 +1,16 @@
 // The agent commands' arguments, checked in full before anything connects: a malformed call fails at once
 // with a CliUsageError that names the command, the argument and what it must be, and never reaches a
 // workflow. (keygen and codec-server, which never connect, parse their own: keygen.ts, codec-server-command.ts.)
+// A capability never comes on the command line, where `ps` shows it to every user: --capability-file PATH
+// (a file only its owner can read) or KVFABRIC_CAPABILITY.
 import { parseArgs } from 'node:util';
 
 import { msToNumber } from '@temporalio/common/lib/time';
 
 import type { ListFilter, StartAgentOptions } from '../client/agent-client';
+import { FabricError } from '../fabric/errors';
 import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
+import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { TurnGeneration } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
@@ -60,6 +64,7 @@ function commandIn(argv: string[]): Command | undefined {
 }
 
 function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
+  refuseCapabilityArgument(argv);
   let parsed;
   try {
     parsed = parseArgs({
@@ -77,7 +82,7 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
         tier: { type: 'string' },
         phase: { type: 'string' },
         all: { type: 'boolean' },
-        capability: { type: 'string' },
+        'capability-file': { type: 'string' },
         'idle-to-warm': { type: 'string' },
         'warm-to-cold': { type: 'string' },
         durability: { type: 'string' },
@@ -118,11 +123,9 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
   const call: CliCall = { command, ...base };
   if (agentId !== undefined) call.agentId = checkedId(agentId, 'agent id');
   if (childId !== undefined) call.childId = checkedId(childId, 'child id');
-  if (WITH_CAPABILITY.has(command)) {
-    const capability = values.capability ?? env.KVFABRIC_CAPABILITY;
-    if (!capability) throw usage('acts on the agent: pass --capability or set KVFABRIC_CAPABILITY');
-    call.capability = capability;
-  }
+  const capabilityFile = values['capability-file'];
+  if (capabilityFile !== undefined && !WITH_CAPABILITY.has(command) && command !== 'start') throw usage(`--capability-file is for start, ${[...WITH_CAPABILITY].join(', ')}`);
+  if (WITH_CAPABILITY.has(command) && capabilityFile === undefined && !env.KVFABRIC_CAPABILITY) throw usage('acts on the agent: pass --capability-file PATH or set KVFABRIC_CAPABILITY');
   if (values['request-id'] !== undefined) {
     if (!RETRIABLE.has(command)) throw usage(`--request-id is for ${[...RETRIABLE].join(', ')}`);
     if (values['request-id'].length === 0 || values['request-id'].length > 200) throw usage('--request-id must have 1 to 200 characters');
@@ -165,6 +168,12 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
     default:
       break;
   }
+  // Read last, so that a malformed call is refused for what is wrong with it before any file is opened.
+  // The file given on this call wins over the variable exported for the shell session; `start` takes only
+  // the file: a KVFABRIC_CAPABILITY exported for another agent must not start this one.
+  const fromFile = capabilityFile === undefined ? undefined : capabilityFrom(capabilityFile);
+  if (WITH_CAPABILITY.has(command)) call.capability = fromFile ?? env.KVFABRIC_CAPABILITY;
+  else if (fromFile !== undefined) call.start = { ...call.start!, capability: fromFile };
   return call;
 }
 
@@ -189,13 +198,28 @@ function startOptions(agentId: string, values: Record<string, string | boolean |
     agentId,
     tenant,
     ...(model ? { model } : {}),
-    ...(values.capability ? { capability: values.capability as string } : {}),
     config: {
       timers: { ...(idleToWarm !== undefined ? { idleToWarmMs: idleToWarm } : {}), ...(warmToCold !== undefined ? { warmToColdMs: warmToCold } : {}) },
       ...(durability ? { durability: durability as 'every-turn' | 'on-offload' } : {}),
       ...(verify ? { verifyRestores: verify as 'always' | 'from-disk' } : {}),
     },
   };
+}
+
+/** `--capability VALUE` would show in `ps` to every user of the machine: refused, saying where it goes instead. */
+function refuseCapabilityArgument(argv: string[]): void {
+  const end = argv.indexOf('--');
+  const options = end === -1 ? argv : argv.slice(0, end);
+  if (options.some((arg) => arg === '--capability' || arg.startsWith('--capability='))) {
+    throw usage('--capability is not taken on the command line, where ps shows it to every user: put the capability in a file only you can read (chmod 600) and pass --capability-file PATH, or set KVFABRIC_CAPABILITY');
+  }
+}
+
+/** The capability in the file (trimmed); refused when others can read the file (protected-file.ts). */
+function capabilityFrom(path: string): string {
+  const capability = readProtectedFile(path, '--capability-file', 'secret').trim();
+  if (capability.length === 0) throw new FabricError('INVALID_ARGUMENT', `--capability-file: ${path} is empty`);
+  return capability;
 }
 
 function checkedId(id: string, what: string): string {

@@ -37,7 +37,6 @@ import {
 } from '../workflows/definitions';
 import { modelNamed } from '../workflows/models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
-import { readClaimsUnverified } from '../security/capability-issuer';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
 import type { ClientSecurity } from './client-security';
@@ -123,6 +122,11 @@ export class AgentClient {
   /** A fork's capability: the parent's tenant, at most its rights, expiring no later. */
   mintChildCapability(parentCapability: string, childId: string): string {
     return this.issuer().mintChild(parentCapability, { agentId: childId, workflowId: agentWorkflowId(childId) });
+  }
+
+  /** A renewal's replacement: the current token's identity and rights (it must verify), a fresh epoch and expiry. */
+  mintRenewal(currentCapability: string): string {
+    return this.issuer().renewal(currentCapability, this.lifetime());
   }
 
   /**
@@ -299,8 +303,7 @@ export class AgentHandle {
     if (options.requestId !== undefined && next === undefined) {
       throw new FabricError('INVALID_ARGUMENT', 'a renewal with a request id needs its next capability, minted once before the first try (mintCapability)');
     }
-    const current = readClaimsUnverified(this.capability);
-    next ??= this.agents.mintCapability(this.agentId, current.ten, current.rights);
+    next ??= this.agents.mintRenewal(this.capability);
     const nextCustodian = options.nextCustodian ?? this.agents.mintCustodian(next);
     await this.update(renewUpdate, { capability: this.capability, next, nextCustodian }, options);
     return this.agents.agent(this.agentId, next);

@@ -13,13 +13,23 @@ export interface ClientSecurity {
   capabilityLifetimeS?: number;
 }
 
+/** A positive whole number of seconds from the environment, or undefined when unset. */
+function secondsFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const text = env[name];
+  if (text === undefined) return undefined;
+  const seconds = Number(text);
+  if (!Number.isSafeInteger(seconds) || seconds < 1) throw new Error(`${name} must be a positive integer (seconds)`);
+  return seconds;
+}
+
 export function clientSecurityFromEnv(env: NodeJS.ProcessEnv = process.env): ClientSecurity {
   const signing = keyListFromEnv(env, 'KVFABRIC_SIGNING_KEYS');
-  const lifetime = env.KVFABRIC_CAPABILITY_LIFETIME_S === undefined ? undefined : Number(env.KVFABRIC_CAPABILITY_LIFETIME_S);
-  if (lifetime !== undefined && (!Number.isSafeInteger(lifetime) || lifetime < 1)) throw new Error('KVFABRIC_CAPABILITY_LIFETIME_S must be a positive integer');
+  const lifetime = secondsFromEnv(env, 'KVFABRIC_CAPABILITY_LIFETIME_S');
+  const maxLifetimeS = secondsFromEnv(env, 'KVFABRIC_MAX_CAPABILITY_LIFETIME_S');
+  const issuerOptions = { activeKeyId: env.KVFABRIC_SIGNING_ACTIVE_KEY ?? signing?.[0]?.id, ...(maxLifetimeS === undefined ? {} : { maxLifetimeS }) };
   return {
     codec: codecKeyRingFromEnv(env),
-    ...(signing ? { issuer: new CapabilityIssuer(signing, env.KVFABRIC_SIGNING_ACTIVE_KEY ?? signing[0]!.id) } : {}),
+    ...(signing ? { issuer: new CapabilityIssuer(signing, issuerOptions) } : {}),
     ...(lifetime !== undefined ? { capabilityLifetimeS: lifetime } : {}),
   };
 }

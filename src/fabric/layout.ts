@@ -12,7 +12,8 @@ export const MAX_CONTEXTS_LIMIT = 2 ** 24;
 export const MAX_BLOCK_COUNT = 2 ** 32 - 2;
 export const MAX_BYTES_PER_TOKEN = 2 ** 30;
 export const MAX_BLOCK_BYTES = 2 ** 31;
-export const DEFAULT_SCRUB_POLICY: ScrubPolicy = 'on-tenant-change';
+/** No context ever sees another's released bytes, its own tenant's included (docs/allocator.md#scrubbing). */
+export const DEFAULT_SCRUB_POLICY: ScrubPolicy = 'always';
 
 /** PoolOptions with defaults applied; `shape` is a private copy so later caller edits cannot reach it. */
 export interface NormalizedPoolOptions {

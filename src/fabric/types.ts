@@ -13,8 +13,9 @@ export interface ModelShape {
 }
 
 /**
- * `on-tenant-change`: a freed block is zeroed before a different tenant receives it (lazily, at allocation).
- * `always`: every block is zeroed the moment it is freed.
+ * When a freed block is zeroed, always lazily (when it is handed out again, and only where its new owner
+ * does not overwrite it at once): `always` (the default) before any other context receives it,
+ * `on-tenant-change` only before a different tenant's does.
  */
 export type ScrubPolicy = 'on-tenant-change' | 'always';
 
@@ -68,6 +69,10 @@ export interface PoolOptions {
   hostBlockCount?: number;
   /** Tokens per block (default 16). */
   tokensPerBlock?: number;
+  /**
+   * `always` (default): a frame is zeroed before any other context gets it. `on-tenant-change`: only
+   * before another tenant's does (a tenant's new contexts may read its released ones); for benchmarks.
+   */
   scrub?: ScrubPolicy;
   /** Upper bound on live contexts (default 1,048,576). */
   maxContexts?: number;
@@ -152,6 +157,10 @@ export interface KvAllocator {
   createContext(tenant: TenantId): ContextHandle;
   /** Appends whole tokens (kv.length must be a multiple of bytesPerToken). All or nothing. */
   append(ctx: ContextHandle, kv: Uint8Array): void;
+  /**
+   * append off the event loop. kv is read while the promise is pending, a piece at a time: detaching or
+   * resizing its buffer meanwhile fails it with INVALID_ARGUMENT, and nothing is appended.
+   */
   appendAsync(ctx: ContextHandle, kv: Uint8Array): Promise<void>;
   /** Token-major bytes of tokens [startToken, startToken + tokenCount). */
   read(ctx: ContextHandle, startToken: number, tokenCount: number): Uint8Array;

@@ -68,11 +68,13 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
     });
     const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
+    const audit = new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
+    await audit.open(); // a folder it must refuse stops the worker now, not each denial's line later
     // Public keys only: this process can check capabilities but never mint one.
     const capabilities = new CapabilityCheck(
-      new CapabilityVerifier(options.trustedKeys),
+      new CapabilityVerifier(options.trustedKeys, options.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: options.maxCapabilityLifetimeS }),
       await EpochStore.open(join(options.tierDir, 'epochs')),
-      new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId),
+      audit,
       (action) => metrics.denied(action),
     );
     const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));

@@ -37,6 +37,8 @@ export interface KvFabricWorkerOptions {
   activeKeyId: string;
   /** Ed25519 public keys (raw 32 bytes) by key id: the capability issuers this worker trusts. No private key. */
   trustedKeys: RawKey[];
+  /** Capabilities living longer than this (seconds), or expiring further ahead, are refused (default 7 days). */
+  maxCapabilityLifetimeS?: number;
   /** AES-256 keys of the Temporal payload codec; the active one encodes, every one decodes. */
   codecKeys: RawKey[];
   activeCodecKeyId: string;

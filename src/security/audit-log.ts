@@ -1,9 +1,10 @@
 // Append-only record of refused accesses: one JSON line per denial with who asked (agent, tenant), for
 // what (context, action), why (a stable reason code) and when. Never the token: a refused token may
 // still be someone's secret, and the log is read by more people than hold capabilities.
-import { appendFile, mkdir } from 'node:fs/promises';
+import { appendFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
+import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
 import type { DenialReason } from './claims';
 
 export interface Denial {
@@ -26,12 +27,21 @@ export class AuditLog implements AuditSink {
     private readonly worker: string,
   ) {}
 
+  /**
+   * Opens (or creates) the audit folder. A worker calls it at start, so a folder it must refuse stops the
+   * worker there instead of losing every later denial's line.
+   */
+  open(): Promise<unknown> {
+    // Owner-only, like every folder of the tier directory: the lines name agents and tenants.
+    this.ready ??= openPrivateDirectory(dirname(this.file), 'the audit directory');
+    return this.ready;
+  }
+
   async denied(denial: Denial): Promise<void> {
-    this.ready ??= mkdir(dirname(this.file), { recursive: true });
-    await this.ready;
+    await this.open();
     // One write per line with O_APPEND: lines from concurrent denials never interleave.
     const line = { time: new Date().toISOString(), worker: this.worker, ...pick(denial) };
-    await appendFile(this.file, `${JSON.stringify(line)}\n`, { mode: 0o600 });
+    await appendFile(this.file, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE_MODE });
   }
 }
 

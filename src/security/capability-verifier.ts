@@ -11,6 +11,14 @@ import { ed25519PublicKey, type RawKey } from './key-list';
 /** Far above a real token (about 500 bytes): parsing stays cheap whatever is presented. */
 export const MAX_CAPABILITY_LENGTH = 2048;
 export const CLOCK_SKEW_S = 30;
+/** The longest lifetime a token may claim unless configured otherwise: an agent renews its token within it. */
+export const DEFAULT_MAX_CAPABILITY_LIFETIME_S = 7 * 24 * 60 * 60;
+
+export interface VerifierOptions {
+  clock?: () => number;
+  /** Tokens living longer than this (exp - iat), or expiring further ahead than this, are refused. */
+  maxLifetimeS?: number;
+}
 
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
@@ -23,12 +31,13 @@ export class CapabilityDenied extends Error {
 
 export class CapabilityVerifier {
   private readonly keys: Map<string, KeyObject>;
+  private readonly clock: () => number;
+  private readonly maxLifetimeS: number;
 
-  constructor(
-    trustedKeys: readonly RawKey[],
-    private readonly clock: () => number = Date.now,
-  ) {
+  constructor(trustedKeys: readonly RawKey[], options: VerifierOptions = {}) {
     this.keys = new Map(trustedKeys.map((k) => [k.id, ed25519PublicKey(k.key)]));
+    this.clock = options.clock ?? Date.now;
+    this.maxLifetimeS = options.maxLifetimeS ?? DEFAULT_MAX_CAPABILITY_LIFETIME_S;
   }
 
   /** The claims of an authentic, current token; CapabilityDenied with the reason otherwise. */
@@ -57,6 +66,8 @@ export class CapabilityVerifier {
     const now = this.clock() / 1000;
     if (claims.exp <= now - CLOCK_SKEW_S) throw new CapabilityDenied('expired');
     if (claims.nbf > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
+    // A signing key that minted a token for the year 2500 must not have handed out a key that never expires.
+    if (claims.exp - claims.iat > this.maxLifetimeS || claims.exp > now + this.maxLifetimeS + CLOCK_SKEW_S) throw new CapabilityDenied('lifetime-too-long');
     return claims;
   }
 }
@@ -76,6 +87,7 @@ function wellTyped(c: Record<string, unknown>): c is Record<string, unknown> & C
   return (
     names.every((name) => isAgentId(name)) &&
     times.every((n) => Number.isSafeInteger(n) && (n as number) >= 0) &&
+    (c.fork === undefined || (typeof c.fork === 'string' && c.fork.length > 0 && c.fork.length <= 64)) &&
     typeof c.jti === 'string' &&
     c.jti.length <= 64 &&
     Array.isArray(c.rights) &&

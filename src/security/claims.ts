@@ -3,7 +3,8 @@
 // call and the context's own records (grant, epoch); the token is necessary, never sufficient.
 
 /** The rights of a caller's token: what the agent's holder may ask for (the default of a minted token). */
-export const CALLER_RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release'] as const;
+/** `renew` replaces the context's capability and so revokes every older token, the owner's too: a delegate lacks it. */
+export const CALLER_RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release', 'renew'] as const;
 /**
  * The only right of a custodian token, the one the agent's workflow carries for what it does on its own
  * (allocation at start, timers, failover): see CUSTODY_ACTIONS (agent-memory/capability-check.ts).
@@ -33,6 +34,11 @@ export interface CapabilityClaims {
    * which release (and hand-off) raise past every token seen so far.
    */
   epoch: number;
+  /**
+   * Set on a fork's child token and its custodian: the fork that creates the child context. Such a token is
+   * accepted only by the context that fork created (its grant names the fork), never by an existing one.
+   */
+  fork?: string;
   /** Unique token id: names the token in the issuer's records without carrying it. */
   jti: string;
   /** Seconds since the epoch (JWT NumericDate). */
@@ -66,6 +72,14 @@ export type DenialReason =
   | 'custodian-token'
   /** A token given as another's custodian is not one: other rights, another epoch, or a later expiry. */
   | 'not-custodian'
+  /** A fork's child presented with a token not minted for a fork (no `fork` claim). */
+  | 'not-a-fork-token'
+  /** A fork onto a context that exists already: forks create their child, they never take one over. */
+  | 'context-exists'
+  /** A token whose lifetime exceeds the configured maximum (or that expires further ahead than it). */
+  | 'lifetime-too-long'
+  /** A manifest older than the newest its workflow saw written (put back: a rollback); the call fails INTEGRITY. */
+  | 'stale-manifest'
   /** A manifest found where the grant says the context is belongs to another tenant (swapped, tampered). */
   | 'foreign-manifest';
 

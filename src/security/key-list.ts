@@ -2,7 +2,8 @@
 // format as the cold tier's KVFABRIC_KEYS; never from flags (flags show in `ps`). Ed25519 keys are the raw
 // 32 bytes of RFC 8032 wrapped in their fixed RFC 8410 DER headers, so Node's crypto imports them as is.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+
+import { readProtectedFile, type FileSensitivity } from './protected-file';
 
 export interface RawKey {
   id: string;
@@ -38,11 +39,14 @@ export function keyListText(keys: readonly RawKey[], separator: ',' | '\n' = ','
   return keys.map(({ id, key }) => `${id}=${key.toString('base64')}`).join(separator);
 }
 
-/** Keys from an inline variable, else a file it names; undefined when neither is set. */
-export function keyListFromEnv(env: NodeJS.ProcessEnv, variable: string, bytes = 32): RawKey[] | undefined {
+/**
+ * Keys from an inline variable, else the file `<variable>_FILE` names (refused when its mode exposes it:
+ * protected-file.ts; `public` for a list of public keys); undefined when neither is set.
+ */
+export function keyListFromEnv(env: NodeJS.ProcessEnv, variable: string, sensitivity: FileSensitivity = 'secret', bytes = 32): RawKey[] | undefined {
   const inline = env[variable];
   const file = env[`${variable}_FILE`];
-  const source = inline ?? (file ? readFileSync(file, 'utf8') : undefined);
+  const source = inline ?? (file ? readProtectedFile(file, `${variable}_FILE`, sensitivity) : undefined);
   return source === undefined ? undefined : parseKeyList(source, variable, bytes);
 }
 

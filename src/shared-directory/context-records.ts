@@ -1,24 +1,33 @@
-// One small JSON record per context in a directory every worker shares (grants, revocation epochs,
-// holder fences): written to a temp name, synced and renamed, so a reader sees the old record or the
-// new one, never half of one; read from the directory every time, since another worker may change it.
-import { createHash } from 'node:crypto';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+// One small JSON record per context in a directory every worker shares (grants), created once and never
+// replaced: the record is written complete to a temp file, synced, then linked to its name with link(2),
+// which fails when the name exists, atomically on the file server (NFS too). So two workers creating a
+// context's record at once cannot overwrite each other: the first one stays, and the second learns whose
+// it is. Read from the directory every time, since another worker may change it.
+import { createHash, randomBytes } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
-import { writeAtomically } from '../tiers/cold/durable-file';
+import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
+import { syncDirectory } from '../tiers/cold/durable-file';
+import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+
+/** A record's temp file lives for one write and one link: one an hour old was left by a crash. */
+const STALE_TEMP_AGE_MS = 3600_000;
 
 export class ContextRecords<T extends { contextId: string }> {
   private constructor(
     private readonly directory: string,
-    /** Names the record kind in file names and errors ("grant", "epoch", "fence"). */
+    /** Names the record kind in file names and errors ("grant"). */
     private readonly kind: string,
     /** The record, or undefined when the parsed JSON is not one. */
     private readonly parse: (value: Record<string, unknown>) => T | undefined,
   ) {}
 
   static async open<T extends { contextId: string }>(directory: string, kind: string, parse: (value: Record<string, unknown>) => T | undefined): Promise<ContextRecords<T>> {
-    await mkdir(directory, { recursive: true });
+    await openPrivateDirectory(directory, `the ${kind} directory`);
+    await removeStaleTempFilesIn(directory, STALE_TEMP_AGE_MS);
     return new ContextRecords(directory, kind, parse);
   }
 
@@ -26,7 +35,7 @@ export class ContextRecords<T extends { contextId: string }> {
   async get(contextId: string): Promise<T | undefined> {
     let text: string;
     try {
-      text = await readFile(this.fileOf(contextId), 'utf8');
+      text = await fsp.readFile(this.fileOf(contextId), 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw new FabricError('UNAVAILABLE', `${this.kind} of context ${contextId}: ${(err as Error).message}`);
@@ -41,15 +50,38 @@ export class ContextRecords<T extends { contextId: string }> {
     return record;
   }
 
-  /** Durable before it returns. */
-  async put(record: T): Promise<void> {
-    await writeAtomically(this.directory, this.nameOf(record.contextId), `the ${this.kind} of context ${record.contextId}`, (file) =>
-      file.writeFile(JSON.stringify(record)),
-    );
+  /**
+   * Creates the context's record unless it has one; durable before it returns. Returns the record on
+   * file afterwards: `record` itself, or the one another worker created first (compare them).
+   */
+  async create(record: T): Promise<T> {
+    const temp = join(this.directory, tempFileName(randomBytes(6).toString('hex')));
+    let file: FileHandle | undefined;
+    try {
+      file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
+      await file.writeFile(JSON.stringify(record));
+      await file.sync();
+      await file.close();
+      file = undefined;
+      await fsp.link(temp, this.fileOf(record.contextId));
+    } catch (err) {
+      // EEXIST: created first by someone else, or by this very link when NFS lost its reply: the record decides.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw this.unavailable(record.contextId, err);
+      const existing = await this.get(record.contextId);
+      if (!existing) throw new FabricError('UNAVAILABLE', `the ${this.kind} of context ${record.contextId} was deleted while it was created`);
+      return existing;
+    } finally {
+      await file?.close().catch(() => undefined);
+      await fsp.rm(temp, { force: true }).catch(() => undefined);
+    }
+    await syncDirectory(this.directory, `the ${this.kind} of context ${record.contextId}`);
+    return record;
   }
 
   async delete(contextId: string): Promise<void> {
-    await rm(this.fileOf(contextId), { force: true });
+    await fsp.rm(this.fileOf(contextId), { force: true }).catch((err: unknown) => {
+      throw this.unavailable(contextId, err);
+    });
   }
 
   private fileOf(contextId: string): string {
@@ -59,5 +91,9 @@ export class ContextRecords<T extends { contextId: string }> {
   private nameOf(contextId: string): string {
     // Hashed names: context ids are arbitrary strings, file names are not.
     return `${createHash('sha256').update(contextId).digest('hex').slice(0, 40)}.${this.kind}.json`;
+  }
+
+  private unavailable(contextId: string, err: unknown): FabricError {
+    return err instanceof FabricError ? err : new FabricError('UNAVAILABLE', `the ${this.kind} of context ${contextId}: ${(err as Error).message}`);
   }
 }

@@ -1,33 +1,39 @@
 // Per-context revocation: the lowest epoch a worker still accepts for a context. Release and hand-off
 // raise it past the epoch of the token that did them, revoking every token minted before. Kept in the
-// directory all workers share (next to the grants), one small file per context written atomically, and
-// kept after release: a replayed token of a released context stays refused.
-import { ContextRecords } from './context-records';
+// directory all workers share (next to the grants) and kept after release: a replayed token of a
+// released context stays refused. Raising is a monotonic maximum that holds across processes and
+// machines (rising-records.ts): two raises at once, 2000 and 1000, leave 2000, never 1000.
+import { FabricError } from '../fabric/errors';
+import { RisingRecords, type RisingValue } from './rising-records';
 
-interface EpochRecord {
-  contextId: string;
-  minimum: number;
-}
+/** Epochs are non-negative integers up to 2^53: a release raises to a token's epoch + 1, and epochs reach 2^53 - 1. */
+const MAX_EPOCH = 2 ** 53;
+const EPOCH_NAME = /^(?:0|[1-9][0-9]{0,15})$/;
+
+const EPOCHS: RisingValue<number> = {
+  nameOf: (epoch) => String(epoch),
+  valueOf: (name) => (EPOCH_NAME.test(name) && Number(name) <= MAX_EPOCH ? Number(name) : undefined),
+  compare: (a, b) => a - b,
+};
 
 export class EpochStore {
-  private constructor(private readonly records: ContextRecords<EpochRecord>) {}
+  private constructor(private readonly records: RisingRecords<number>) {}
 
   static async open(directory: string): Promise<EpochStore> {
-    return new EpochStore(await ContextRecords.open(directory, 'epoch', parseRecord));
+    return new EpochStore(await RisingRecords.open(directory, 'epoch', EPOCHS));
   }
 
-  /** 0 for a context never revoked. Read every time: another worker may have raised it. */
+  /** 0 for a context never revoked. One directory listing, every time: another worker may have raised it. */
   async minimum(contextId: string): Promise<number> {
-    return (await this.records.get(contextId))?.minimum ?? 0;
+    return (await this.records.highest(contextId)) ?? 0;
   }
 
-  /** Revokes every token of the context with an epoch below `minimum`; never lowers the record. */
+  /** Revokes every token of the context with an epoch below `minimum`; never lowers the record. Durable before it returns. */
   async raise(contextId: string, minimum: number): Promise<void> {
-    if (minimum <= (await this.minimum(contextId))) return;
-    await this.records.put({ contextId, minimum });
+    if (!Number.isInteger(minimum) || minimum < 0 || minimum > MAX_EPOCH) {
+      throw new FabricError('INVALID_ARGUMENT', `an epoch is an integer in [0, 2^53], got ${String(minimum)}`);
+    }
+    if (minimum === 0) return; // every context starts at 0
+    await this.records.raise(contextId, minimum, contextId);
   }
-}
-
-function parseRecord({ contextId, minimum }: Record<string, unknown>): EpochRecord | undefined {
-  return typeof contextId === 'string' && Number.isSafeInteger(minimum) ? { contextId, minimum: minimum as number } : undefined;
 }

@@ -1,7 +1,10 @@
 // Grants live beside the cold tier, in a directory every worker reaches, so a worker that adopts a
 // context after another one died can still check who may touch it. One small JSON file per context
-// (ContextRecords). A grant names the context's tenant and owning agent and holds no secret:
-// capabilities are checked against it (src/agent-memory/capability-check.ts).
+// (ContextRecords), created once: a grant is never replaced, so two workers creating the same context
+// id at once cannot leave the second one's grant over the first one's context. A grant names the
+// context's tenant and owning agent and holds no secret: capabilities are checked against it
+// (src/agent-memory/capability-check.ts).
+import { FabricError } from '../fabric/errors';
 import { ContextRecords } from './context-records';
 
 /** Who may touch a context, as recorded by the worker that created it. Holds no secret. */
@@ -9,6 +12,8 @@ export interface Grant {
   contextId: string;
   tenant: string;
   agentId: string;
+  /** The fork that created the context (its child token's `fork` claim), when a fork did. */
+  fork?: string;
 }
 
 export class GrantStore {
@@ -18,9 +23,17 @@ export class GrantStore {
     return new GrantStore(await ContextRecords.open(directory, 'grant', parseGrant));
   }
 
-  /** Durable before it returns: the context it guards is durable from its first checkpoint on. */
-  put(grant: Grant): Promise<void> {
-    return this.records.put({ contextId: grant.contextId, tenant: grant.tenant, agentId: grant.agentId });
+  /**
+   * Grants the context unless it has a grant; durable before it returns (the context it guards is
+   * durable from its first checkpoint on). True when this call created it, false when the same grant
+   * was there already (a retry); PERMISSION_DENIED, nothing changed, when another agent or tenant holds it.
+   */
+  async put(grant: Grant): Promise<boolean> {
+    const mine: Grant = { contextId: grant.contextId, tenant: grant.tenant, agentId: grant.agentId, ...(grant.fork === undefined ? {} : { fork: grant.fork }) };
+    const onFile = await this.records.create(mine);
+    if (onFile === mine) return true;
+    if (onFile.tenant === mine.tenant && onFile.agentId === mine.agentId && onFile.fork === mine.fork) return false;
+    throw new FabricError('PERMISSION_DENIED', `context ${grant.contextId} is already granted to another agent`);
   }
 
   /** The grant of a context; undefined if there is none. Read every time: another worker may have released it. */
@@ -33,7 +46,8 @@ export class GrantStore {
   }
 }
 
-function parseGrant({ contextId, tenant, agentId }: Record<string, unknown>): Grant | undefined {
+function parseGrant({ contextId, tenant, agentId, fork }: Record<string, unknown>): Grant | undefined {
   if (typeof contextId !== 'string' || typeof tenant !== 'string' || typeof agentId !== 'string') return undefined;
-  return { contextId, tenant, agentId };
+  if (fork !== undefined && typeof fork !== 'string') return undefined;
+  return { contextId, tenant, agentId, ...(fork === undefined ? {} : { fork }) };
 }

@@ -7,52 +7,74 @@
 // succeeded); a holder checks that no other holder claimed the context after it
 // before every manifest write, and drops a context it has lost. Contexts never adopted have no fence.
 // Fences stay after release (like revocation epochs): a holder waking after the release stays fenced.
-// Check-then-write on a shared file system leaves a window of one manifest write; it is not a lock.
+// The fence is a rising record (rising-records.ts): a late claim that read an older fence cannot write
+// over a later one, across processes and machines. Check-then-write of a manifest on a shared file
+// system still leaves a window of one manifest write; the fence is not a lock.
+import { createHash } from 'node:crypto';
+
 import { FabricError } from '../fabric/errors';
-import { ContextRecords } from './context-records';
+import { RisingRecords, type RisingValue } from './rising-records';
 
 interface Fence {
-  contextId: string;
-  /** The failover that made `holder` the holder (1 for the first)... */
+  /** The failover that made the holder the holder (1 for the first)... */
   epoch: number;
   /** ...and the attempt of its adoption activity that did. */
   attempt: number;
-  holder: string;
+  /** The holder's task queue, hashed: entry names hold no arbitrary strings. It breaks ties only. */
+  holderTag: string;
+}
+
+const FENCE_NAME = /^([1-9][0-9]{0,15})\.([1-9][0-9]{0,15})\.([0-9a-f]{16})$/;
+
+const FENCES: RisingValue<Fence> = {
+  nameOf: ({ epoch, attempt, holderTag }) => `${epoch}.${attempt}.${holderTag}`,
+  valueOf(name) {
+    const match = FENCE_NAME.exec(name);
+    if (!match) return undefined;
+    const [epoch, attempt] = [Number(match[1]), Number(match[2])];
+    return Number.isSafeInteger(epoch) && Number.isSafeInteger(attempt) ? { epoch, attempt, holderTag: match[3]! } : undefined;
+  },
+  compare: (a, b) => a.epoch - b.epoch || a.attempt - b.attempt || (a.holderTag < b.holderTag ? -1 : a.holderTag > b.holderTag ? 1 : 0),
+};
+
+function tagOf(holder: string): string {
+  return createHash('sha256').update(holder).digest('hex').slice(0, 16);
 }
 
 export class HolderFences {
+  private readonly holderTag: string;
+
   private constructor(
-    private readonly records: ContextRecords<Fence>,
+    private readonly records: RisingRecords<Fence>,
     /** This worker's own task queue: its identity as a holder. */
     private readonly holder: string,
-  ) {}
+  ) {
+    this.holderTag = tagOf(holder);
+  }
 
   static async open(directory: string, holder: string): Promise<HolderFences> {
-    return new HolderFences(await ContextRecords.open(directory, 'fence', parseFence), holder);
+    return new HolderFences(await RisingRecords.open(directory, 'fence', FENCES), holder);
   }
 
   /**
    * Claims the context for this worker at (epoch, attempt), before adopting it. STALE_HANDLE when a
-   * later failover, or a later attempt of this one, already claimed it.
+   * later failover, or a later attempt of this one, claimed it before or while this claim was made.
+   * INVALID_ARGUMENT for counts that are not positive integers.
    */
   async claim(contextId: string, epoch: number, attempt: number): Promise<void> {
-    const current = await this.records.get(contextId);
-    if (current && (current.epoch > epoch || (current.epoch === epoch && current.attempt > attempt))) {
-      throw new FabricError('STALE_HANDLE', `context ${contextId} was adopted by ${current.holder} (failover ${current.epoch}, attempt ${current.attempt}), after this claim (failover ${epoch}, attempt ${attempt})`);
+    if (![epoch, attempt].every((n) => Number.isSafeInteger(n) && n >= 1)) {
+      throw new FabricError('INVALID_ARGUMENT', `a fence claim needs a failover and an attempt >= 1, got ${String(epoch)} and ${String(attempt)}`);
     }
-    if (current?.epoch === epoch && current.attempt === attempt && current.holder === this.holder) return;
-    await this.records.put({ contextId, epoch, attempt, holder: this.holder });
+    const mine: Fence = { epoch, attempt, holderTag: this.holderTag };
+    const fence = await this.records.raise(contextId, mine, this.holder);
+    if (FENCES.compare(fence, mine) === 0) return;
+    const holder = (await this.records.contentOf(contextId, fence)) || 'another worker';
+    throw new FabricError('STALE_HANDLE', `context ${contextId} was adopted by ${holder.slice(0, 200)} (failover ${fence.epoch}, attempt ${fence.attempt}), after this claim (failover ${epoch}, attempt ${attempt})`);
   }
 
-  /** Whether this worker still holds the context: no fence, or the fence names this worker. */
+  /** Whether this worker still holds the context: no fence, or the latest fence names this worker. One directory listing. */
   async stillHolder(contextId: string): Promise<boolean> {
-    const fence = await this.records.get(contextId);
-    return fence === undefined || fence.holder === this.holder;
+    const fence = await this.records.highest(contextId);
+    return fence === undefined || fence.holderTag === this.holderTag;
   }
-}
-
-function parseFence({ contextId, epoch, attempt, holder }: Record<string, unknown>): Fence | undefined {
-  const counts = [epoch, attempt].every((n) => Number.isSafeInteger(n) && (n as number) >= 1);
-  if (typeof contextId !== 'string' || typeof holder !== 'string' || !counts) return undefined;
-  return { contextId, epoch: epoch as number, attempt: attempt as number, holder };
 }

@@ -12,10 +12,14 @@ import { join } from 'node:path';
 import { FabricError } from '../fabric/errors';
 import type { TenantId } from '../fabric/types';
 import { checkTenantName } from '../identity/agent-identity';
+import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
 import { syncDirectory } from '../tiers/cold/durable-file';
+import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
 
 /** Ids tried after a name's first choice before giving up: far more than any real collision chain. */
 const MAX_PROBES = 4096;
+/** A claim's temp file lives for one write and one link: one an hour old was left by a crash. */
+const STALE_TEMP_AGE_MS = 3600_000;
 
 /** A name's first-choice id (never 0: 0 is not a tenant to the allocator). */
 export function preferredTenantId(tenant: string): TenantId {
@@ -30,7 +34,8 @@ export class TenantRegistry {
   private constructor(private readonly directory: string) {}
 
   static async open(directory: string): Promise<TenantRegistry> {
-    await fsp.mkdir(directory, { recursive: true });
+    await openPrivateDirectory(directory, 'the tenant registry');
+    await removeStaleTempFilesIn(directory, STALE_TEMP_AGE_MS);
     return new TenantRegistry(directory);
   }
 
@@ -66,9 +71,9 @@ export class TenantRegistry {
 
   /** Links a complete, synced temp file to the id's name; returns whoever owns the id afterwards. */
   private async claim(id: TenantId, tenant: string): Promise<string | undefined> {
-    const temp = join(this.directory, `.tmp-${randomBytes(6).toString('hex')}`);
+    const temp = join(this.directory, tempFileName(randomBytes(6).toString('hex')));
     try {
-      const file = await fsp.open(temp, 'wx', 0o600);
+      const file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
       try {
         await file.writeFile(tenant);
         await file.sync();

@@ -119,11 +119,15 @@ export class TieredMemory {
    * copy ever pairs these pages with another note. Returns the evictions it caused.
    */
   append(contextId: string, kv: Uint8Array, attachment?: ContextAttachment): Promise<Eviction[]> {
+    // The caller's buffer may be detached or resized while this waits for the lock or for room; the
+    // native append checks it again for each piece it takes once it runs.
+    const bytes = kv.byteLength;
     return this.locked(contextId, async (entry) => {
+      unchangedSince(kv, bytes, contextId);
       this.registry.touch(contextId);
       const log: Eviction[] = [];
       await this.moves.restore(entry, log);
-      await this.eviction.withRoom('device', entry, () => this.appendBlocksNeeded(entry, kv), () => this.pool.appendAsync(entry.handle, kv), log);
+      await this.eviction.withRoom('device', entry, () => this.appendBlocksNeeded(entry, bytes), () => this.pool.appendAsync(entry.handle, unchangedSince(kv, bytes, contextId)), log);
       if (attachment) entry.attachment = attachment;
       // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
       // beats none if this process dies before then (the caller knows which version it trusts).
@@ -288,10 +292,10 @@ export class TieredMemory {
     return this.registry.locks.run(contextId, () => operation(this.registry.get(contextId)));
   }
 
-  private appendBlocksNeeded(entry: ContextEntry, kv: Uint8Array): number {
+  private appendBlocksNeeded(entry: ContextEntry, bytes: number): number {
     const { tokensPerBlock, bytesPerToken } = this.pool.layout;
     const stats = this.pool.contextStats(entry.handle);
-    const tokens = stats.tokens + Math.floor(kv.length / bytesPerToken);
+    const tokens = stats.tokens + Math.floor(bytes / bytesPerToken);
     // A copy-on-write block may need one more; withRoom's retry evicts for it then.
     return Math.ceil(tokens / tokensPerBlock) - stats.blocks;
   }
@@ -304,4 +308,15 @@ export class TieredMemory {
     if (stats.hostPages > 0 || stats.blocks === 0) return 'host';
     return 'device';
   }
+}
+
+/** kv as it was at the call, or INVALID_ARGUMENT (nothing appended) when its buffer was detached or resized since. */
+function unchangedSince(kv: Uint8Array, bytes: number, contextId: string): Uint8Array {
+  if (kv.byteLength !== bytes) {
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `the bytes to append to ${contextId} were detached or resized before the append ran (${bytes} bytes at the call, ${kv.byteLength} now); nothing was appended`,
+    );
+  }
+  return kv;
 }

@@ -1,11 +1,12 @@
 // The GPU worker's configuration, from flags first and environment variables second. Master keys come
 // only from the environment or a key file, never from flags (flags show in `ps`).
 import { hostname } from 'node:os';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 
+import { DEFAULT_MAX_CAPABILITY_LIFETIME_S } from '../security/capability-verifier';
 import { keyListFromEnv, parseKeyList } from '../security/key-list';
+import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
 import { modelNamed } from '../workflows/models';
@@ -54,6 +55,8 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
             KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key[,...]" (or KVFABRIC_TRUSTED_KEYS_FILE)
             KVFABRIC_CODEC_KEYS="id=base64 AES-256 key[,...]" (or KVFABRIC_CODEC_KEYS_FILE),
             KVFABRIC_CODEC_ACTIVE_KEY (default the first)
+            --max-capability-lifetime s (KVFABRIC_MAX_CAPABILITY_LIFETIME_S, default 604800): capabilities
+              living longer, or expiring further ahead, are refused
 Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json writes one object per line,
             {"ts", "level", "msg", "fields"}
             --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
@@ -90,6 +93,7 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
       'housekeeping-ms': { type: 'string' },
       'orphan-min-age-ms': { type: 'string' },
       'log-format': { type: 'string' },
+      'max-capability-lifetime': { type: 'string' },
     },
   });
   const logFormat = values['log-format'] ?? env.KVFABRIC_LOG_FORMAT ?? 'text';
@@ -98,10 +102,12 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda') throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
   const tierDir = values['tier-dir'] ?? env.KVFABRIC_TIER_DIR;
   if (!tierDir) throw new Error('--tier-dir (or KVFABRIC_TIER_DIR) is required: the directory all workers share for the cold tier');
-  const keys = parseKeys(env.KVFABRIC_KEYS, values['key-file'] ?? env.KVFABRIC_KEY_FILE);
+  const keyFile = values['key-file'] !== undefined ? { path: values['key-file'], setting: '--key-file' } : env.KVFABRIC_KEY_FILE ? { path: env.KVFABRIC_KEY_FILE, setting: 'KVFABRIC_KEY_FILE' } : undefined;
+  const keys = parseKeys(env.KVFABRIC_KEYS, keyFile);
   const activeKeyId = values['active-key'] ?? env.KVFABRIC_ACTIVE_KEY ?? keys[0]!.id;
   if (!keys.some((k) => k.id === activeKeyId)) throw new Error(`active key '${activeKeyId}' is not among the keys given`);
-  const trustedKeys = keyListFromEnv(env, 'KVFABRIC_TRUSTED_KEYS');
+  // Public keys, but whoever could change the file could add a key of their own: refused if others can write it.
+  const trustedKeys = keyListFromEnv(env, 'KVFABRIC_TRUSTED_KEYS', 'public');
   if (!trustedKeys) throw new Error('no capability key: set KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key"');
   const codecKeys = keyListFromEnv(env, 'KVFABRIC_CODEC_KEYS');
   if (!codecKeys) throw new Error('no payload codec key: set KVFABRIC_CODEC_KEYS="id=base64key"');
@@ -129,6 +135,10 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     keys,
     activeKeyId,
     trustedKeys,
+    maxCapabilityLifetimeS: positiveInteger(
+      '--max-capability-lifetime',
+      values['max-capability-lifetime'] ?? env.KVFABRIC_MAX_CAPABILITY_LIFETIME_S ?? String(DEFAULT_MAX_CAPABILITY_LIFETIME_S),
+    ),
     codecKeys,
     activeCodecKeyId,
     ...(metricsAddress ? { metricsAddress } : {}),
@@ -140,8 +150,8 @@ export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   };
 }
 
-function parseKeys(inline: string | undefined, file: string | undefined): MasterKeySetting[] {
-  const source = inline ?? (file ? readFileSync(file, 'utf8') : undefined);
+function parseKeys(inline: string | undefined, file: { path: string; setting: string } | undefined): MasterKeySetting[] {
+  const source = inline ?? (file ? readProtectedFile(file.path, file.setting, 'secret') : undefined);
   if (!source) throw new Error('no master key: set KVFABRIC_KEYS="id=base64key" or --key-file');
   return parseKeyList(source, 'master keys (KVFABRIC_KEYS)');
 }

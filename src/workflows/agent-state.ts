@@ -24,6 +24,7 @@ export function initialState(input: AgentInput): AgentState {
     holder: parent?.holder ?? null,
     ...(parent?.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
     nextOperation: 0,
+    durableVersion: 0,
     run: 1,
     failovers: 0,
     denials: 0,

@@ -451,7 +451,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
 
   async function failover(): Promise<void> {
     const wasPinned = state.pinned;
-    const placed = await placement.recover({ ...request(ownCapability()), epoch: state.failovers + 1 });
+    const placed = await placement.recover({ ...request(ownCapability()), epoch: state.failovers + 1, minVersion: state.durableVersion });
     place(placed);
     absorb(placed);
     state.failovers++;
@@ -533,6 +533,8 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
     state.blocks = snapshot.blocks;
     state.sharedBlocks = snapshot.sharedBlocks;
     state.pinned = snapshot.pinned;
+    // The highest seen: a snapshot taken before a later durable copy never lowers the record.
+    state.durableVersion = Math.max(state.durableVersion, snapshot.durableVersion);
   }
 
   function touch(): void {

@@ -96,6 +96,8 @@ export interface AgentState {
   denials: number;
   forks: number;
   lastRestore?: RestoreFigures;
+  /** The highest durable-copy version any activity reported: a failover refuses an older manifest. */
+  durableVersion: number;
   /** The last turn's checkpoint found the disk full: the durable copy lacks it until a later one succeeds. */
   durableCopyStale?: boolean;
   /**

@@ -125,7 +125,7 @@ describe('AgentMemory over tiered memory', () => {
     // Another process adopts it from the cold tier and verifies every byte.
     const b = await open(dir);
     await b.memory.admit(b.call('ctx', 'acme', 'recover', token));
-    await b.memory.recover('ctx', 'acme');
+    await b.memory.recover('ctx', 'acme', 0);
     await b.memory.restore('ctx');
     expect(await b.memory.verify('ctx', t1.digest)).toEqual(t1.digest);
     await expect(b.memory.verify('ctx', t0.digest)).resolves.toEqual(t1.digest); // a verified prefix, and more
@@ -133,7 +133,7 @@ describe('AgentMemory over tiered memory', () => {
     await expect(b.memory.admit(b.call('ctx', 'acme', 'restore', b.token('other')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.
     const c = await open(dir);
-    await expect(c.memory.recover('ctx', 'globex')).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: 'recover of context ctx denied: foreign-manifest' });
+    await expect(c.memory.recover('ctx', 'globex', 0)).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: 'recover of context ctx denied: foreign-manifest' });
     expect(c.memory.holds('ctx')).toBe(false);
     // Audited like any other refusal.
     expect(readFileSync(c.auditFile, 'utf8')).toContain('"reason":"foreign-manifest"');

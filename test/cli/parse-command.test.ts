@@ -86,7 +86,7 @@ describe('kvfabric CLI arguments', () => {
   });
 
   it('asks for the capability of commands that act on an agent', () => {
-    expect(() => parseCommand(['resume', 'a'], {})).toThrow(/^acts on the agent: pass --capability or set KVFABRIC_CAPABILITY$/);
+    expect(() => parseCommand(['resume', 'a'], {})).toThrow(/^acts on the agent: pass --capability-file PATH or set KVFABRIC_CAPABILITY$/);
   });
 
   it('answers help for one command, and refuses help for one that does not exist', () => {

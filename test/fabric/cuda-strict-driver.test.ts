@@ -81,22 +81,26 @@ describe.runIf(fs.existsSync(fakeDriver))('CUDA backend on the strict stand-in d
     expect(result.mapped).toBe(result.chunkBytes);
   });
 
-  it('does not hand out a frame whose scrub failed (release with scrub always, then allocateBlocks)', () => {
-    // memset 1 zeroes the new pool; memset 2 is the scrub at release, made to fail.
+  it('does not hand out a frame whose scrub failed (scrub always: the same tenant takes it back)', () => {
+    // memset 1 zeroes the new pool; release zeroes nothing; memset 2 is the scrub when the frame is
+    // handed out again, made to fail.
     const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuMemsetD8Async:2:1' }, `
       const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 4, backend: 'cuda', scrub: 'always' });
       const ctx = pool.createContext(1);
       pool.append(ctx, tokens(4, 0x5a));
       const released = errorOf(() => pool.release(ctx));
+      const again = errorOf(() => pool.allocateBlocks(1, 4));
       const free = pool.stats().freeBlocks;
-      done({ released, free, allocateAll: errorOf(() => pool.allocateBlocks(2, 4)) });`);
+      done({ released, again, free, allocateAll: errorOf(() => pool.allocateBlocks(1, 4)) });`);
+    expect(result.released).toBeNull();
+    expect(result.again).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/cuMemsetD8Async/) });
     expect(result.free).toBe(3);
     expect(result.allocateAll).toMatchObject({ code: 'POOL_EXHAUSTED' });
   });
 
   it('fails allocateBlocks when the scrub of another tenant\'s frame fails, and withholds that frame', () => {
     const { result } = inChild({ KVFABRIC_FAKECUDA_FAIL: 'cuMemsetD8Async:2:1' }, `
-      const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 4, backend: 'cuda' });
+      const pool = new fabric.NativeAllocator({ shape, tokensPerBlock: 4, blockCount: 4, backend: 'cuda', scrub: 'on-tenant-change' });
       const ctx = pool.createContext(1);
       pool.append(ctx, tokens(4, 0x5a));
       pool.release(ctx); // on-tenant-change: the frame keeps tenant 1's bytes until tenant 2 takes it

@@ -424,8 +424,9 @@ export class TsAllocator implements KvAllocator {
   private takeBlock(tenant: number, scrub: boolean): number {
     const b = this.freeStack[--this.freeTop]!;
     const last = this.tenant[b]!;
-    // Under 'always' a free block is already clean; under 'on-tenant-change' another tenant's bytes must go.
-    if (scrub && last !== 0 && last !== tenant) {
+    // Zeroed when handed out again, as the native pool does: under 'always' whatever a context left, under
+    // 'on-tenant-change' only another tenant's bytes.
+    if (scrub && last !== 0 && (this.scrubPolicy === 'always' || last !== tenant)) {
       const start = b * this.layout.blockBytes;
       this.store.fill(0, start, start + this.layout.blockBytes);
     }
@@ -454,12 +455,7 @@ export class TsAllocator implements KvAllocator {
     const gen = this.generation[b]! + 1;
     // Block handles wrap rather than retire blocks, which would shrink the pool; see MAX_GENERATION.
     this.generation[b] = gen > MAX_GENERATION ? 1 : gen;
-    if (this.scrubPolicy === 'always') {
-      const start = b * this.layout.blockBytes;
-      this.store.fill(0, start, start + this.layout.blockBytes);
-      this.tenant[b] = 0;
-    }
-    // tenant[b] otherwise stays as the last owner, for the lazy scrub in takeBlock.
+    // tenant[b] stays as the last owner, for the lazy scrub in takeBlock.
     this.freeStack[this.freeTop++] = b;
   }
 

@@ -127,7 +127,7 @@ describe('the installed commands on a dev server', () => {
       worker!.once('exit', (code) => reject(new Error(`the worker exited (${code}):\n${output}`)));
     });
     const started = JSON.parse(run(bin('kvfabric'), ['start', 'packed', '--tenant', 'acme', '--model', 'tiny', '--json'], scratch, env)) as { capability: string };
-    const turned = JSON.parse(run(bin('kvfabric'), ['turn', 'packed', '--tokens', '20', '--capability', started.capability, '--request-id', 'r1', '--json'], scratch, env)) as { tokens: number; turns: number; holder: string };
+    const turned = JSON.parse(run(bin('kvfabric'), ['turn', 'packed', '--tokens', '20', '--request-id', 'r1', '--json'], scratch, { ...env, KVFABRIC_CAPABILITY: started.capability })) as { tokens: number; turns: number; holder: string };
     expect(turned).toMatchObject({ tokens: 20, turns: 1 });
     expect(turned.holder).toMatch(/^packaged@/);
     expect(output).not.toMatch(/Workflow bundle created/);

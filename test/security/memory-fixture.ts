@@ -41,7 +41,7 @@ export async function openMemory(
   const grants = await GrantStore.open(join(dir, 'grants'));
   const auditFile = join(dir, 'audit', 'denials.jsonl');
   const capabilities = new CapabilityCheck(
-    new CapabilityVerifier(options.trusted ?? TEST_TRUSTED_KEYS, options.clock),
+    new CapabilityVerifier(options.trusted ?? TEST_TRUSTED_KEYS, options.clock ? { clock: options.clock } : {}),
     await EpochStore.open(join(dir, 'epochs')),
     new AuditLog(auditFile, 'test-worker'),
     (action) => options.observer?.denied(action),

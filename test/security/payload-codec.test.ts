@@ -1,11 +1,15 @@
-// The payload codec (AES-256-GCM, key id in metadata, key rotation) and the codec server the Web UI and
-// CLI decode through (bearer or path credentials, CORS for the UI's origin only).
+// The payload codec (AES-256-GCM under derived data keys, key id and salt in metadata, key rotation,
+// plaintext refused), the data converter's isolation of a refused payload, and the codec server the Web UI
+// and CLI decode through (bearer or path credentials, CORS for the UI's origin only). Attacks on both:
+// test/security/attacks/codec-*.test.ts.
 import { randomBytes } from 'node:crypto';
 
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { FabricError } from '../../src/fabric/errors';
 import { startCodecServer, type CodecServer } from '../../src/security/codec-server';
+import { dataConverterOf } from '../../src/security/data-converter';
 import { CodecKeyRing, EncryptionCodec, METADATA_KEY_ID } from '../../src/security/payload-codec';
 
 const k1 = { id: 'c1', key: randomBytes(32) };
@@ -31,7 +35,7 @@ describe('payload codec', () => {
     const [fresh] = await rotated.encode([payload()]);
     expect(Buffer.from(fresh!.metadata![METADATA_KEY_ID]!).toString()).toBe('c2');
     expect((await rotated.decode([old!, fresh!])).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual([SECRET, SECRET]);
-    await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toThrow(/'c1'/);
+    await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining("'c1'") });
   });
 
   it('detects tampering and relabelled key ids', async () => {
@@ -40,9 +44,50 @@ describe('payload codec', () => {
     const [sealed] = await codec.encode([payload()]);
     const flipped = Buffer.from(sealed!.data!);
     flipped[20]! ^= 1;
-    await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toThrow();
-    // Same key bytes under another id: the key id is bound as associated data.
-    await expect(codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }])).rejects.toThrow();
+    await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toMatchObject({ code: 'INTEGRITY' });
+    await expect(codec.decode([{ ...sealed!, data: flipped.subarray(0, 20) }])).rejects.toMatchObject({ code: 'INTEGRITY' });
+    // Same key bytes under another id: the key id goes into the data key's derivation.
+    await expect(codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }])).rejects.toMatchObject({ code: 'INTEGRITY' });
+  });
+
+  it('refuses a payload it did not seal (PERMISSION_DENIED), except the SDK\'s bare binary/null', async () => {
+    const codec = new EncryptionCodec(new CodecKeyRing([k1]));
+    const bareNull = defaultPayloadConverter.toPayload(undefined);
+    expect(Buffer.from(bareNull.metadata!.encoding!).toString()).toBe('binary/null');
+    expect(await codec.decode([bareNull])).toEqual([bareNull]);
+    const plaintexts: Payload[] = [
+      payload(),
+      defaultPayloadConverter.toPayload(new Uint8Array([1, 2, 3])),
+      { metadata: {}, data: Buffer.from('{}') },
+      {},
+      // binary/null carrying data, or other metadata, is not the SDK's undefined.
+      { ...bareNull, data: Buffer.from(SECRET.capability) },
+      { metadata: { ...bareNull.metadata, capability: Buffer.from(SECRET.capability) } },
+    ];
+    for (const plaintext of plaintexts) {
+      const err = await codec.decode([plaintext]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FabricError);
+      expect(err).toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('plaintext payload was refused') });
+      expect((err as Error).message).not.toContain('secret-capability');
+    }
+  });
+});
+
+describe('data converter', () => {
+  it('keeps a refusal with the payload that caused it: that payload fails to convert naming the code, the others open', async () => {
+    const ring = new CodecKeyRing([k1]);
+    const [codec] = dataConverterOf(ring).payloadCodecs!;
+    const [sealed] = await new EncryptionCodec(ring).encode([payload()]);
+    const [opened, refused] = await codec!.decode([sealed!, payload()]);
+    expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(SECRET);
+    expect(() => defaultPayloadConverter.fromPayload(refused!)).toThrow(/Unknown encoding: kvfabric-refused PERMISSION_DENIED \(a plaintext payload was refused/);
+    // Nothing of the refused payload is kept: it cannot be read back by another converter either.
+    expect(refused!.data).toHaveLength(0);
+    expect(text(refused!)).not.toContain('secret-capability');
+    // A sealed payload that fails authentication is kept in its place the same way, as INTEGRITY.
+    const forged = { metadata: { ...sealed!.metadata }, data: randomBytes(sealed!.data!.length) };
+    const [refusedForgery] = await codec!.decode([forged]);
+    expect(() => defaultPayloadConverter.fromPayload(refusedForgery!)).toThrow(/kvfabric-refused INTEGRITY/);
   });
 });
 

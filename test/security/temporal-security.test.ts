@@ -84,10 +84,15 @@ describe('the token the workflow carries', () => {
     const refused = { code: 'PERMISSION_DENIED', message: expect.stringContaining('custodian-token') };
     await expect(thief.resume()).rejects.toMatchObject(refused); // a resume is how a caller reads the context back
     await expect(thief.turn(4)).rejects.toMatchObject(refused);
-    await expect(thief.fork('custodied-child')).rejects.toMatchObject(refused);
+    // The issuer derives nothing from a custodian: no child token, no renewal.
+    await expect(thief.fork('custodied-child')).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('no fork right') });
+    await expect(thief.renew()).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('custodian') });
+    // Given tokens minted elsewhere, the worker refuses the custodian itself.
+    const childCapability = cluster.agents.mintChildCapability(owner.capability, 'custodied-child');
+    await expect(thief.fork('custodied-child', childCapability)).rejects.toMatchObject(refused);
     await expect(thief.release()).rejects.toMatchObject(refused);
-    // A renewal would mint its replacement from the custodian's rights; the worker refuses it before that matters.
-    await expect(thief.renew()).rejects.toMatchObject(refused);
+    const next = cluster.agents.mintRenewal(owner.capability);
+    await expect(thief.renew(next, { nextCustodian: cluster.agents.mintCustodian(next) })).rejects.toMatchObject(refused);
     await expect(cluster.agents.agent('custodied-child', carried).status()).rejects.toMatchObject({ code: 'STALE_HANDLE' });
     expect(await owner.status()).toMatchObject({ tokens: 16, turns: 1, denials: 5, phase: expect.not.stringMatching('released') });
     const audited = auditLines().filter((line) => line.agent === 'custodied');

@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -75,12 +77,14 @@ class CipherContext {
   void* ctx_;
 };
 
+// One item's parameters, copied out of their JS views while the arguments are read: reading them runs
+// getters, which may detach or resize any buffer seen before, so no view outlives the reading.
 struct Item {
   size_t offset;
   size_t length;
-  Napi::Uint8Array iv;
-  Napi::Uint8Array aad;
-  Napi::Uint8Array tag;  // open only
+  std::array<uint8_t, kIvBytes> iv;
+  std::vector<uint8_t> aad;
+  std::array<uint8_t, kTagBytes> tag;  // open only
 };
 
 Napi::Uint8Array viewArg(Napi::Env env, Napi::Value value, const std::string& name) {
@@ -90,25 +94,45 @@ Napi::Uint8Array viewArg(Napi::Env env, Napi::Value value, const std::string& na
   return value.As<Napi::Uint8Array>();
 }
 
-std::vector<Item> itemsArg(Napi::Env env, Napi::Value value, size_t bytes, bool withTags) {
+template <size_t N>
+std::array<uint8_t, N> fixedArg(Napi::Env env, Napi::Value value, const std::string& name, const char* rule) {
+  Napi::Uint8Array view = viewArg(env, value, name);
+  if (view.ByteLength() != N) throwInvalid(env, rule);
+  std::array<uint8_t, N> out;
+  std::memcpy(out.data(), view.Data(), N);
+  return out;
+}
+
+std::vector<uint8_t> bytesCopy(Napi::Env env, Napi::Value value, const std::string& name) {
+  Napi::Uint8Array view = viewArg(env, value, name);
+  try {
+    return std::vector<uint8_t>(view.Data(), view.Data() + view.ByteLength());
+  } catch (const std::bad_alloc&) {
+    throwStatus(env, Status(Code::kOutOfMemory, "cannot copy " + name));
+  }
+}
+
+std::vector<Item> itemsArg(Napi::Env env, Napi::Value value, bool withTags) {
   if (!value.IsArray()) throwInvalid(env, "items must be an array");
   Napi::Array array = value.As<Napi::Array>();
   std::vector<Item> items;
-  items.reserve(array.Length());
-  for (uint32_t i = 0; i < array.Length(); ++i) {
+  const uint32_t count = array.Length();
+  try {
+    items.reserve(count);
+  } catch (const std::bad_alloc&) {
+    throwStatus(env, Status(Code::kOutOfMemory, "cannot hold " + std::to_string(count) + " items"));
+  }
+  for (uint32_t i = 0; i < count; ++i) {
     Napi::Value entry = array.Get(i);
     if (!entry.IsObject()) throwInvalid(env, "items[" + std::to_string(i) + "] must be an object");
     Napi::Object o = entry.As<Napi::Object>();
-    Item item{static_cast<size_t>(integerValue(env, o.Get("offset"), "offset", 0, bytes)),
-              static_cast<size_t>(integerValue(env, o.Get("length"), "length", 0, bytes)),
-              viewArg(env, o.Get("iv"), "iv"), viewArg(env, o.Get("aad"), "aad"), Napi::Uint8Array()};
-    if (item.offset + item.length > bytes) throwInvalid(env, "items[" + std::to_string(i) + "] runs past the bytes");
-    if (item.iv.ByteLength() != kIvBytes) throwInvalid(env, "an iv is 12 bytes");
-    if (withTags) {
-      item.tag = viewArg(env, o.Get("tag"), "tag");
-      if (item.tag.ByteLength() != kTagBytes) throwInvalid(env, "a tag is 16 bytes");
-    }
-    items.push_back(item);
+    Item item{};
+    item.offset = static_cast<size_t>(integerValue(env, o.Get("offset"), "offset", 0, kMaxSafeInteger));
+    item.length = static_cast<size_t>(integerValue(env, o.Get("length"), "length", 0, kMaxSafeInteger));
+    item.iv = fixedArg<kIvBytes>(env, o.Get("iv"), "iv", "an iv is 12 bytes");
+    item.aad = bytesCopy(env, o.Get("aad"), "aad");
+    if (withTags) item.tag = fixedArg<kTagBytes>(env, o.Get("tag"), "tag", "a tag is 16 bytes");
+    items.push_back(std::move(item));
   }
   return items;
 }
@@ -123,34 +147,47 @@ bool crypt(bool seal, const uint8_t* key, uint8_t* bytes, const Item& item, uint
   auto update = seal ? e.encryptUpdate : e.decryptUpdate;
   if (init(ctx, e.aes256Gcm(), nullptr, nullptr, nullptr) != 1) return false;
   if (e.ctrl(ctx, kSetIvLength, static_cast<int>(kIvBytes), nullptr) != 1) return false;
-  if (init(ctx, nullptr, nullptr, key, item.iv.Data()) != 1) return false;
+  if (init(ctx, nullptr, nullptr, key, item.iv.data()) != 1) return false;
   int written = 0;
-  if (item.aad.ByteLength() > 0 && update(ctx, nullptr, &written, item.aad.Data(), static_cast<int>(item.aad.ByteLength())) != 1) return false;
+  if (!item.aad.empty() && update(ctx, nullptr, &written, item.aad.data(), static_cast<int>(item.aad.size())) != 1) return false;
   for (size_t at = 0; at < item.length; at += kStepBytes) {
     const int step = static_cast<int>(std::min(kStepBytes, item.length - at));
     uint8_t* p = bytes + item.offset + at;
     if (update(ctx, p, &written, p, step) != 1 || written != step) return false;
   }
   unsigned char expected[kTagBytes];
-  if (!seal) std::memcpy(expected, item.tag.Data(), kTagBytes);
+  if (!seal) std::memcpy(expected, item.tag.data(), kTagBytes);
   if (!seal && e.ctrl(ctx, kSetTag, static_cast<int>(kTagBytes), expected) != 1) return false;
   unsigned char tail[16];
   if ((seal ? e.encryptFinal : e.decryptFinal)(ctx, tail, &written) != 1) return false;
   return !seal || e.ctrl(ctx, kGetTag, static_cast<int>(kTagBytes), tagOut) == 1;
 }
 
-// The arguments of both calls: (key, bytes, items).
+// The arguments of both calls: (key, bytes, items). Everything that can run JavaScript (getters on the
+// items) runs first; the view of bytes is taken last, and its length checked, after all of it, so the
+// address used is the buffer's own at the time of the (synchronous) work.
 struct Job {
-  Napi::Uint8Array key;
-  Napi::Uint8Array bytes;
+  std::array<uint8_t, kKeyBytes> key;
   std::vector<Item> items;
+  Napi::Uint8Array bytes;
+
+  ~Job() {  // this copy of the data key does not outlive the call (volatile: the stores are not elided)
+    volatile uint8_t* k = key.data();
+    for (size_t i = 0; i < key.size(); ++i) k[i] = 0;
+  }
 };
 
 Job jobArg(const Napi::CallbackInfo& info, bool withTags) {
   Napi::Env env = info.Env();
-  Job job{viewArg(env, info[0], "key"), viewArg(env, info[1], "bytes"), {}};
-  if (job.key.ByteLength() != kKeyBytes) throwInvalid(env, "an AES-256 key is 32 bytes");
-  job.items = itemsArg(env, info[2], job.bytes.ByteLength(), withTags);
+  Job job{fixedArg<kKeyBytes>(env, info[0], "key", "an AES-256 key is 32 bytes"), itemsArg(env, info[2], withTags), {}};
+  job.bytes = viewArg(env, info[1], "bytes");
+  const size_t bytes = job.bytes.ByteLength();
+  for (size_t i = 0; i < job.items.size(); ++i) {
+    const Item& item = job.items[i];
+    if (item.offset > bytes || item.length > bytes - item.offset) {
+      throwInvalid(env, "items[" + std::to_string(i) + "] runs past the bytes");
+    }
+  }
   return job;
 }
 
@@ -160,7 +197,7 @@ Napi::Value gcmSeal(const Napi::CallbackInfo& info) {
   Job job = jobArg(info, false);
   Napi::Uint8Array tags = Napi::Uint8Array::New(env, kTagBytes * job.items.size());
   for (size_t i = 0; i < job.items.size(); ++i) {
-    if (!crypt(true, job.key.Data(), job.bytes.Data(), job.items[i], tags.Data() + kTagBytes * i)) {
+    if (!crypt(true, job.key.data(), job.bytes.Data(), job.items[i], tags.Data() + kTagBytes * i)) {
       throwStatus(env, Status(Code::kUnavailable, "OpenSSL refused an AES-256-GCM encryption"));
     }
   }
@@ -174,7 +211,7 @@ Napi::Value gcmOpen(const Napi::CallbackInfo& info) {
   Job job = jobArg(info, true);
   uint8_t* bytes = job.bytes.Data();
   for (size_t i = 0; i < job.items.size(); ++i) {
-    if (!crypt(false, job.key.Data(), bytes, job.items[i], nullptr)) {
+    if (!crypt(false, job.key.data(), bytes, job.items[i], nullptr)) {
       for (const Item& item : job.items) std::memset(bytes + item.offset, 0, item.length);
       return Napi::Number::New(env, static_cast<double>(i));
     }

@@ -69,7 +69,7 @@ std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t ind
 namespace {
 
 ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
-  return choiceValue(env, value, ScrubPolicy::kOnTenantChange,
+  return choiceValue(env, value, ScrubPolicy::kAlways,
                      {{"on-tenant-change", ScrubPolicy::kOnTenantChange}, {"always", ScrubPolicy::kAlways}},
                      "scrub must be 'on-tenant-change' or 'always'");
 }
@@ -130,6 +130,16 @@ Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const ch
     throwInvalid(info.Env(), std::string(name) + " must be a Uint8Array");
   }
   return v.As<Napi::Uint8Array>();
+}
+
+bool isShared(Napi::Env env, const Napi::TypedArray& view) {
+  napi_value buffer = nullptr;
+  bool plain = true;
+  if (napi_get_typedarray_info(env, view, nullptr, nullptr, nullptr, &buffer, nullptr) != napi_ok ||
+      napi_is_arraybuffer(env, buffer, &plain) != napi_ok) {
+    return true;  // unknown: treated as the careful case
+  }
+  return !plain;
 }
 
 }  // namespace kvfabric::addon

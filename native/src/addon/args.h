@@ -40,6 +40,8 @@ uint64_t integerValue(Napi::Env env, Napi::Value value, const char* name, uint64
 std::vector<uint64_t> integerArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name, const char* item,
                                       uint64_t min);
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t index, const char* name);
+// Whether a view's memory is a SharedArrayBuffer's, which other threads may write while it is read.
+bool isShared(Napi::Env env, const Napi::TypedArray& view);
 
 // A string naming one of `choices`, or `absent` when undefined; anything else is INVALID_ARGUMENT with
 // `rule` as the message.

@@ -1,10 +1,12 @@
 // NativePool method bodies: argument checks, one core call, result conversion.
 #include "pool_wrap.h"
 
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "append_job.h"
 #include "args.h"
 
 namespace kvfabric::addon {
@@ -48,30 +50,8 @@ class StatusWorker : public Napi::AsyncWorker {
   Status status_;
 };
 
-// Copies an append's bytes and commits it off the JS thread.
-class AppendWorker final : public StatusWorker {
- public:
-  AppendWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool,
-               AppendLease lease, Napi::Uint8Array source)
-      : StatusWorker(env, "kvfabric.append", deferred),
-        pool_(std::move(pool)),
-        lease_(std::move(lease)),
-        source_(Napi::Persistent(source)),
-        data_(source.Data()) {}
-
-  void Execute() override {
-    lease_.copyFrom(data_);
-    status_ = lease_.commit();
-  }
-
- private:
-  std::shared_ptr<PagedAllocator> pool_;  // declared before lease_: the lease dies first
-  AppendLease lease_;
-  Napi::Reference<Napi::Uint8Array> source_;
-  const uint8_t* data_;
-};
-
-// Copies a read's bytes into a JS-owned buffer off the JS thread.
+// Copies a read's bytes off the JS thread into a buffer of its own, which JavaScript cannot reach (so
+// cannot detach or resize) before the promise resolves with it.
 class ReadWorker final : public StatusWorker {
  public:
   ReadWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool, ReadLease lease,
@@ -221,7 +201,18 @@ Napi::Value PoolWrap::append(const Napi::CallbackInfo& info) {
   auto pool = live(env);
   const Handle ctx = handleArg(info, 0, "context");
   Napi::Uint8Array kv = bytesArg(info, 1, "kv");
-  check(env, pool->append(ctx, kv.Data(), kv.ByteLength()));
+  if (isShared(env, kv)) {
+    // Another thread may write it meanwhile: one read of each byte, so the checksum is of what landed.
+    std::vector<uint8_t> copy;
+    try {
+      copy.assign(kv.Data(), kv.Data() + kv.ByteLength());
+    } catch (const std::bad_alloc&) {
+      throwStatus(env, Status(Code::kOutOfMemory, "cannot copy " + std::to_string(kv.ByteLength()) + " shared bytes to append"));
+    }
+    check(env, pool->append(ctx, copy.data(), copy.size()));
+  } else {
+    check(env, pool->append(ctx, kv.Data(), kv.ByteLength()));
+  }
   return env.Undefined();
 }
 
@@ -233,7 +224,7 @@ Napi::Value PoolWrap::appendAsync(const Napi::CallbackInfo& info) {
     Napi::Uint8Array kv = bytesArg(info, 1, "kv");
     AppendLease lease;
     check(env, pool->beginAppend(ctx, kv.ByteLength(), &lease));
-    (new AppendWorker(env, deferred, std::move(pool), std::move(lease), kv))->Queue();
+    startAppend(env, deferred, std::move(pool), std::move(lease), kv);
   });
 }
 

@@ -1,6 +1,6 @@
 // FrameArena: the physical side of one tier (device or host). Frames are block-sized extents of the
-// tier's BlockMemory; the arena hands them out LIFO and remembers each free frame's last tenant so a
-// frame is zeroed before a different tenant can see it. Not thread-safe: PagedAllocator holds its
+// tier's BlockMemory; the arena hands them out LIFO and remembers each free frame's last tenant (0: it
+// is clean) so the allocator can zero it before its next owner sees it (ScrubPolicy). Not thread-safe: PagedAllocator holds its
 // lock around every call.
 #pragma once
 
@@ -25,8 +25,9 @@ class FrameArena {
   uint32_t freeFrames() const { return static_cast<uint32_t>(free_.size()); }
   BlockMemory& memory() const { return *memory_; }
 
-  // Pops a frame for tenant and reports its previous owner (0: clean). It needs scrubbing when that
-  // owner is another tenant, unless the caller overwrites the whole frame.
+  // Pops a frame for tenant and reports its previous owner (0: clean). It needs scrubbing when it is not
+  // clean (under ScrubPolicy::kOnTenantChange: when that owner is another tenant), unless the caller
+  // overwrites the whole frame.
   uint32_t take(uint32_t tenant, uint32_t* previousTenant) {
     const uint32_t f = free_.back();
     free_.pop_back();

@@ -59,6 +59,10 @@ AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
     context_ = other.context_;
     tokens_ = other.tokens_;
     bytes_ = other.bytes_;
+    copiedTokens_ = other.copiedTokens_;
+    nextRun_ = other.nextRun_;
+    runOffset_ = other.runOffset_;
+    written_ = other.written_;
     copied_ = other.copied_;
     cow_ = other.cow_;
     cowSourceFrame_ = other.cowSourceFrame_;
@@ -75,28 +79,42 @@ AppendLease& AppendLease::operator=(AppendLease&& other) noexcept {
 void AppendLease::reset() {
   if (pool_) pool_->abortAppend(this);
   pool_ = nullptr;
-  tokens_ = bytes_ = 0;
-  copied_ = cow_ = false;
+  tokens_ = bytes_ = copiedTokens_ = 0;
+  nextRun_ = 0;
+  runOffset_ = 0;
+  written_ = copied_ = cow_ = false;
   newBlocks_.clear();
   grants_.clear();
   runs_.clear();
   sums_.clear();
 }
 
-void AppendLease::copyFrom(const uint8_t* src) {
+void AppendLease::copyNext(const uint8_t* src, uint64_t tokens) {
   if (!pool_ || copied_) return;
   BlockMemory& device = pool_->device_.memory();
-  pool_->scrubGrants(&grants_);  // a failure shows as the memory's fault at commit
-  if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
-  const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
-  for (size_t i = 0; i < runs_.size(); ++i) {
-    const SlotRun& run = runs_[i];
-    device.writeSlots(run.frame, run.slot, run.count, src);
-    // The source is token-major, the checksum's own order: the new bytes extend it, whatever the tier.
-    sums_[i] = crc32c(sums_[i], src, run.count * bytesPerToken);
-    src += run.count * bytesPerToken;
+  if (!written_) {
+    pool_->scrubGrants(&grants_);  // a failure shows as the memory's fault at commit
+    if (cow_) device.copyBlock(pool_->blocks_[cowBlock_].frame, cowSourceFrame_);
+    written_ = true;
   }
-  copied_ = true;
+  const uint64_t bytesPerToken = pool_->layout_.bytesPerToken;
+  tokens = std::min(tokens, tokensLeft());
+  while (tokens > 0) {
+    const SlotRun& run = runs_[nextRun_];
+    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(run.count - runOffset_, tokens));
+    device.writeSlots(run.frame, run.slot + runOffset_, count, src);
+    // The source is token-major, the checksum's own order: the new bytes extend it, whatever the tier.
+    sums_[nextRun_] = crc32c(sums_[nextRun_], src, count * bytesPerToken);
+    src += count * bytesPerToken;
+    tokens -= count;
+    copiedTokens_ += count;
+    runOffset_ += count;
+    if (runOffset_ == run.count) {
+      ++nextRun_;
+      runOffset_ = 0;
+    }
+  }
+  copied_ = copiedTokens_ == tokens_;
 }
 
 Status AppendLease::commit() {

@@ -112,26 +112,24 @@ uint32_t PagedAllocator::newBlockLocked(uint32_t tenant, BlockKind kind, uint32_
 FrameGrant PagedAllocator::takeFrameLocked(Tier tier, uint32_t tenant) {
   FrameGrant grant{tier, 0, 0, false, false};
   grant.frame = arena(tier).take(tenant, &grant.previousTenant);
-  grant.needsScrub = grant.previousTenant != 0 && grant.previousTenant != tenant;
+  grant.needsScrub = grant.previousTenant != 0 && (scrub_ == ScrubPolicy::kAlways || grant.previousTenant != tenant);
   return grant;
 }
 
-void PagedAllocator::returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater) {
+void PagedAllocator::returnGrantLocked(const FrameGrant& grant, bool written) {
   if (grant.scrubFailed) {
     arena(grant.tier).withhold(grant.frame);
   } else if (!written) {
     arena(grant.tier).giveBackUntouched(grant.frame, grant.previousTenant);
   } else {
-    releaseFrameLocked(grant.tier, grant.frame, scrubLater);
+    releaseFrameLocked(grant.tier, grant.frame);
   }
 }
 
-void PagedAllocator::releaseFrameLocked(Tier tier, uint32_t frame, std::vector<FrameRef>* scrubLater) {
-  if (scrub_ == ScrubPolicy::kAlways) {
-    scrubLater->push_back({tier, frame});  // reaches the free list once zeroed
-  } else {
-    arena(tier).give(frame, false);
-  }
+void PagedAllocator::releaseFrameLocked(Tier tier, uint32_t frame) {
+  // Zeroed when handed out again (takeFrameLocked), not here: a release stays O(pages) on the caller's
+  // thread, and a frame the next owner overwrites whole is never zeroed at all.
+  arena(tier).give(frame, false);
 }
 
 void PagedAllocator::discardBlockIdLocked(uint32_t block) {
@@ -148,13 +146,13 @@ void PagedAllocator::addRefLocked(uint32_t block) {
   if (++blocks_[block].refs == 2) ++sharedBlocks_;
 }
 
-void PagedAllocator::dropRefLocked(uint32_t block, std::vector<FrameRef>* scrubLater) {
+void PagedAllocator::dropRefLocked(uint32_t block) {
   const uint32_t refs = --blocks_[block].refs;
   if (refs == 1) --sharedBlocks_;
-  if (refs == 0) retireLocked(block, scrubLater);
+  if (refs == 0) retireLocked(block);
 }
 
-void PagedAllocator::retireLocked(uint32_t block, std::vector<FrameRef>* scrubLater) {
+void PagedAllocator::retireLocked(uint32_t block) {
   BlockMeta& m = blocks_[block];
   filledSlots_ -= m.fill;
   m.fill = 0;
@@ -169,7 +167,7 @@ void PagedAllocator::retireLocked(uint32_t block, std::vector<FrameRef>* scrubLa
   if (m.tier == Tier::kDisk) {
     --diskOnlyBlocks_;
   } else {
-    releaseFrameLocked(m.tier, m.frame, scrubLater);
+    releaseFrameLocked(m.tier, m.frame);
   }
   m.kind = BlockKind::kFree;
   m.tier = Tier::kDisk;
@@ -194,11 +192,11 @@ void PagedAllocator::setTierLocked(uint32_t block, Tier tier, uint32_t frame) {
   m.frame = frame;
 }
 
-void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater) {
+void PagedAllocator::endReadersLocked(const std::vector<SlotRun>& runs) {
   for (const SlotRun& run : runs) {
     BlockMeta& m = blocks_[run.block];
     if (--m.readers == 0 && m.kind == BlockKind::kZombie) {
-      if (m.tier != Tier::kDisk) releaseFrameLocked(m.tier, m.frame, scrubLater);
+      if (m.tier != Tier::kDisk) releaseFrameLocked(m.tier, m.frame);
       m.kind = BlockKind::kFree;
       m.tier = Tier::kDisk;
       freeIds_.push_back(run.block);
@@ -354,6 +352,10 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
     const uint32_t b = newContextBlock();
     lease->newBlocks_.push_back(b);
     const uint64_t count = std::min(remaining, tpb);
+    if (count == tpb && lease->grants_.back().needsScrub) {  // the append writes the whole frame
+      lease->grants_.back().needsScrub = false;
+      lease->grants_.back().overwritten = true;
+    }
     lease->runs_.push_back({b, Tier::kDevice, blocks_[b].frame, 0, static_cast<uint32_t>(count)});
     lease->sums_.push_back(0);
     remaining -= count;
@@ -363,7 +365,6 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
 }
 
 void PagedAllocator::commitAppend(AppendLease* lease) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ContextSlot* c = findLocked(lease->context_);  // live: release is refused while busy
@@ -374,7 +375,7 @@ void PagedAllocator::commitAppend(AppendLease* lease) {
       const uint32_t source = c->pages.back();
       c->pages.back() = lease->cowBlock_;
       --blocks_[source].activeRefs;
-      dropRefLocked(source, &scrubLater);
+      dropRefLocked(source);
     } else if (partial != 0) {
       setDiskKeyLocked(c->pages.back(), 0);  // written in place: its disk copy is stale now
     }
@@ -392,14 +393,22 @@ void PagedAllocator::commitAppend(AppendLease* lease) {
     c->tokens += lease->tokens_;
     c->busy = false;
   }
-  finishScrubs(&scrubLater);
 }
 
 void PagedAllocator::abortAppend(AppendLease* lease) {
   std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const FrameGrant& g : lease->grants_) returnGrantLocked(g, lease->copied_, &scrubLater);
+    // Stopped midway (its source went away): frames not scrubbed because the append was to overwrite
+    // them hold their previous owner's bytes next to this one's, so they are zeroed now.
+    const bool midway = lease->written_ && !lease->copied_;
+    for (const FrameGrant& g : lease->grants_) {
+      if (midway && g.overwritten) {
+        scrubLater.push_back({g.tier, g.frame});
+      } else {
+        returnGrantLocked(g, lease->written_);
+      }
+    }
     if (lease->cow_) discardBlockIdLocked(lease->cowBlock_);
     for (uint32_t b : lease->newBlocks_) discardBlockIdLocked(b);
     if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
@@ -470,12 +479,10 @@ Status PagedAllocator::beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease*
 }
 
 void PagedAllocator::endRead(ReadLease* lease) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    endReadersLocked(lease->runs_, &scrubLater);
+    endReadersLocked(lease->runs_);
   }
-  finishScrubs(&scrubLater);
 }
 
 Status PagedAllocator::fork(Handle ctx, Handle* child) {
@@ -526,21 +533,19 @@ Status PagedAllocator::unpin(Handle ctx) {
 }
 
 Status PagedAllocator::release(Handle ctx) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ContextSlot* c = findLocked(ctx);
     if (!c) return staleContext();
     if (c->busy) return busyContext();
     try {
-      scrubLater.reserve(scrub_ == ScrubPolicy::kAlways ? c->pages.size() : 0);
       freedDiskKeys_.reserve(freedDiskKeys_.size() + c->pages.size());
     } catch (const std::bad_alloc&) {
       return outOfMemory();
     }
     for (uint32_t b : c->pages) {
       if (c->resident) --blocks_[b].activeRefs;
-      dropRefLocked(b, &scrubLater);
+      dropRefLocked(b);
     }
     c->pages.clear();
     c->pages.shrink_to_fit();
@@ -553,7 +558,6 @@ Status PagedAllocator::release(Handle ctx) {
       freeSlots_.push_back(handleIndex(ctx));  // a saturated slot is retired, so its handles never come back
     }
   }
-  finishScrubs(&scrubLater);
   return Status::ok();
 }
 
@@ -647,7 +651,6 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
   // A scrub failed: no handle reaches the caller, and frames that may hold another tenant's bytes are
   // withheld for good.
   const Status fault = memoryFault();
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t i = 0; i < count; ++i) {
@@ -658,16 +661,14 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
           setTierLocked(b, Tier::kDisk, 0);  // frameless, so retiring it below releases no frame
         }
       }
-      dropRefLocked(b, &scrubLater);
+      dropRefLocked(b);
       out[i] = 0;
     }
   }
-  finishScrubs(&scrubLater);
   return fault.isOk() ? Status(Code::kUnavailable, "a scrub failed") : fault;
 }
 
 Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status verdict = Status::ok();
@@ -689,16 +690,8 @@ Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {
     }
     for (size_t i = 0; i < marked; ++i) blocks_[handleIndex(handles[i])].batchMark = false;
     if (!verdict.isOk()) return verdict;
-    if (scrub_ == ScrubPolicy::kAlways) {
-      try {
-        scrubLater.reserve(count);
-      } catch (const std::bad_alloc&) {
-        return outOfMemory();
-      }
-    }
-    for (size_t i = 0; i < count; ++i) dropRefLocked(handleIndex(handles[i]), &scrubLater);
+    for (size_t i = 0; i < count; ++i) dropRefLocked(handleIndex(handles[i]));
   }
-  finishScrubs(&scrubLater);
   return Status::ok();
 }
 

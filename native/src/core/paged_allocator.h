@@ -15,7 +15,8 @@
 //    bytes that changed at rest or in flight fail the move with kIntegrity naming the page, and the
 //    context stays where it was.
 //  - Frames are the physical slots of each tier (FrameArena). free + used = total per tier by
-//    construction. A frame is zeroed before a different tenant can read it.
+//    construction. A frame is zeroed before another context (kAlways) or tenant (kOnTenantChange) can
+//    read it.
 //  - A resident context has every block on the device. Offloading (demote) moves to the host only the
 //    blocks no other resident context uses; blocks shared by forks therefore move once, come back once
 //    and stay shared. Spilling writes disk copies of blocks that have none, and may then drop host
@@ -47,6 +48,10 @@ namespace kvfabric {
 
 using Handle = uint64_t;
 
+// kAlways (the default): a frame that held any context's bytes is zeroed before another context gets it.
+// kOnTenantChange: only before another tenant gets it (a tenant's new context may read its released
+// ones' bytes); an opt-out for measurements (bench/scrub.bench.ts). Either way the zeroing happens when
+// a frame is handed out again, never on release, and not for bytes the new owner overwrites at once.
 enum class ScrubPolicy : uint8_t { kOnTenantChange, kAlways };
 // Where a page's bytes are: kDisk when only its disk copy remains (no frame in either tier; a free
 // block's meta holds it too, as "no frame"). The values cross to JS as numbers (pageTiers): keep them.
@@ -57,7 +62,7 @@ struct PoolConfig {
   uint32_t tokensPerBlock = 16;
   uint32_t blockCount = 0;      // device frames
   uint32_t hostBlockCount = 0;  // host-tier frames (0: no host tier)
-  ScrubPolicy scrub = ScrubPolicy::kOnTenantChange;
+  ScrubPolicy scrub = ScrubPolicy::kAlways;
   uint32_t maxContexts = 1u << 20;
   // Check every block a tier move copies against its checksum. Off only to measure what the check costs.
   bool verifyMoves = true;
@@ -107,10 +112,12 @@ struct FrameGrant {
   uint32_t previousTenant;
   bool needsScrub;
   bool scrubFailed = false;  // its previous tenant's bytes may still be there: never handed out again
+  bool overwritten = false;  // not scrubbed since its lease writes all of it: zeroed if the lease stops midway
 };
 
-// Reserved blocks for one append. copyFrom() moves the bytes (no lock); commit() publishes them.
-// Destroyed without commit, it gives every reserved block back and leaves the context as it was.
+// Reserved blocks for one append. copyFrom() (or copyNext() piece by piece) moves the bytes (no lock);
+// commit() publishes them. Destroyed without commit, it gives every reserved block back and leaves the
+// context as it was.
 class AppendLease {
  public:
   AppendLease() = default;
@@ -121,8 +128,14 @@ class AppendLease {
   ~AppendLease() { reset(); }
 
   uint64_t bytes() const { return bytes_; }
-  void copyFrom(const uint8_t* src);
-  // Publishes the copied bytes; kInvalidState (and nothing appended) when copyFrom was not called.
+  uint64_t tokens() const { return tokens_; }
+  // Tokens copyNext has not copied yet.
+  uint64_t tokensLeft() const { return tokens_ - copiedTokens_; }
+  void copyFrom(const uint8_t* src) { copyNext(src, tokens_); }
+  // Copies the next `tokens` tokens of the append (token-major bytes at src), so a caller can hand the
+  // bytes over in pieces from a buffer of its own. The first call scrubs and copies-on-write first.
+  void copyNext(const uint8_t* src, uint64_t tokens);
+  // Publishes the copied bytes; kInvalidState (and nothing appended) unless every token was copied.
   Status commit();
 
  private:
@@ -133,14 +146,18 @@ class AppendLease {
   Handle context_ = 0;
   uint64_t tokens_ = 0;
   uint64_t bytes_ = 0;
-  bool copied_ = false;
+  uint64_t copiedTokens_ = 0;
+  size_t nextRun_ = 0;     // the run copyNext continues in...
+  uint32_t runOffset_ = 0;  // ...and how many of its tokens are in already
+  bool written_ = false;   // some bytes reached the frames (an undo must not hand them back as untouched)
+  bool copied_ = false;    // every token reached the frames
   bool cow_ = false;
   uint32_t cowSourceFrame_ = 0;
   uint32_t cowBlock_ = 0;
   std::vector<uint32_t> newBlocks_;  // appended to the page table on commit
   std::vector<FrameGrant> grants_;   // frames of cowBlock_ and newBlocks_
   std::vector<SlotRun> runs_;
-  std::vector<uint32_t> sums_;  // per run: its block's checksum before (at begin), after (copyFrom)
+  std::vector<uint32_t> sums_;  // per run: its block's checksum before (at begin), after (copyNext)
 };
 
 // Blocks held against reuse and movement while their bytes are copied out.
@@ -374,18 +391,18 @@ class PagedAllocator {
   Status reserveBlockIdsLocked(size_t count);
   uint32_t newBlockLocked(uint32_t tenant, BlockKind kind, uint32_t fill);
   FrameGrant takeFrameLocked(Tier tier, uint32_t tenant);
-  // Undoes takeFrameLocked: untouched frames keep their previous owner, written ones are scrubbed or kept.
-  void returnGrantLocked(const FrameGrant& grant, bool written, std::vector<FrameRef>* scrubLater);
-  void releaseFrameLocked(Tier tier, uint32_t frame, std::vector<FrameRef>* scrubLater);
+  // Undoes takeFrameLocked: untouched frames keep their previous owner, written ones are this one's now.
+  void returnGrantLocked(const FrameGrant& grant, bool written);
+  void releaseFrameLocked(Tier tier, uint32_t frame);
   void discardBlockIdLocked(uint32_t block);  // an id that never escaped a failed lease
   void addRefLocked(uint32_t block);
-  void dropRefLocked(uint32_t block, std::vector<FrameRef>* scrubLater);
-  void retireLocked(uint32_t block, std::vector<FrameRef>* scrubLater);
+  void dropRefLocked(uint32_t block);
+  void retireLocked(uint32_t block);
   void setDiskKeyLocked(uint32_t block, uint64_t key);
   void setTierLocked(uint32_t block, Tier tier, uint32_t frame);
-  void endReadersLocked(const std::vector<SlotRun>& runs, std::vector<FrameRef>* scrubLater);
-  // Zeroes queued frames without the lock, then frees them; frames whose scrub may have failed (the
-  // memory reports a fault) are withheld instead, since their old bytes may still be there.
+  void endReadersLocked(const std::vector<SlotRun>& runs);
+  // Zeroes queued frames without the lock, then frees them as clean; frames whose scrub may have failed
+  // (the memory reports a fault) are withheld instead, since their old bytes may still be there.
   void finishScrubs(std::vector<FrameRef>* scrubLater);
   // Zeroes the grants that need it; false (and scrubFailed set) when the memory reports a fault after.
   bool scrubGrants(std::vector<FrameGrant>* grants);

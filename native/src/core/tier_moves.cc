@@ -104,7 +104,6 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
 }
 
 void PagedAllocator::commitMove(MoveLease* lease) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ContextSlot* c = findLocked(lease->context_);  // live: release is refused while busy
@@ -112,7 +111,7 @@ void PagedAllocator::commitMove(MoveLease* lease) {
                       : lease->kind_ == MoveLease::Kind::kPromote ? Tier::kHost
                                                                   : Tier::kDisk;
     for (const MoveLease::Move& move : lease->moves_) {
-      if (from != Tier::kDisk) releaseFrameLocked(from, move.fromFrame, &scrubLater);
+      if (from != Tier::kDisk) releaseFrameLocked(from, move.fromFrame);
       setTierLocked(move.block, move.to.tier, move.to.frame);
       BlockMeta& m = blocks_[move.block];
       m.moving = false;
@@ -132,20 +131,17 @@ void PagedAllocator::commitMove(MoveLease* lease) {
     }
     c->busy = false;
   }
-  finishScrubs(&scrubLater);
 }
 
 void PagedAllocator::abortMove(MoveLease* lease) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const MoveLease::Move& move : lease->moves_) {
-      returnGrantLocked(move.to, lease->copied_ || move.written, &scrubLater);
+      returnGrantLocked(move.to, lease->copied_ || move.written);
       blocks_[move.block].moving = false;
     }
     if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
   }
-  finishScrubs(&scrubLater);
 }
 
 Status PagedAllocator::beginSpill(Handle ctx, SpillLease* lease) {
@@ -191,7 +187,6 @@ Status PagedAllocator::commitSpill(SpillLease* lease, const uint64_t* diskKeys, 
   for (size_t i = 0; i < count; ++i) {
     if (diskKeys[i] == 0) return Status(Code::kInvalidArgument, "disk keys must be non-zero");
   }
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
     try {
@@ -201,31 +196,28 @@ Status PagedAllocator::commitSpill(SpillLease* lease, const uint64_t* diskKeys, 
     }
     ContextSlot* c = findLocked(lease->context_);
     for (size_t i = 0; i < count; ++i) setDiskKeyLocked(lease->runs_[i].block, diskKeys[i]);
-    endReadersLocked(lease->runs_, &scrubLater);
+    endReadersLocked(lease->runs_);
     lease->runs_.clear();
     if (dropHostFrames && !c->resident) {
       for (uint32_t b : c->pages) {
         BlockMeta& m = blocks_[b];
         if (m.tier == Tier::kHost && m.diskKey != 0 && m.readers == 0 && !m.moving) {
-          releaseFrameLocked(Tier::kHost, m.frame, &scrubLater);
+          releaseFrameLocked(Tier::kHost, m.frame);
           setTierLocked(b, Tier::kDisk, 0);
         }
       }
     }
     c->busy = false;
   }
-  finishScrubs(&scrubLater);
   return Status::ok();
 }
 
 void PagedAllocator::abortSpill(SpillLease* lease) {
-  std::vector<FrameRef> scrubLater;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    endReadersLocked(lease->runs_, &scrubLater);
+    endReadersLocked(lease->runs_);
     if (ContextSlot* c = findLocked(lease->context_)) c->busy = false;
   }
-  finishScrubs(&scrubLater);
 }
 
 Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys,

@@ -8,6 +8,7 @@ import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { openPrivateDirectory } from './private-directory';
 import { errnoOf, ioError } from './io-errors';
 
 export interface ColdDirectory {
@@ -22,14 +23,15 @@ const TEMP_FILE = /^\.tmp-([0-9a-f]{8})-(\d+)-[0-9a-f]+$/;
 /** Identifies this machine in temp file names without putting its host name on a shared mount. */
 const HOST_TAG = createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
 
+/**
+ * Creates the folders (0700, see private-directory.ts: manifest names are context ids) or checks and
+ * tightens existing ones. The root itself is created 0700 when missing but left as it is otherwise: it may
+ * be a mount point the operator owns, and it names no context.
+ */
 export async function prepareDirectory(root: string): Promise<ColdDirectory> {
   const dir = { root: path.resolve(root), segments: path.resolve(root, 'segments'), manifests: path.resolve(root, 'manifests') };
-  try {
-    await fsp.mkdir(dir.segments, { recursive: true });
-    await fsp.mkdir(dir.manifests, { recursive: true });
-  } catch (err) {
-    throw ioError(err, `opening the cold tier at ${dir.root}`);
-  }
+  await openPrivateDirectory(dir.segments, "the cold tier's segments directory");
+  await openPrivateDirectory(dir.manifests, "the cold tier's manifests directory");
   return dir;
 }
 
@@ -62,29 +64,32 @@ function processIsGone(pid: number): boolean {
 
 /** Removes temp files left by crashed writers; returns how many. Races with other cleaners are harmless. */
 export async function removeStaleTempFiles(dir: ColdDirectory, maxAgeMs: number): Promise<number> {
+  return (await removeStaleTempFilesIn(dir.segments, maxAgeMs)) + (await removeStaleTempFilesIn(dir.manifests, maxAgeMs));
+}
+
+/** The same for one folder of the shared directory (the grants' too: they are written through temp files). */
+export async function removeStaleTempFilesIn(folder: string, maxAgeMs: number): Promise<number> {
   let removed = 0;
   const now = Date.now();
-  for (const folder of [dir.segments, dir.manifests]) {
-    let names: string[];
-    try {
-      names = await fsp.readdir(folder);
-    } catch (err) {
-      throw ioError(err, `listing ${folder}`);
+  let names: string[];
+  try {
+    names = await fsp.readdir(folder);
+  } catch (err) {
+    throw ioError(err, `listing ${folder}`);
+  }
+  for (const name of names.filter(isTempFile)) {
+    const file = path.join(folder, name);
+    const writer = TEMP_FILE.exec(name);
+    let stale = writer !== null && writer[1] === HOST_TAG && processIsGone(Number(writer[2]));
+    if (!stale) {
+      const stat = await fsp.stat(file).catch(() => undefined);
+      stale = stat !== undefined && now - stat.mtimeMs >= maxAgeMs;
     }
-    for (const name of names.filter(isTempFile)) {
-      const file = path.join(folder, name);
-      const writer = TEMP_FILE.exec(name);
-      let stale = writer !== null && writer[1] === HOST_TAG && processIsGone(Number(writer[2]));
-      if (!stale) {
-        const stat = await fsp.stat(file).catch(() => undefined);
-        stale = stat !== undefined && now - stat.mtimeMs >= maxAgeMs;
-      }
-      if (stale) {
-        await fsp.rm(file, { force: true }).catch((err: unknown) => {
-          throw ioError(err, `removing the stale temp file ${file}`);
-        });
-        removed++;
-      }
+    if (stale) {
+      await fsp.rm(file, { force: true }).catch((err: unknown) => {
+        throw ioError(err, `removing the stale temp file ${file}`);
+      });
+      removed++;
     }
   }
   return removed;

@@ -7,10 +7,10 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { emptyDigest } from '../../src/agent-memory/context-digest';
-import { readClaimsUnverified } from '../../src/security/capability-issuer';
-import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { openMemory, type MemoryFixture } from './memory-fixture';
+import { emptyDigest } from '../../../src/agent-memory/context-digest';
+import { readClaimsUnverified } from '../../../src/security/capability-issuer';
+import { agentWorkflowId } from '../../../src/identity/agent-identity';
+import { openMemory, type MemoryFixture } from '../memory-fixture';
 
 let dir: string;
 let fx: MemoryFixture;
@@ -40,14 +40,14 @@ describe('tenant isolation', () => {
   it('refuses a cross-tenant fork before sharing a block', async () => {
     const before = fx.memory.tiers.stats();
     const calls = fx.tierCalls.length;
-    await expect(fork(fx.token('child', 'globex'))).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('cross-tenant') });
+    await expect(fork(fx.token('child', 'globex', { fork: 'f-1' }))).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('cross-tenant') });
     expect(fx.tierCalls.slice(calls).filter((name) => name === 'fork')).toEqual([]);
     expect(fx.memory.holds('child')).toBe(false);
     expect(fx.memory.tiers.stats()).toEqual(before);
   });
 
   it("refuses a fork whose child token holds rights its parent lacks", async () => {
-    await expect(fork(fx.token('child', 'acme', { rights: ['resume', 'offload'] }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
+    await expect(fork(fx.token('child', 'acme', { rights: ['resume', 'offload'], fork: 'f-1' }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
     expect(fx.memory.holds('child')).toBe(false);
   });
 

@@ -1,7 +1,9 @@
-// The attack table: every way a caller might get at a context it does not own. Each case expects
-// PERMISSION_DENIED with its reason, checks that the tier layer was not touched at all (no read, no
-// write), that the context's bytes and the pool are as they were, and that the denial was audited
-// without the token.
+// The attack table: every way a caller might get at a context it does not own with a token it should not
+// have (forged, altered, alg none, a foreign key id, expired, revoked, another tenant, agent or workflow,
+// a custodian for a caller's action). Each case calls the worker's activity as the agent's own workflow
+// would, inside an activity context, and expects PERMISSION_DENIED with its reason, checks that the tier
+// layer was not touched at all (no read, no write), that the context's bytes and the pool are as they
+// were, and that the denial was audited without the token.
 import { createHmac, randomBytes, sign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,24 +11,28 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { emptyDigest, type DigestState } from '../../src/agent-memory/context-digest';
-import type { Action } from '../../src/agent-memory/capability-check';
-import { CapabilityIssuer, readClaimsUnverified, signCompact } from '../../src/security/capability-issuer';
-import { CapabilityVerifier } from '../../src/security/capability-verifier';
-import { ed25519PrivateKey, ed25519PublicOf } from '../../src/security/key-list';
-import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { openMemory, type MemoryFixture } from './memory-fixture';
-import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
+import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
+import type { Action } from '../../../src/agent-memory/capability-check';
+import { CapabilityIssuer, readClaimsUnverified, signCompact } from '../../../src/security/capability-issuer';
+import { CapabilityVerifier } from '../../../src/security/capability-verifier';
+import { ed25519PrivateKey, ed25519PublicOf } from '../../../src/security/key-list';
+import { agentWorkflowId } from '../../../src/identity/agent-identity';
+import { openMemory, type MemoryFixture } from '../memory-fixture';
+import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from '../test-keys';
+import { activitiesOf, as, workflowOf, type Activities } from './activity-fixture';
 
 let dir: string;
 let fx: MemoryFixture;
 let owner: string;
 let digest: DigestState;
 let released: string;
+let activities: Activities;
+let operation = 1;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kvfabric-attacks-'));
   fx = await openMemory(dir);
+  activities = activitiesOf(fx);
   owner = fx.token('planner');
   await fx.memory.create(fx.call('planner', 'acme', 'allocate', owner), true);
   digest = (await fx.memory.appendTurn('planner', 0, { tokens: 40 }, emptyDigest())).digest;
@@ -70,7 +76,7 @@ const ATTACKS: Attack[] = [
     reason: 'unknown-key',
     token: () => new CapabilityIssuer([{ id: 'retired-2023', key: randomBytes(32) }]).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner') }),
   },
-  { name: 'expired', reason: 'expired', token: () => new CapabilityIssuer(TEST_SIGNING_KEYS, undefined, () => Date.now() - 7200_000).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner'), lifetimeS: 3600 }) },
+  { name: 'expired', reason: 'expired', token: () => new CapabilityIssuer(TEST_SIGNING_KEYS, { clock: () => Date.now() - 7200_000 }).mint({ tenant: 'acme', agentId: 'planner', workflowId: agentWorkflowId('planner'), lifetimeS: 3600 }) },
   { name: 'not yet valid', reason: 'not-yet-valid', token: () => fx.token('planner', 'acme', { notBeforeS: 3600 }) },
   { name: 'wrong agent', reason: 'wrong-agent', token: () => fx.token('mallory', 'acme', { contextId: 'planner', workflowId: agentWorkflowId('planner') }) },
   { name: 'wrong context (another agent of the same tenant)', reason: 'wrong-context', token: () => fx.token('critic') },
@@ -120,14 +126,36 @@ const ATTACKS: Attack[] = [
   })),
 ];
 
+/** The worker's activity for `action` on `context`, presenting `token`, as the agent's workflow calls it. */
+function activityCall(action: Action, context: string, token: unknown): Promise<unknown> {
+  const request = { agentId: context, tenant: 'acme', capability: token as string, operationId: `${context}:${operation++}` };
+  const { context: calls } = activities;
+  switch (action) {
+    case 'append':
+      return calls.appendTurn({ ...request, turn: 1, tokens: 8, before: digest, checkpoint: false });
+    case 'restore':
+      return calls.restore({ ...request, expected: digest, verify: true });
+    case 'fork':
+      return calls.share({ ...request, childId: 'attack-child', childCapability: fx.issuer.mintChild(owner, { agentId: 'attack-child', workflowId: agentWorkflowId('attack-child') }), checkpoint: false });
+    case 'release':
+      return calls.release(request);
+    case 'unpin':
+      return calls.unpin(request);
+    case 'renew':
+      return calls.renew({ ...request, next: fx.token(context, 'acme', { epoch: Date.now() + 60_000 }) });
+    default:
+      throw new Error(`no activity for ${action} in this table`);
+  }
+}
+
 describe('capability attacks', () => {
   it.each(ATTACKS)('$name: PERMISSION_DENIED ($reason), nothing read or changed, audited', async (attack) => {
     const context = attack.context ?? 'planner';
     const before = { pool: fx.memory.tiers.stats(), snapshot: context === 'planner' ? fx.memory.snapshot('planner') : undefined };
     const calls = fx.tierCalls.length;
     const token = attack.token();
-    const denied = fx.memory.admit(fx.call(context, 'acme', attack.action ?? 'append', token));
-    await expect(denied).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining(attack.reason) });
+    const denied = as(workflowOf(context), () => activityCall(attack.action ?? 'append', context, token));
+    await expect(denied).rejects.toMatchObject({ type: 'PERMISSION_DENIED', message: expect.stringContaining(attack.reason) });
     const message = ((await denied.catch((err: unknown) => err)) as Error).message;
     if (typeof token === 'string') expect(message).not.toContain(token.slice(0, 40));
 
@@ -190,9 +218,9 @@ describe('custodian token', () => {
     // Refused before anything was revoked: the current token still works.
     await expect(fx.memory.admit(fx.call('guarded', 'acme', 'restore', current))).resolves.toBeDefined();
 
-    const child = fx.token('guarded-child');
+    const child = fx.token('guarded-child', 'acme', { fork: 'f-guarded' });
     const calls = fx.tierCalls.length;
-    await expect(fx.memory.share('guarded', claims, fx.call('guarded-child', 'acme', 'fork', child), false, fx.issuer.mintCustodian(fx.token('guarded-child', 'acme', { epoch: readClaimsUnverified(child).epoch - 1 })))).rejects.toMatchObject(notCustodian);
+    await expect(fx.memory.share('guarded', claims, fx.call('guarded-child', 'acme', 'fork', child), false, fx.issuer.mintCustodian(fx.token('guarded-child', 'acme', { epoch: readClaimsUnverified(child).epoch - 1, fork: 'f-guarded' })))).rejects.toMatchObject(notCustodian);
     expect(fx.tierCalls.slice(calls)).toEqual([]);
 
     await renew(fx.issuer.mintCustodian(next));
@@ -202,12 +230,12 @@ describe('custodian token', () => {
 
 describe('renewal', () => {
   it('refuses a replacement with more rights, an older epoch or another identity; accepts a fresh one and revokes the old', async () => {
-    const limited = fx.token('renewing', 'acme', { rights: ['resume', 'append'] });
+    const limited = fx.token('renewing', 'acme', { rights: ['resume', 'append', 'renew'] });
     await fx.memory.create(fx.call('renewing', 'acme', 'allocate', limited), false);
     const current = await fx.memory.admit(fx.call('renewing', 'acme', 'renew', limited));
     const replace = (token: string) => fx.memory.renew(current, fx.call('renewing', 'acme', 'renew', token));
     const later = { epoch: current.epoch + 10 };
-    await expect(replace(fx.token('renewing', 'acme', { ...later, rights: ['resume', 'append', 'release'] }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
+    await expect(replace(fx.token('renewing', 'acme', { ...later, rights: ['resume', 'append', 'release', 'renew'] }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
     await expect(replace(fx.token('renewing', 'acme', { rights: ['resume'], epoch: current.epoch }))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
     await expect(replace(fx.token('other', 'acme', later))).rejects.toMatchObject({ message: expect.stringContaining('wrong-context') });
     await expect(replace(fx.token('renewing', 'globex', later))).rejects.toMatchObject({ message: expect.stringContaining('wrong-tenant') });
@@ -225,7 +253,7 @@ describe('verifier', () => {
     const pub = (k: { id: string; key: Buffer }) => ({ id: k.id, key: ed25519PublicOf(k.key) });
     const request = { tenant: 'acme', agentId: 'a', workflowId: agentWorkflowId('a') };
     const before = new CapabilityIssuer([oldKey]).mint(request);
-    const after = new CapabilityIssuer([oldKey, newKey], 'k-new').mint(request);
+    const after = new CapabilityIssuer([oldKey, newKey], { activeKeyId: 'k-new' }).mint(request);
     const during = new CapabilityVerifier([pub(oldKey), pub(newKey)]);
     expect(during.verify(before).sub).toBe('a');
     expect(during.verify(after).sub).toBe('a');

@@ -1,0 +1,49 @@
+// Reads a file named by a setting that holds a secret (key lists, the codec server's token, a capability)
+// or decides trust (the workers' trusted public keys), and refuses one whose mode lets other users read the
+// secret or change what it holds. A symlink is followed and the file it reaches is checked: Kubernetes and
+// Docker mount secrets as symlinks, and it is the final file's mode that says who can read it. Errors name
+// the setting, the path and the fix, never the content.
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+
+import { FabricError } from '../fabric/errors';
+
+/**
+ * - `secret`: refused when others (not owner, not group) have any access, or the group may write it. A
+ *   group may read it: that is a grant made on purpose (0640 with a service group, Kubernetes' fsGroup),
+ *   while the accident this catches is the 0644 of a default umask.
+ * - `public`: may be read by anyone, refused when the group or others may write it: whoever can write
+ *   the workers' trusted keys can add a key of their own and mint capabilities every worker accepts.
+ */
+export type FileSensitivity = 'secret' | 'public';
+
+const FORBIDDEN_BITS: Record<FileSensitivity, number> = { secret: 0o027, public: 0o022 };
+
+export function readProtectedFile(path: string, setting: string, sensitivity: FileSensitivity): string {
+  let fd: number;
+  try {
+    // Non-blocking: a FIFO in a key file's place must be refused below, not wait for a writer forever.
+    fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  } catch (err) {
+    throw new FabricError('INVALID_ARGUMENT', `${setting}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  try {
+    // The descriptor's own status: the file checked is the file read, even if the path changes meanwhile.
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new FabricError('INVALID_ARGUMENT', `${setting}: ${path} is not a regular file`);
+    const mode = stat.mode & 0o777;
+    if ((mode & FORBIDDEN_BITS[sensitivity]) !== 0) {
+      const fix = sensitivity === 'secret' ? `chmod 600 ${path}` : `chmod go-w ${path}`;
+      throw new FabricError('PERMISSION_DENIED', `${setting}: ${path} has mode 0${mode.toString(8).padStart(3, '0')}, so ${exposure(mode)}: run ${fix}`);
+    }
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Who besides the owner can do what, for the refusal's message. */
+function exposure(mode: number): string {
+  const others = mode & 0o006 ? `other users can ${[mode & 0o004 ? 'read' : '', mode & 0o002 ? 'change' : ''].filter(Boolean).join(' and ')} it` : mode & 0o001 ? 'other users can open it' : '';
+  const group = mode & 0o020 ? 'its group can change it' : '';
+  return [others, group].filter(Boolean).join(', and ');
+}

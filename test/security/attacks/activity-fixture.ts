@@ -1,0 +1,51 @@
+// The worker's activities as Temporal runs them: each call inside an activity context whose workflow id
+// and run id say which workflow is calling (what the server tells a worker, never the request), over a
+// real AgentMemory (native pool, cold tier, grants, epochs, audit log: ../memory-fixture.ts).
+import { readFileSync } from 'node:fs';
+
+import { MockActivityEnvironment } from '@temporalio/testing';
+
+import { createActivities, OperationJournal } from '../../../src/activities';
+import { agentWorkflowId } from '../../../src/identity/agent-identity';
+import type { MemoryFixture } from '../memory-fixture';
+
+export type Activities = ReturnType<typeof createActivities>;
+
+export interface Caller {
+  workflowId: string;
+  runId: string;
+  attempt?: number;
+}
+
+/** The agent's own workflow, in its first run unless told otherwise. */
+export function workflowOf(agentId: string, runId = 'run-1'): Caller {
+  return { workflowId: agentWorkflowId(agentId), runId };
+}
+
+/** Runs `call` as an activity of `caller`'s workflow. */
+export function as<T>(caller: Caller, call: () => Promise<T>): Promise<T> {
+  const environment = new MockActivityEnvironment({
+    workflowExecution: { workflowId: caller.workflowId, runId: caller.runId },
+    attempt: caller.attempt ?? 1,
+  });
+  return environment.run(call);
+}
+
+export function activitiesOf(fx: MemoryFixture, journal = new OperationJournal()): Activities {
+  return createActivities({ memory: fx.memory, holder: 'queue@victim-worker', runsWorkflows: true, journal });
+}
+
+/** The audit log's denials, parsed. */
+export function denials(fx: MemoryFixture): Array<Record<string, unknown>> {
+  let text = '';
+  try {
+    text = readFileSync(fx.auditFile, 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .trim()
+    .split('\n')
+    .filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}

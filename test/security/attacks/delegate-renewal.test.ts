@@ -1,0 +1,74 @@
+// Attack class: a narrow delegate revokes its owner. A renewal replaces the context's capability and
+// revokes every older token, so a token given out to read (`resume` only) must not be able to renew, and
+// a renewal never mints more than the presenter holds.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { RenewRequest } from '../../../src/activities';
+import { readClaimsUnverified } from '../../../src/security/capability-issuer';
+import { MODELS } from '../../../src/workflows/models';
+import { openMemory, type MemoryFixture } from '../memory-fixture';
+import { activitiesOf, as, denials, workflowOf, type Activities } from './activity-fixture';
+
+let dir: string;
+let fx: MemoryFixture;
+let activities: Activities;
+let owner: string;
+let operation = 1;
+
+const renewal = (capability: string, next: string): RenewRequest => ({
+  agentId: 'owned', tenant: 'acme', capability, operationId: `owned:${operation++}`, next, nextCustodian: fx.issuer.mintCustodian(next),
+});
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'kvfabric-attack-renew-'));
+  fx = await openMemory(dir);
+  activities = activitiesOf(fx);
+  owner = fx.token('owned');
+  await as(workflowOf('owned'), () =>
+    activities.placement.allocate({ agentId: 'owned', tenant: 'acme', capability: owner, operationId: 'owned:0', shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: false }),
+  );
+});
+afterAll(async () => {
+  await fx?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('attack: a narrow delegate renews', () => {
+  it("a resume-only token cannot renew (missing-right): the owner's token still works, audited", async () => {
+    const delegate = fx.token('owned', 'acme', { rights: ['resume'] });
+    const next = fx.issuer.renewal(delegate);
+    expect(readClaimsUnverified(next).rights).toEqual(['resume']); // the issuer never mints more than the presenter holds
+    const audits = denials(fx).length;
+    await expect(as(workflowOf('owned'), () => activities.context.renew(renewal(delegate, next)))).rejects.toMatchObject({
+      type: 'PERMISSION_DENIED',
+      message: expect.stringContaining('missing-right'),
+    });
+    expect(denials(fx).slice(audits)).toEqual([expect.objectContaining({ context: 'owned', action: 'renew', reason: 'missing-right' })]);
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'release', owner))).resolves.toMatchObject({ sub: 'owned' });
+  });
+
+  it('a delegate given `renew` renews only into its own rights (rights-escalation otherwise)', async () => {
+    const delegate = fx.token('owned', 'acme', { rights: ['resume', 'renew'] });
+    const wider = fx.token('owned', 'acme', { rights: ['resume', 'renew', 'append'], epoch: Date.now() + 1000 });
+    await expect(as(workflowOf('owned'), () => activities.context.renew(renewal(delegate, wider)))).rejects.toMatchObject({
+      type: 'PERMISSION_DENIED',
+      message: expect.stringContaining('rights-escalation'),
+    });
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'append', owner))).resolves.toMatchObject({ sub: 'owned' });
+  });
+
+  it("the owner renews; a retry of that renewal is still answered, and the old tokens are revoked", async () => {
+    const next = fx.token('owned', 'acme', { epoch: Date.now() + 2000 });
+    const request = renewal(owner, next);
+    await as(workflowOf('owned'), () => activities.context.renew(request));
+    await as({ ...workflowOf('owned'), attempt: 2 }, () => activities.context.renew(request));
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'restore', owner))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'restore', next))).resolves.toMatchObject({ sub: 'owned' });
+    // The same renewal replayed from another workflow finds no record, and its revoked token is refused.
+    await expect(as(workflowOf('mallory'), () => activities.context.renew(request))).rejects.toMatchObject({ type: 'PERMISSION_DENIED' });
+  });
+});
