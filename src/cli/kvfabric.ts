@@ -4,7 +4,7 @@
 // TEMPORAL_NAMESPACE, TEMPORAL_TLS_*); calls on an agent act with its capability (--capability-file or
 // KVFABRIC_CAPABILITY, never an argument: `ps` shows those). `start` and `fork` print the new agent's
 // capability once (`renew` its replacement); nothing else ever prints one. Operator commands (keygen,
-// codec-server) never connect.
+// codec-server, model) never connect.
 // Failures are one line on stderr: exit 2 for a call used wrongly, 1 for one that failed.
 import { AgentClient, type AgentHandle } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';
@@ -14,6 +14,7 @@ import type { AgentStatus } from '../workflows/definitions';
 import { codecServer } from './codec-server-command';
 import { USAGE, commandUsage } from './command-usage';
 import { keygen } from './keygen';
+import { model } from './model-command';
 import { parseCommand } from './parse-command';
 import { CliUsageError, USAGE_EXIT_CODE } from './usage-error';
 
@@ -21,6 +22,7 @@ import { CliUsageError, USAGE_EXIT_CODE } from './usage-error';
 const OPERATOR_COMMANDS = new Map<string, (argv: string[]) => void | Promise<void>>([
   ['keygen', (argv) => keygen(argv)],
   ['codec-server', (argv) => codecServer(argv)],
+  ['model', (argv) => model(argv)],
 ]);
 
 async function main(argv: string[]): Promise<void> {
@@ -84,9 +86,11 @@ async function main(argv: string[]): Promise<void> {
         print(await agents.status(call.agentId!));
         break;
       case 'list': {
-        const listed = await agents.list(call.list!);
+        const { agents: listed, skipped } = await agents.list(call.list!);
         if (call.json) console.log(JSON.stringify(listed));
         else for (const a of listed) console.log(`${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`);
+        // On stderr, so stdout stays the listing (and --json stays one JSON value).
+        for (const a of skipped) console.error(`kvfabric: skipped agent ${a.agentId} (${a.status}): ${a.reason}`);
         break;
       }
       case 'setup': {

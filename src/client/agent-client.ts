@@ -1,6 +1,10 @@
 // The client library: start agents, drive them through updates, read their status and find them by
 // search attributes. Failures come back as FabricErrors with the worker's stable codes
-// (PERMISSION_DENIED for a wrong capability, INTEGRITY for bytes that did not verify, ...).
+// (PERMISSION_DENIED for a wrong capability, INTEGRITY for bytes that did not verify, ...). A namespace
+// without kvfabric's search attributes gets them on the first start (search-attributes.ts); a client
+// whose payload codec keys differ from its workers' learns it as PERMISSION_DENIED naming the key id
+// (codec-refusals.ts), and an agent no worker can read is ended rather than left failing its tasks
+// (unreadable-agents.ts).
 import {
   Client,
   Connection,
@@ -10,9 +14,12 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
+import { decodeTypedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
+import { decode } from '@temporalio/common/lib/internal-non-workflow';
+import { temporal } from '@temporalio/proto';
 
 import { AGENT_ID_RULE, agentWorkflowId, checkTenantName, isAgentId } from '../identity/agent-identity';
-import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
+import { ERROR_CODES, FabricError, isFabricError, type ErrorCode } from '../fabric/errors';
 import { initialState, memoOf, searchAttributesOf } from '../workflows/agent-state';
 import type { agentWorkflow } from '../workflows/agent';
 import {
@@ -35,13 +42,18 @@ import {
   type TurnOutcome,
   type TurnReply,
 } from '../workflows/definitions';
-import { modelNamed } from '../workflows/models';
+import { modelNamed } from './models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
+import { REFUSED_ENCODING_PREFIX } from '../security/refused-payloads';
 import type { ClientSecurity } from './client-security';
+import { mismatchError, refusalIn } from './codec-refusals';
+import { messagesOf } from './error-chain';
 import { reachTemporal } from './reach-temporal';
+import { withSearchAttributes, type NamespaceAddress } from './search-attributes';
 import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
+import { confirmReadable, endIfUnreadable, watchForUnreadable } from './unreadable-agents';
 
 export interface AgentConfigOverrides {
   timers?: Partial<AgentConfig['timers']>;
@@ -54,7 +66,7 @@ export interface AgentConfigOverrides {
 export interface StartAgentOptions {
   agentId: string;
   tenant: string;
-  /** A catalog name (see workflows/models.ts) or a model (default smollm2-135m: the default workers' model). */
+  /** A catalog name (MODELS, modelNamed) or a model (default smollm2-135m: the default workers' model). */
   model?: string | AgentModel;
   config?: AgentConfigOverrides;
   /**
@@ -76,6 +88,21 @@ export interface AgentListing {
   /** The workflow's status: RUNNING, COMPLETED, ... */
   status: string;
   workflowId: string;
+}
+
+/** An agent a listing left out: this client cannot read its payloads (sealed with a codec key it lacks). */
+export interface SkippedAgent {
+  agentId: string;
+  workflowId: string;
+  /** The workflow's status: RUNNING, COMPLETED, ... */
+  status: string;
+  /** Why, naming the key id, e.g. `payload sealed with key 'k2', which this process does not hold`. */
+  reason: string;
+}
+
+export interface AgentList {
+  agents: AgentListing[];
+  skipped: SkippedAgent[];
 }
 
 export interface ListFilter {
@@ -156,19 +183,68 @@ export class AgentClient {
     // The workflow carries the custodian; the caller keeps the agent's own token.
     const custodian = options.custodian ?? this.mintCustodian(capability);
     const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability: custodian, model, config: agentConfig(options.config) };
+    let runId: string;
     try {
-      await this.client.workflow.start<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
-        workflowId: agentWorkflowId(options.agentId),
-        taskQueue: this.taskQueue,
-        args: [input],
-        memo: memoOf(input),
-        typedSearchAttributes: searchAttributesOf(input, initialState(input)),
-      });
+      // A fresh namespace lacks kvfabric's search attributes: the start registers them and runs again.
+      const started = await withSearchAttributes(this.client.connection, this.namespaceAddress(), () =>
+        this.client.workflow.start<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
+          workflowId: agentWorkflowId(options.agentId),
+          taskQueue: this.taskQueue,
+          args: [input],
+          memo: memoOf(input),
+          typedSearchAttributes: searchAttributesOf(input, initialState(input)),
+        }),
+      );
+      runId = started.firstExecutionRunId;
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError) throw new FabricError('INVALID_ARGUMENT', `agent ${options.agentId} already exists`);
       throw err;
     }
+    await confirmReadable(this.client, this.taskQueue, options.agentId, runId);
     return this.agent(options.agentId, capability);
+  }
+
+  /**
+   * Runs an update or query on an agent; its failure as a FabricError with the code the worker or the
+   * workflow chose, a codec refusal as PERMISSION_DENIED naming the key.
+   */
+  async translate<T>(agentId: string, call: () => Promise<T>): Promise<T> {
+    const stopWatching = new AbortController();
+    const watch: { error?: FabricError } = {};
+    try {
+      const answer = call();
+      answer.catch(() => undefined); // when the watch below wins, the call's own end is of no interest
+      return await Promise.race([answer, watchForUnreadable(this.client, agentId, watch, stopWatching.signal)]);
+    } catch (err) {
+      // The watch ended the run: the call then fails for that ("not found"), and the watch's error is why.
+      if (watch.error) throw watch.error;
+      if (isFabricError(err)) throw err;
+      const refusal = refusalIn(err);
+      // In a failure the worker sent, the refusal is the worker's; thrown while reading the answer, it is this client's.
+      if (refusal) throw mismatchError(agentId, refusal, err instanceof WorkflowUpdateFailedError ? 'worker' : 'client');
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+        throw new FabricError(asCode(err.cause.type), err.cause.message);
+      }
+      // A released agent's workflow has completed; the server answers updates to it with "not found" too.
+      if (err instanceof Error && /already completed/i.test(err.message)) throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
+      if (err instanceof WorkflowNotFoundError) throw new FabricError('STALE_HANDLE', `no agent ${agentId}`);
+      // The server stops taking calls to a workflow whose tasks keep failing: a codec refusal of its input?
+      if (/workflow task in failed state/i.test(messagesOf(err))) {
+        const ended = await endIfUnreadable(this.client, agentId);
+        if (ended) throw ended;
+      }
+      throw err;
+    } finally {
+      stopWatching.abort();
+    }
+  }
+
+  private namespaceAddress(): NamespaceAddress {
+    const options = (this.client.connection as Partial<Connection>).options;
+    const address = options?.address;
+    // Temporal Cloud's endpoints: <namespace>.<account>.tmprl.cloud (mTLS) and <region>.<cloud>.api.temporal.io (API keys).
+    const cloud = /\.(tmprl\.cloud|api\.temporal\.io)(:\d+)?$/.test(address ?? '');
+    return { namespace: this.client.options.namespace, ...(address ? { address } : {}), cloud };
   }
 
   /** A handle on an existing agent, acting with `capability`. */
@@ -177,31 +253,65 @@ export class AgentClient {
   }
 
   async status(agentId: string): Promise<AgentStatus> {
-    return translated(agentId, () => this.workflow(agentId).query(statusQuery));
+    return this.translate(agentId, () => this.workflow(agentId).query(statusQuery));
   }
 
-  async list(filter: ListFilter = {}): Promise<AgentListing[]> {
+  /**
+   * Agents by their search attributes. Listing reads only those (never encrypted) and the memo, which it
+   * opens only to see whether this client can: an agent sealed with a codec key this client lacks is
+   * left out and named in `skipped`, instead of failing the whole listing.
+   */
+  async list(filter: ListFilter = {}): Promise<AgentList> {
     const clauses = [`WorkflowType = '${AGENT_WORKFLOW_TYPE}'`];
     if (!filter.includeClosed) clauses.push(`ExecutionStatus = 'Running'`);
     if (filter.tenant) clauses.push(`${KvTenant.name} = ${quote(filter.tenant)}`);
     if (filter.tier) clauses.push(`${KvTier.name} = ${quote(filter.tier)}`);
     if (filter.phase) clauses.push(`${KvPhase.name} = ${quote(filter.phase)}`);
-    const listings: AgentListing[] = [];
-    for await (const execution of this.client.workflow.list({ query: clauses.join(' AND ') })) {
-      const attributes = execution.typedSearchAttributes;
-      listings.push({
-        agentId: attributes.get(KvAgentId) ?? execution.workflowId,
-        tenant: attributes.get(KvTenant) ?? '',
-        ...optional('phase', attributes.get(KvPhase)),
-        ...optional('tier', attributes.get(KvTier)),
-        ...optional('tokens', attributes.get(KvTokens)),
-        ...optional('blocks', attributes.get(KvBlocks)),
-        status: execution.status.name,
-        workflowId: execution.workflowId,
-      });
-      if (filter.limit !== undefined && listings.length >= filter.limit) break;
+    const query = clauses.join(' AND ');
+    const list: AgentList = { agents: [], skipped: [] };
+    let nextPageToken: Uint8Array | undefined;
+    do {
+      // The raw call: the SDK's list decodes every memo and fails the whole listing on one it cannot read.
+      const page = await withSearchAttributes(this.client.connection, this.namespaceAddress(), () =>
+        this.client.workflowService.listWorkflowExecutions({ namespace: this.client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}) }),
+      );
+      for (const execution of page.executions ?? []) {
+        const workflowId = execution.execution?.workflowId ?? '';
+        const attributes = decodeTypedSearchAttributes(execution.searchAttributes?.indexedFields);
+        const agentId = attributes.get(KvAgentId) ?? workflowId;
+        const status = statusName(execution.status);
+        const reason = await this.unreadable(execution.memo?.fields);
+        if (reason !== undefined) {
+          list.skipped.push({ agentId, workflowId, status, reason });
+          continue;
+        }
+        list.agents.push({
+          agentId,
+          tenant: attributes.get(KvTenant) ?? '',
+          ...optional('phase', attributes.get(KvPhase)),
+          ...optional('tier', attributes.get(KvTier)),
+          ...optional('tokens', attributes.get(KvTokens)),
+          ...optional('blocks', attributes.get(KvBlocks)),
+          status,
+          workflowId,
+        });
+        if (filter.limit !== undefined && list.agents.length >= filter.limit) return list;
+      }
+      nextPageToken = page.nextPageToken && page.nextPageToken.length > 0 ? page.nextPageToken : undefined;
+    } while (nextPageToken);
+    return list;
+  }
+
+  /** Why this client's codecs cannot open an agent's memo; undefined when they can (or there is none). */
+  private async unreadable(memo: Record<string, temporal.api.common.v1.IPayload> | null | undefined): Promise<string | undefined> {
+    const payloads = Object.values(memo ?? {});
+    if (payloads.length === 0) return undefined;
+    const opened = await decode(this.client.options.loadedDataConverter.payloadCodecs, payloads);
+    for (const payload of opened) {
+      const encoding = Buffer.from(payload.metadata?.encoding ?? []).toString('utf8');
+      if (encoding.startsWith(REFUSED_ENCODING_PREFIX)) return refusalIn(encoding)?.reason.replace('this process', 'this client') ?? encoding;
     }
-    return listings;
+    return undefined;
   }
 
   workflow(agentId: string): WorkflowHandle<typeof agentWorkflow> {
@@ -315,7 +425,7 @@ export class AgentHandle {
 
   private update<R, A>(definition: UpdateDefinition<R, [A]>, args: A, { requestId }: CallOptions): Promise<R> {
     const updateId = requestId === undefined ? undefined : updateIdOf(definition.name, requestId);
-    return translated(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], ...(updateId ? { updateId } : {}) }));
+    return this.agents.translate(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], ...(updateId ? { updateId } : {}) }));
   }
 }
 
@@ -325,19 +435,9 @@ export function updateIdOf(update: string, requestId: string): string {
   return `${update}/${requestId}`;
 }
 
-/** Update and query failures as FabricErrors with the code the worker or the workflow chose. */
-async function translated<T>(agentId: string, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-      throw new FabricError(asCode(err.cause.type), err.cause.message);
-    }
-    // A released agent's workflow has completed; the server answers updates to it with "not found" too.
-    if (err instanceof Error && /already completed/i.test(err.message)) throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
-    if (err instanceof WorkflowNotFoundError) throw new FabricError('STALE_HANDLE', `no agent ${agentId}`);
-    throw err;
-  }
+/** RUNNING, COMPLETED, ...: a raw listing's status as the SDK names it. */
+function statusName(status: temporal.api.enums.v1.WorkflowExecutionStatus | null | undefined): string {
+  return (temporal.api.enums.v1.WorkflowExecutionStatus[status ?? 0] ?? 'UNSPECIFIED').replace('WORKFLOW_EXECUTION_STATUS_', '');
 }
 
 function asCode(type: string | undefined | null): ErrorCode {

@@ -4,11 +4,14 @@
 // TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, ..., TEMPORAL_GRPC_META_*), overridden
 // by flags. Shared by the worker, the client and the CLI, which hand the result to NativeConnection and
 // Connection alike (connectionOptionsOf). The API key comes from the file or the environment, never a
-// flag (flags show in `ps`).
-import { readFileSync } from 'node:fs';
+// flag (flags show in `ps`). A file that cannot be read, or a profile that does not parse, fails naming
+// the flag or the variable that led there.
+import { existsSync, readFileSync } from 'node:fs';
 
 import type { TLSConfig } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
+
+import { FabricError } from '../fabric/errors';
 
 export interface TemporalSettings {
   address: string;
@@ -85,18 +88,15 @@ export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: Node
 }
 
 export function temporalSettings(flags: TemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new Error('TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
-  const { connectionOptions: profile, namespace } = loadClientConnectConfig({
-    ...(flags.profile ? { profile: flags.profile } : {}),
-    overrideEnvVars: environmentOf(env),
-  });
+  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
+  const { connectionOptions: profile, namespace } = profileOf(flags, env);
   let tls: TLSConfig | undefined = profile.tls === true ? {} : profile.tls || undefined;
   if (flags.tls || flags.tlsCert || flags.tlsCa || flags.tlsServerName) tls = { ...tls };
   if (tls) {
     if (flags.tlsServerName) tls.serverNameOverride = flags.tlsServerName;
-    if (flags.tlsCa) tls.serverRootCACertificate = readFileSync(flags.tlsCa);
-    if (flags.tlsCert && flags.tlsKey) tls.clientCertPair = { crt: readFileSync(flags.tlsCert), key: readFileSync(flags.tlsKey) };
-    if (tls.clientCertPair && (!tls.clientCertPair.crt || !tls.clientCertPair.key)) throw new Error('TLS needs both a client certificate and its key');
+    if (flags.tlsCa) tls.serverRootCACertificate = fileOf(flags.tlsCa, '--tls-ca');
+    if (flags.tlsCert && flags.tlsKey) tls.clientCertPair = { crt: fileOf(flags.tlsCert, '--tls-cert'), key: fileOf(flags.tlsKey, '--tls-key') };
+    if (tls.clientCertPair && (!tls.clientCertPair.crt || !tls.clientCertPair.key)) throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key');
   }
   const apiKey = typeof profile.apiKey === 'string' ? profile.apiKey : undefined;
   return {
@@ -116,6 +116,32 @@ export function connectionOptionsOf(settings: TemporalSettings): { address: stri
     ...(settings.apiKey ? { apiKey: settings.apiKey } : {}),
     ...(settings.metadata ? { metadata: settings.metadata } : {}),
   };
+}
+
+/** The profile and Temporal's variables, read by @temporalio/envconfig; its failures (a missing file, bad TOML) name what led there. */
+function profileOf(flags: TemporalFlags, env: NodeJS.ProcessEnv): ReturnType<typeof loadClientConnectConfig> {
+  // The reader skips a config file that is not there, and the settings would silently fall back to
+  // localhost: one named on purpose must exist.
+  if (env.TEMPORAL_CONFIG_FILE && !existsSync(env.TEMPORAL_CONFIG_FILE)) {
+    throw new FabricError('INVALID_ARGUMENT', `TEMPORAL_CONFIG_FILE: cannot read ${env.TEMPORAL_CONFIG_FILE} (ENOENT)`);
+  }
+  try {
+    return loadClientConnectConfig({ ...(flags.profile ? { profile: flags.profile } : {}), overrideEnvVars: environmentOf(env) });
+  } catch (err) {
+    const source = [flags.profile ? `--profile ${flags.profile}` : undefined, env.TEMPORAL_PROFILE ? 'TEMPORAL_PROFILE' : undefined, env.TEMPORAL_CONFIG_FILE ? `TEMPORAL_CONFIG_FILE=${env.TEMPORAL_CONFIG_FILE}` : undefined]
+      .filter(Boolean)
+      .join(', ');
+    throw new FabricError('INVALID_ARGUMENT', `Temporal connection settings (${source || 'temporal.toml and TEMPORAL_* variables'}): ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+/** A file a flag names; one that cannot be read fails naming the flag. */
+function fileOf(path: string, flag: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new FabricError('INVALID_ARGUMENT', `${flag}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
 }
 
 function environmentOf(env: NodeJS.ProcessEnv): Record<string, string> {

@@ -20,7 +20,7 @@ import { freePort, startDevServer, type DevServer } from '../dev-server/dev-serv
 import { FabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { AgentStatus, TurnGeneration } from '../workflows/definitions';
-import { MODELS } from '../workflows/models';
+import { MODELS } from '../client/models';
 
 const ROOT = resolve(__dirname, '..', '..');
 const DEMO_DIR = process.env.KVFABRIC_DEMO_DIR ?? join(ROOT, '.kvfabric', 'demo');
@@ -275,7 +275,7 @@ function step(title: string): void {
 async function waitForListing(agents: AgentClient, tenant: string, count: number) {
   // Visibility is eventually consistent: the search attributes of the last updates land shortly after.
   for (let i = 0; ; i++) {
-    const listed = await agents.list({ tenant });
+    const listed = (await agents.list({ tenant })).agents;
     if (listed.length >= count || i > 50) return listed.sort((a, b) => a.agentId.localeCompare(b.agentId));
     await sleep(100);
   }

@@ -1,7 +1,8 @@
 // The engine layer's public surface: the seam, the fingerprint, and the two engines behind it.
 export type { ContextKv, Engine, GenerationSettings, StoredContext, TurnRequest, TurnResult } from './engine';
 export { requireCompatible, type EngineFingerprint } from './fingerprint';
-export { LlamaEngine, LLAMA_ENGINE_NAME, NODE_LLAMA_CPP_VERSION, type LlamaEngineOptions } from './llama/llama-engine';
+export { LlamaEngine, LLAMA_ENGINE_NAME, type LlamaEngineOptions } from './llama/llama-engine';
+export { NODE_LLAMA_CPP_VERSION } from './llama/node-llama-cpp';
 export { DEFAULT_MODEL, ensureDefaultModel, modelFile } from './llama/default-model';
 export { readModelInfo, type GgufModelInfo } from './llama/gguf-shape';
 export { SyntheticEngine, TURN_MARK, type SyntheticEngineOptions } from './synthetic/synthetic-engine';

@@ -6,9 +6,12 @@
 // creates that second Worker itself, on the user's connection and namespace with the same converter,
 // activity slots and shutdown grace, when the user's `worker.run()` starts (the runWorker hook), and runs
 // it alongside: both start together, either stopping stops the other, and when both have stopped the
-// plugin drains the held contexts to the cold tier and closes the memory. Metrics and housekeeping run
-// for as long as the worker does. The memory itself opens when the user's worker is created
-// (configureWorker); if that creation fails after this plugin's turn, close() frees it.
+// plugin drains the held contexts to the cold tier and closes the memory. From start to drained it keeps
+// the process alive through the shutdown signals (drain-signals.ts), so `await worker.run()` returns only
+// once every held context is on disk. The holder's Worker takes every call at once and runs as many as
+// the user's worker does (holder-calls.ts); both workers get kvfabric's liveness settings (liveness.ts).
+// Metrics and housekeeping run for as long as the worker does. The memory itself opens when the user's
+// worker is created (configureWorker); if that creation fails after this plugin's turn, close() frees it.
 //
 // Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
@@ -22,12 +25,19 @@ import { Runtime, Worker, type ReplayWorkerOptions, type WorkerOptions, type Wor
 
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import { CodecKeyRing } from '../security/payload-codec';
+import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
 import { drainToDisk, type DrainReport } from './drain';
+import { holdShutdownSignals } from './drain-signals';
+import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
+import { HEARTBEAT_THROTTLE_MS, withLivenessDefaults } from './liveness';
 import { agentWorkflowBundle, workflowsPath } from './workflow-bundle';
 import { openWorkerMemory, type WorkerMemory } from './worker-memory';
 import type { KvFabricWorkerOptions } from './worker-options';
+
+/** The SDK's default activity slots, when the user's options name none. */
+const SDK_ACTIVITY_SLOTS = 100;
 
 export interface KvFabricWorkerPluginOptions extends KvFabricWorkerOptions {
   /** Whether the worker also runs agent workflows (default true; GPU workers may leave them to others). */
@@ -93,17 +103,20 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const memory = await openWorkerMemory(this.options, holder, this.options.agentWorkflows !== false);
     // The holder worker is created when the user's worker runs: created here, it would hold the
     // connection even if the user's Worker.create failed after this hook.
+    // As many calls run at once as on the user's worker; any more are taken and wait, heartbeating.
+    const running = options.maxConcurrentActivityTaskExecutions ?? SDK_ACTIVITY_SLOTS;
     const holderOptions: WorkerOptions = {
       ...(options.connection ? { connection: options.connection } : {}),
       ...(options.namespace ? { namespace: options.namespace } : {}),
-      ...(options.maxConcurrentActivityTaskExecutions !== undefined ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions } : {}),
       ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
+      maxConcurrentActivityTaskExecutions: Math.max(HOLDER_CALLS_TAKEN, running),
+      maxHeartbeatThrottleInterval: options.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE_MS,
       taskQueue: holder,
-      activities: memory.activities.context,
+      activities: queuedCalls(memory.activities.context, running),
       dataConverter,
     };
     this.node = { holder, memory, holderOptions };
-    return { ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local } };
+    return withLivenessDefaults({ ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local } });
   }
 
   async configureReplayWorker(options: ReplayWorkerOptions): Promise<ReplayWorkerOptions> {
@@ -112,12 +125,29 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 
   async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     if (worker.options.taskQueue === this.holderQueue) return next(worker); // the holder worker itself (see configureWorker)
-    const { holder, memory, holderOptions } = this.configured();
+    const { holder, memory } = this.configured();
     if (this.closed) throw new Error('this kvfabric plugin was closed: its memory is gone');
+    const logger = Runtime.instance().logger;
+    // From here until the drain is done a shutdown signal stops the workers, never the process.
+    const signals = holdShutdownSignals((signal, first) => {
+      const contexts = this.closed ? 0 : memory.memory.tiers.contextIds().length; // closed: drained, about to return
+      if (first) logger.info(`kvfabric GPU worker stopping on ${signal}: running calls finish, then held contexts drain to the tier directory`, { holder, contexts });
+      else logger.warn(`kvfabric GPU worker still draining: ${signal} does not interrupt it (SIGKILL would, losing what is not on disk yet)`, { holder, contexts });
+    });
+    try {
+      await this.runAndDrain(worker, next);
+    } finally {
+      signals.release();
+    }
+  }
+
+  /** Runs the user's worker and the holder's together, then drains and closes the memory (see the header). */
+  private async runAndDrain(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+    const { holder, memory, holderOptions } = this.configured();
     const logger = Runtime.instance().logger;
     let holderWorker: Worker;
     try {
-      holderWorker = await Worker.create(holderOptions);
+      holderWorker = await ActivityOnlyWorker.create(holderOptions);
     } catch (err) {
       this.closed = true;
       await memory.close();

@@ -9,7 +9,8 @@ import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
-import { modelNamed } from '../workflows/models';
+import { modelNamed } from '../client/models';
+import { asWorkerConfigError } from './config-error';
 import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
 
 export type { Backend } from '../fabric/types';
@@ -59,14 +60,25 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
               living longer, or expiring further ahead, are refused
 Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json writes one object per line,
             {"ts", "level", "msg", "fields"}
-            --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8),
-            --shutdown-grace-ms n (default 30000)
+            --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8): calls
+              running at once on each queue (the worker's own queue takes more, queued inside)
+            --shutdown-grace-ms n (default 30000): SIGTERM/SIGINT lets running calls finish this long,
+              then drains held contexts to --tier-dir
             --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
             names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
             --orphan-min-age-ms n (default 3600000): how old such a segment file must be
             -h, --help          this text`;
 
+/** The worker's settings from flags and environment; a bad one throws a WorkerConfigError naming it, in one line. */
 export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  try {
+    return readWorkerConfig(argv, env);
+  } catch (err) {
+    throw asWorkerConfigError(err);
+  }
+}
+
+function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig {
   const { values } = parseArgs({
     args: argv,
     strict: true,

@@ -2,3 +2,4 @@
 // configuration from flags and environment.
 export { createGpuWorker, type GpuWorker, type GpuWorkerOptions } from './gpu-worker';
 export { parseWorkerConfig, WORKER_USAGE, type WorkerConfig } from './config';
+export { WorkerConfigError } from './config-error';

@@ -1,22 +1,25 @@
 #!/usr/bin/env node
 // The GPU worker process: `kvfabric-worker --tier-dir /shared/kv ...` (see WORKER_USAGE; -h prints it).
-// SIGINT or SIGTERM shuts it down gracefully: running calls finish, held contexts drain to the cold tier.
-// A bad flag or setting is one line and exit 2; a failure at run time (Temporal unreachable) one line
-// and exit 1, as a JSON object under --log-format json.
+// SIGINT or SIGTERM shuts it down gracefully: running calls finish, held contexts drain to the cold tier
+// (the worker plugin keeps the process alive for that). Started by npm (npx), whose shell does not pass
+// signals on, it also stops when that shell is gone (npm-parent.ts). A bad flag or setting is one line
+// naming it and exit 2; a failure at run time (Temporal unreachable) one line and exit 1, as a JSON
+// object under --log-format json. Never a stack trace: these are the operator's to fix.
 import { parseArgs } from 'node:util';
 
 import { Runtime, makeTelemetryFilterString, type Logger } from '@temporalio/worker';
 
 import { FabricError } from '../fabric/errors';
-import { WORKER_USAGE, parseWorkerConfig, type WorkerConfig } from './config';
+import { WORKER_USAGE, parseWorkerConfig } from './config';
+import { WorkerConfigError } from './config-error';
 import { createGpuWorker } from './gpu-worker';
 import { isLogFormat, workerLogger, type LogFormat } from './log-format';
+import { startedByNpm, watchParent } from './npm-parent';
 
-const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 const PROGRAM = 'kvfabric-worker';
+/** Read first: the shell npm started this process through may die while the worker is still starting. */
+const PARENT_AT_START = process.ppid;
 const USAGE_EXIT_CODE = 2;
-
-class WorkerUsageError extends Error {}
 
 /** --help and the log format, read leniently before the full check so that its errors use the format. */
 function earlyOptions(argv: string[]): { help: boolean; logFormat: LogFormat } {
@@ -26,12 +29,7 @@ function earlyOptions(argv: string[]): { help: boolean; logFormat: LogFormat } {
 }
 
 async function main(argv: string[], logger: () => Logger): Promise<void> {
-  let config: WorkerConfig;
-  try {
-    config = parseWorkerConfig(argv);
-  } catch (err) {
-    throw new WorkerUsageError((err as Error).message);
-  }
+  const config = parseWorkerConfig(argv);
   Runtime.install({
     logger: logger(),
     telemetryOptions: {
@@ -40,14 +38,19 @@ async function main(argv: string[], logger: () => Logger): Promise<void> {
     },
   });
   const worker = await createGpuWorker({ config });
-  // The runtime shuts the workers down on SIGINT/SIGTERM; run() then drains and resolves. It stops
-  // listening at the first signal, and signal-exit (in node-llama-cpp's dependencies) re-raises a signal
-  // nobody else listens to: staying subscribed until the drain is done keeps this process alive for it.
-  const stayForDrain = (): void => undefined;
-  for (const signal of SHUTDOWN_SIGNALS) process.on(signal, stayForDrain);
-  const report = await worker.run();
-  for (const signal of SHUTDOWN_SIGNALS) process.off(signal, stayForDrain);
-  if (report.failed.length > 0) process.exitCode = 1;
+  // The runtime shuts the workers down on SIGINT/SIGTERM; run() then drains and resolves.
+  const parent = startedByNpm()
+    ? watchParent(PARENT_AT_START, () => {
+        Runtime.instance().logger.info('kvfabric GPU worker stopping: the npm process that started it is gone (npm does not pass signals on through its shell)', { holder: worker.holder, parent: PARENT_AT_START });
+        worker.shutdown();
+      })
+    : undefined;
+  try {
+    const report = await worker.run();
+    if (report.failed.length > 0) process.exitCode = 1;
+  } finally {
+    parent?.stop();
+  }
 }
 
 const argv = process.argv.slice(2);
@@ -59,7 +62,7 @@ if (early.help) {
   let logger: Logger | undefined;
   const loggerOnce = (): Logger => (logger ??= workerLogger(early.logFormat));
   main(argv, loggerOnce).catch((err: unknown) => {
-    const usage = err instanceof WorkerUsageError;
+    const usage = err instanceof WorkerConfigError;
     const message = err instanceof Error ? err.message : String(err);
     if (early.logFormat === 'json') {
       loggerOnce().error(message, { code: usage ? 'USAGE' : err instanceof FabricError ? err.code : 'ERROR' });

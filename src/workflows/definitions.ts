@@ -60,7 +60,11 @@ export interface AgentConfig {
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   timers: { idleToWarmMs: 10 * 60_000, warmToColdMs: 60 * 60_000 },
-  timeouts: { holderLossMs: 30_000, attemptMs: 10 * 60_000, heartbeatMs: 30_000, operationMs: 30 * 60_000 },
+  // Failover's two detectors (docs/agents.md#failover-timing): 10 s each, so a killed worker's agents
+  // resume elsewhere within 15 s. Neither can mistake a busy worker for a lost one: its holder queue takes
+  // every call at once (src/plugin/holder-calls.ts) and a taken call heartbeats every second, heard at
+  // least every 2 s (src/plugin/liveness.ts), so 10 s means several missed heartbeats, not a slow one.
+  timeouts: { holderLossMs: 10_000, attemptMs: 10 * 60_000, heartbeatMs: 10_000, operationMs: 30 * 60_000 },
   durability: 'every-turn',
   verifyRestores: 'always',
   maxTurnTokens: 131_072,

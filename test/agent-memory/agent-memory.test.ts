@@ -13,7 +13,7 @@ import { digestOfBytes, emptyDigest, pageDigest } from '../../src/agent-memory/c
 import { ChainDigest } from '../../src/agent-memory/legacy-chain-digest';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
-import { MODELS } from '../../src/workflows/models';
+import { MODELS } from '../../src/client/models';
 import { openMemory } from '../security/memory-fixture';
 
 const SHAPE = MODELS.tiny!.shape;

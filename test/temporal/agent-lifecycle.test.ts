@@ -35,7 +35,7 @@ describe('agent lifecycle', () => {
     const cold = await eventually(async () => ((await agent.status()).phase === 'cold' ? agent.status() : undefined), 15_000, 'cold');
     expect(cold).toMatchObject({ tier: 'disk', tokens: 48 });
     // Timer moves publish the agent's search attributes too: the UI finds it among cold agents.
-    const listed = await eventually(async () => (await cluster.agents.list({ tier: 'disk', phase: 'cold' })).find((a) => a.agentId === 'life-1'));
+    const listed = await eventually(async () => (await cluster.agents.list({ tier: 'disk', phase: 'cold' })).agents.find((a) => a.agentId === 'life-1'));
     expect(listed).toMatchObject({ tenant: 'acme', tokens: 48, blocks: 3 });
 
     const resumed = await agent.resume();
@@ -99,7 +99,7 @@ describe('fork', () => {
 
     // The child is an agent of its own: found by its search attributes, with its own workflow.
     const listed = await eventually(async () => {
-      const found = await cluster.agents.list({ tenant: 'acme' });
+      const found = (await cluster.agents.list({ tenant: 'acme' })).agents;
       return found.some((a) => a.agentId === 'researcher') ? found : undefined;
     });
     expect(listed.find((a) => a.agentId === 'researcher')).toMatchObject({ tenant: 'acme', status: 'RUNNING' });

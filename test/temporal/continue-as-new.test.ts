@@ -33,7 +33,7 @@ it('continues as new when Temporal suggests it, carrying the state across', asyn
 
   // Search attributes and memo survive the hand-over.
   const listed = await eventually(async () => {
-    const found = await cluster.agents.list({ tenant: 'acme', tier: 'device' });
+    const found = (await cluster.agents.list({ tenant: 'acme', tier: 'device' })).agents;
     return found.find((a) => a.agentId === 'long-lived' && a.tokens === 140);
   });
   expect(listed).toMatchObject({ tenant: 'acme', status: 'RUNNING' });

@@ -20,7 +20,7 @@ import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { ActivityHooks } from '../../src/activities';
 import type { WorkerConfig } from '../../src/worker/config';
 import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
-import { MODELS } from '../../src/workflows/models';
+import { MODELS } from '../../src/client/models';
 import { CapabilityIssuer } from '../../src/security/capability-issuer';
 import { dataConverterOf } from '../../src/security/data-converter';
 import { CodecKeyRing } from '../../src/security/payload-codec';
@@ -62,6 +62,36 @@ export interface WorkerProcess extends SpawnedWorker {
 
 /** The data converter of every test client and worker: payloads sealed with the test codec key. */
 export const TEST_DATA_CONVERTER = dataConverterOf(new CodecKeyRing(TEST_CODEC_KEYS));
+
+/**
+ * A test worker's whole configuration: the synthetic engine on the tiny shape, the test keys, no
+ * housekeeping; `address`, `taskQueue` and `tierDir` say where, anything else may be overridden.
+ */
+export function testWorkerConfig({ address, ...overrides }: Partial<WorkerConfig> & { address: string; taskQueue: string; tierDir: string }): WorkerConfig {
+  const keys = overrides.keys ?? [{ id: 'master', key: randomBytes(32) }];
+  return {
+    temporal: { address, namespace: 'default' },
+    workerId: `w-${randomBytes(3).toString('hex')}`,
+    workflows: true,
+    backend: 'cpu',
+    device: 0,
+    engine: 'synthetic',
+    contextLength: 4096,
+    model: TINY,
+    deviceBlocks: 256,
+    hostBlocks: 256,
+    keys,
+    activeKeyId: keys[0]!.id,
+    trustedKeys: TEST_TRUSTED_KEYS,
+    codecKeys: TEST_CODEC_KEYS,
+    activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
+    maxConcurrentActivities: 8,
+    shutdownGraceMs: 2000,
+    housekeepingMs: 0,
+    orphanMinAgeMs: 3_600_000,
+    ...overrides,
+  };
+}
 
 export interface TestCluster {
   server: DevServer;
@@ -115,30 +145,15 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
   const processes: ChildProcess[] = [];
   const runs: Promise<unknown>[] = [];
 
-  const workerConfig = (overrides: Partial<WorkerConfig> = {}): WorkerConfig => ({
-    temporal: { address: server.address, namespace: 'default' },
-    taskQueue,
-    workerId: `w${workers.length}-${randomBytes(3).toString('hex')}`,
-    workflows: true,
-    backend: 'cpu',
-    device: 0,
-    engine: 'synthetic',
-    contextLength: 4096,
-    model: TINY,
-    deviceBlocks: 256,
-    hostBlocks: 256,
-    tierDir,
-    keys: [{ id: keyId, key }],
-    activeKeyId: keyId,
-    trustedKeys: TEST_TRUSTED_KEYS,
-    codecKeys: TEST_CODEC_KEYS,
-    activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
-    maxConcurrentActivities: 8,
-    shutdownGraceMs: 2000,
-    housekeepingMs: 0,
-    orphanMinAgeMs: 3_600_000,
-    ...overrides,
-  });
+  const workerConfig = (overrides: Partial<WorkerConfig> = {}): WorkerConfig =>
+    testWorkerConfig({
+      address: server.address,
+      taskQueue,
+      tierDir,
+      workerId: `w${workers.length}-${randomBytes(3).toString('hex')}`,
+      keys: [{ id: keyId, key }],
+      ...overrides,
+    });
 
   return {
     get server() {

@@ -21,8 +21,8 @@ import { startCodecServer, type CodecServer } from '../../src/security/codec-ser
 import { ENCRYPTED_ENCODING, EncryptionCodec, CodecKeyRing } from '../../src/security/payload-codec';
 import { createGpuWorker, type GpuWorker } from '../../src/worker/gpu-worker';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from '../security/test-keys';
-import { TEST_AGENT_CONFIG, TEST_DATA_CONVERTER, TINY, eventually, installRuntime } from '../temporal/harness';
+import { TEST_CODEC_KEYS, TEST_SIGNING_KEYS } from '../security/test-keys';
+import { TEST_AGENT_CONFIG, TEST_DATA_CONVERTER, TINY, eventually, installRuntime, testWorkerConfig } from '../temporal/harness';
 
 const CHROMIUM = process.env.KVFABRIC_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = resolve(__dirname, '..', '..', 'build', 'ui');
@@ -77,33 +77,10 @@ afterAll(async () => {
 
 /** Turns until continue-as-new, then the idle and warm timers, a resume from disk and the release. */
 async function runAgent(dev: DevServer): Promise<Runs> {
-  const keyId = 'ui-key';
   const workerConnection = await NativeConnection.connect({ address: dev.address });
   const worker: GpuWorker = await createGpuWorker({
     connection: workerConnection,
-    config: {
-      temporal: { address: dev.address, namespace: 'default' },
-      taskQueue: TASK_QUEUE,
-      workerId: 'ui-worker',
-      workflows: true,
-      backend: 'cpu',
-      device: 0,
-      engine: 'synthetic',
-      contextLength: 4096,
-      model: TINY,
-      deviceBlocks: 64,
-      hostBlocks: 64,
-      tierDir: join(dir, 'tiers'),
-      keys: [{ id: keyId, key: randomBytes(32) }],
-      activeKeyId: keyId,
-      trustedKeys: TEST_TRUSTED_KEYS,
-      codecKeys: TEST_CODEC_KEYS,
-      activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
-      maxConcurrentActivities: 4,
-      shutdownGraceMs: 2000,
-      housekeepingMs: 0,
-      orphanMinAgeMs: 3_600_000,
-    },
+    config: testWorkerConfig({ address: dev.address, taskQueue: TASK_QUEUE, tierDir: join(dir, 'tiers'), workerId: 'ui-worker', deviceBlocks: 64, hostBlocks: 64, maxConcurrentActivities: 4 }),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address: dev.address });

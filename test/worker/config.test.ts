@@ -1,10 +1,13 @@
 // The worker's flags and environment, parsed and checked before anything starts.
 import { randomBytes } from 'node:crypto';
+import { inspect } from 'node:util';
 
 import { describe, expect, it } from 'vitest';
 
+import { FabricError } from '../../src/fabric/errors';
 import { parseWorkerConfig } from '../../src/worker/config';
-import { MODELS } from '../../src/workflows/models';
+import { WorkerConfigError } from '../../src/worker/config-error';
+import { MODELS } from '../../src/client/models';
 import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
 
 describe('worker configuration', () => {
@@ -27,6 +30,34 @@ describe('worker configuration', () => {
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--backend', 'tpu'], { KVFABRIC_KEYS: `k1=${key}` })).toThrow(/backend/);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: 'k1=c2hvcnQ=' })).toThrow(/32 bytes/);
     expect(() => parseWorkerConfig(['--key', key], {})).toThrow();
+  });
+
+  it('names the bad setting in a typed error that prints as one line, with no stack trace', () => {
+    const env = { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    const cases: Array<[argv: string[], env: NodeJS.ProcessEnv, names: RegExp, code: string]> = [
+      [[], env, /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/, 'INVALID_ARGUMENT'],
+      [['--tier-dir', '/tmp/t', '--backend', 'tpu'], env, /--backend must be/, 'INVALID_ARGUMENT'],
+      [['--tier-dir', '/tmp/t', '--frobnicate'], env, /--frobnicate/, 'INVALID_ARGUMENT'],
+      [['--tier-dir', '/tmp/t', '--key-file', '/nonexistent/master.keys'], { ...env, KVFABRIC_KEYS: undefined }, /--key-file.*\/nonexistent\/master\.keys/, 'INVALID_ARGUMENT'],
+    ];
+    for (const [argv, environment, names, code] of cases) {
+      const err = (() => {
+        try {
+          parseWorkerConfig(argv, environment);
+        } catch (thrown) {
+          return thrown;
+        }
+        throw new Error(`${argv.join(' ')} was accepted`);
+      })();
+      expect(err).toBeInstanceOf(WorkerConfigError);
+      expect(err).toBeInstanceOf(FabricError);
+      expect((err as FabricError).code).toBe(code);
+      expect((err as Error).message).toMatch(names);
+      // What `console.error(err)` prints, as the README's worker does: one line, the setting in it.
+      const printed = inspect(err);
+      expect(printed).not.toContain('\n');
+      expect(printed).toMatch(names);
+    }
   });
 
   it('sweeps orphan segments every 10 minutes, taking those an hour old, unless told otherwise', () => {

@@ -14,7 +14,7 @@ import { keygen } from '../../src/cli/keygen';
 import { AgentClient } from '../../src/client/agent-client';
 import { clientSecurityFromEnv } from '../../src/client/client-security';
 import { freePort, startDevServer, type DevServer } from '../../src/dev-server/dev-server';
-import { MODELS } from '../../src/workflows/models';
+import { MODELS } from '../../src/client/models';
 import { runTsx } from '../cli/run-cli';
 
 const WORKER_MAIN = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');
@@ -45,6 +45,19 @@ describe('kvfabric-worker without a server', () => {
     expect(text).toMatchObject({ code: 2, stderr: "kvfabric-worker: --backend must be auto, cpu or cuda, got 'tpu' (see kvfabric-worker --help)\n" });
     expect(json.code).toBe(2);
     expect(JSON.parse(json.stderr)).toMatchObject({ level: 'ERROR', msg: "--backend must be auto, cpu or cuda, got 'tpu'", fields: { code: 'USAGE' } });
+  });
+
+  it('answers a missing --tier-dir with one line naming the setting, no stack trace: kvfabric-worker (exit 2) and the README\'s worker (exit 1)', async () => {
+    const readmeWorker = join(__dirname, '..', 'plugin', 'fixtures', 'readme-worker.ts');
+    const [own, readme] = await Promise.all([runWorker([], WORKER_KEYS), runTsx(readmeWorker, [], WORKER_KEYS)]);
+    const named = /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/;
+    expect(own).toMatchObject({ code: 2, stdout: '' });
+    expect(own.stderr).toMatch(named);
+    expect(own.stderr.trimEnd().split('\n')).toHaveLength(1);
+    // The README's `main().catch((err) => { console.error(err); process.exit(1); })`, as written.
+    expect(readme).toMatchObject({ code: 1, stdout: '' });
+    expect(readme.stderr).toMatch(named);
+    expect(readme.stderr.trimEnd().split('\n')).toHaveLength(1);
   });
 
   it('names the address and namespace it could not reach, exit 1', async () => {

@@ -24,17 +24,20 @@ import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
-import { loadNodeLlamaCpp } from './node-llama-cpp';
+import { loadNodeLlamaCpp, noPrebuiltBinary, NODE_LLAMA_CPP_VERSION } from './node-llama-cpp';
 import { buildSequenceState, bytesPerToken, readSequenceStateFile, type SequenceStateShape } from './sequence-state';
 
 export const LLAMA_ENGINE_NAME = 'llama.cpp';
-/** Must match package.json; the engine reports it in every fingerprint. */
-export const NODE_LLAMA_CPP_VERSION = '3.22.1';
 
 export interface LlamaEngineOptions {
   /** A GGUF file; default $KVFABRIC_MODEL_FILE, else the cached default model (scripts/ensure-model.ts). */
   modelFile?: string;
-  /** Tokens one context may hold (default 4096, at most the model's trained length). */
+  /**
+   * Tokens one context may hold, exactly: a turn that would pass it is refused OUT_OF_RANGE (default 4096,
+   * or the model's trained length when that is shorter). llama.cpp pads its own cache to a multiple of 256
+   * cells; kvfabric holds contexts to this length, not to the padded one. More than the model was trained
+   * for is refused.
+   */
   contextLength?: number;
   /** Default true. */
   flashAttention?: boolean;
@@ -58,6 +61,7 @@ interface HotContext {
 }
 
 const DEFAULT_MAX_TOKENS = 128;
+const DEFAULT_CONTEXT_LENGTH = 4096;
 
 export class LlamaEngine implements Engine {
   readonly fingerprint: EngineFingerprint;
@@ -89,18 +93,20 @@ export class LlamaEngine implements Engine {
   static async open(options: LlamaEngineOptions = {}): Promise<LlamaEngine> {
     const file = options.modelFile ?? defaultModelFile();
     if (!fs.existsSync(file)) {
-      throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npm run setup:model\` or set KVFABRIC_MODEL_FILE`);
+      throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npx kvfabric model\` (in kvfabric's repository: \`npm run setup:model\`) or set KVFABRIC_MODEL_FILE`);
     }
     const flashAttention = options.flashAttention ?? true;
     const nlc = await loadNodeLlamaCpp();
     const [llama, modelSha256] = await Promise.all([
-      nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }),
+      nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }).catch((err: unknown) => {
+        throw err instanceof nlc.NoBinaryFoundError ? noPrebuiltBinary(options.gpu ?? false) : err;
+      }),
       sha256File(file),
     ]);
     const model = await llama.loadModel({ modelPath: file });
     try {
       const info = modelInfoFromMetadata(model.fileInfo.metadata);
-      const contextLength = Math.min(options.contextLength ?? 4096, info.trainedContextLength || Infinity);
+      const contextLength = contextLengthFor(options.contextLength, info.trainedContextLength);
       const context = await model.createContext({
         contextSize: contextLength,
         sequences: options.hotContexts ?? 2,
@@ -111,6 +117,10 @@ export class LlamaEngine implements Engine {
         swaFullCache: true,
         threads: options.threads ?? Math.max(1, os.availableParallelism() - 1),
       });
+      if (context.contextSize < contextLength) {
+        await context.dispose();
+        throw new FabricError('UNAVAILABLE', `a context of ${contextLength} tokens was asked for, llama.cpp gave ${context.contextSize}`);
+      }
       if (context.flashAttention !== flashAttention) {
         await context.dispose();
         throw new FabricError('UNAVAILABLE', `flash attention ${flashAttention ? 'on' : 'off'} was asked for, llama.cpp gave ${context.flashAttention ? 'on' : 'off'}`);
@@ -127,7 +137,8 @@ export class LlamaEngine implements Engine {
         kType: 'f16',
         vType: 'f16',
         shape: info.shape,
-        contextLength: context.contextSize,
+        // What turns are held to (see contextLength): llama.cpp's padded size would let a longer one through.
+        contextLength,
       });
     } catch (err) {
       await model.dispose();
@@ -282,6 +293,17 @@ export class LlamaEngine implements Engine {
   private statePath(): string {
     return path.join(this.stateDir, `kvfabric-${process.pid}-${randomUUID()}.ggsq`);
   }
+}
+
+/** The length asked for, checked against the model; the default fits the model. */
+function contextLengthFor(asked: number | undefined, trained: number): number {
+  const limit = trained > 0 ? trained : Infinity;
+  if (asked === undefined) return Math.min(DEFAULT_CONTEXT_LENGTH, limit);
+  // The worker's flag and the plugin's option, named: this is where a wrong one is first noticed.
+  const setting = 'context length (--context-length, contextLength)';
+  if (!Number.isSafeInteger(asked) || asked < 1) throw new FabricError('INVALID_ARGUMENT', `${setting} must be a whole number of tokens >= 1, got ${asked}`);
+  if (asked > limit) throw new FabricError('INVALID_ARGUMENT', `${setting} ${asked} is more than the model was trained for (${trained} tokens): ask for at most ${trained}`);
+  return asked;
 }
 
 /** Saves an empty sequence once: its header says how many streams this context's states carry. */

@@ -218,9 +218,12 @@ describe('custodian token', () => {
     // Refused before anything was revoked: the current token still works.
     await expect(fx.memory.admit(fx.call('guarded', 'acme', 'restore', current))).resolves.toBeDefined();
 
-    const child = fx.token('guarded-child', 'acme', { fork: 'f-guarded' });
+    // The parent's expiry, as mintChild gives it: minted a second later, a child would outlive its parent.
+    const asChild = { fork: 'f-guarded', expiresAtS: claims.exp };
+    const child = fx.token('guarded-child', 'acme', asChild);
     const calls = fx.tierCalls.length;
-    await expect(fx.memory.share('guarded', claims, fx.call('guarded-child', 'acme', 'fork', child), false, fx.issuer.mintCustodian(fx.token('guarded-child', 'acme', { epoch: readClaimsUnverified(child).epoch - 1, fork: 'f-guarded' })))).rejects.toMatchObject(notCustodian);
+    const olderCustodian = fx.issuer.mintCustodian(fx.token('guarded-child', 'acme', { ...asChild, epoch: readClaimsUnverified(child).epoch - 1 }));
+    await expect(fx.memory.share('guarded', claims, fx.call('guarded-child', 'acme', 'fork', child), false, olderCustodian)).rejects.toMatchObject(notCustodian);
     expect(fx.tierCalls.slice(calls)).toEqual([]);
 
     await renew(fx.issuer.mintCustodian(next));

@@ -1,7 +1,10 @@
-// Model shapes agents are started with. A worker's pool is made for one shape; an agent of another shape
-// is refused at allocation (INVALID_ARGUMENT), so clients and workers name models from this one list.
+// The model catalog: the shapes agents are started with (AgentClient.start's `model`, `kvfabric start
+// --model`, a worker's --model). A worker's pool is made for one shape; an agent of another shape is
+// refused at allocation (INVALID_ARGUMENT), so clients and workers name models from this one list.
+// Exported from `kvfabric/client`, so a workflow of yours that builds an AgentInput takes its model here.
+import { FabricError } from '../fabric/errors';
 import type { ModelShape } from '../fabric/types';
-import type { AgentModel } from './definitions';
+import type { AgentModel } from '../workflows/definitions';
 
 export const MODELS: Readonly<Record<string, AgentModel>> = {
   // 32 layers x 2 x 8 KV heads x 128 x fp16 = 128 KiB per token, 2 MiB per 16-token block.
@@ -18,7 +21,7 @@ export function modelNamed(name: string): AgentModel {
   const known = MODELS[name];
   if (known) return known;
   const custom = /^(\d+)x(\d+)x(\d+)x(\d+)(?:\/(\d+))?$/.exec(name);
-  if (!custom) throw new Error(`unknown model '${name}': use ${Object.keys(MODELS).join(', ')} or LxHxDxB[/T]`);
+  if (!custom) throw new FabricError('INVALID_ARGUMENT', `unknown model '${name}': use ${Object.keys(MODELS).join(', ')} or LxHxDxB[/T]`);
   const [layers, kvHeads, headDim, dtypeBytes, tokensPerBlock] = custom.slice(1).map((v) => (v === undefined ? undefined : Number(v)));
   const shape: ModelShape = { layers: layers!, kvHeads: kvHeads!, headDim: headDim!, dtypeBytes: dtypeBytes! };
   return { name, shape, tokensPerBlock: tokensPerBlock ?? 16 };
