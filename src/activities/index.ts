@@ -127,8 +127,8 @@ export function createActivities(options: {
         }
         // Admitted inside: the grant is made there (memory.create refuses an id granted to someone else).
         const result = await journal.run(request.agentId, request.operationId, admission, async () => {
-          journal.end(request.agentId, request.operationId); // an id used before starts with no record of it
-          await memory.create(call, request.checkpoint);
+          // Only once admitted: an id used before starts with no record of it, and no caller can wipe another's.
+          if (await memory.create(call, request.checkpoint)) journal.end(request.agentId, request.operationId);
           log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
           return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId), digest: emptyDigest() };
         });

@@ -129,17 +129,21 @@ export class AgentMemory {
 
   // ---- lifecycle ----
 
-  /** Creates the context and its grant. A context of that id granted to another agent or tenant is denied. */
-  async create(call: Presented, checkpoint: boolean): Promise<void> {
+  /**
+   * Creates the context and its grant; false when an earlier attempt created it here already. A context of
+   * that id granted to another agent or tenant is denied.
+   */
+  async create(call: Presented, checkpoint: boolean): Promise<boolean> {
     const { contextId } = call;
     const claims = await this.capabilities.claimsFor(call);
     const existing = await this.grants.get(contextId);
     if (existing) await this.capabilities.agree(call, existing, claims);
-    if (this.tiers.has(contextId)) return; // an earlier attempt created it here
+    if (this.tiers.has(contextId)) return false; // an earlier attempt created it here
     if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
     this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
     this.tenants.set(contextId, claims.ten);
     if (checkpoint) await this.tiers.checkpoint(contextId);
+    return true;
   }
 
   /**

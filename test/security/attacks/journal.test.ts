@@ -76,8 +76,19 @@ describe('attack: replaying a recorded operation id', () => {
     expect(audits[0]).toMatchObject({ context: 'victim', action: 'append', reason: replay.reason });
   });
 
+  it("an allocation under the victim's id by another caller is refused and wipes none of the victim's records", async () => {
+    const mallory = fx.token('mallory', 'globex');
+    await expect(as(workflowOf('mallory'), () => activities.placement.allocate(allocation('victim', 'globex', mallory, 'victim:0')))).rejects.toMatchObject({
+      type: 'PERMISSION_DENIED',
+    });
+    await expect(as(workflowOf('victim', 'run-9'), () => activities.placement.allocate(allocation('victim', 'acme', fx.token('victim', 'acme', { workflowId: 'kvagent-other' }), 'victim:0')))).rejects.toMatchObject({
+      type: 'PERMISSION_DENIED',
+    });
+  });
+
   it("still answers the victim's own retry from the record, without applying the turn twice", async () => {
     const retry = await as({ ...victim, attempt: 2 }, () => activities.context.appendTurn(turn('victim', 'acme', victimToken, 'victim:1', emptyDigest())));
+    expect(retry.alreadyApplied).toBe(false); // the recorded answer: applied again, it would say true
     expect(retry.digest).toEqual(afterTurn);
     expect(fx.memory.snapshot('victim').tokens).toBe(24);
   });
