@@ -66,7 +66,7 @@ export class CapabilityVerifier {
     const now = this.clock() / 1000;
     if (claims.exp <= now - CLOCK_SKEW_S) throw new CapabilityDenied('expired');
     if (claims.nbf > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
-    // A signing key that minted a token for the year 2500 must not have handed out a key that never expires.
+    // Genuinely signed is not enough: a token for the year 2500 (a misconfigured issuer, a stolen key) is refused.
     if (claims.exp - claims.iat > this.maxLifetimeS || claims.exp > now + this.maxLifetimeS + CLOCK_SKEW_S) throw new CapabilityDenied('lifetime-too-long');
     return claims;
   }
