@@ -93,18 +93,21 @@ export function createActivities(options: {
       const call = presented(request, op.action);
       const admission = admissionOf(request);
       const recorded = journal.recorded<T>(request.agentId, request.operationId, admission);
-      if (recorded) {
-        const outcome = await recorded;
-        await (op.revokesPresenter ? memory.admitRetry(call) : memory.admit(call));
-        hooks?.afterApplied?.(op.activity, request);
-        return outcome;
-      }
+      if (recorded) return answerRetry(op, request, call, recorded);
       const claims = await memory.admit(call);
       if (op.held) memory.requireHeld(request.agentId);
       const result = await journal.run(request.agentId, request.operationId, admission, () => withHeartbeat(progress, () => apply(claims)));
       hooks?.afterApplied?.(op.activity, request);
       return result;
     });
+  }
+
+  /** A retry's recorded outcome, once the retry is admitted like the first call (see Operation.revokesPresenter). */
+  async function answerRetry<T>(op: Pick<Operation, 'activity' | 'revokesPresenter'>, request: ContextRequest, call: Presented, recorded: Promise<T>): Promise<T> {
+    const outcome = await recorded;
+    await (op.revokesPresenter ? memory.admitRetry(call) : memory.admit(call));
+    hooks?.afterApplied?.(op.activity, request);
+    return outcome;
   }
 
   /** The context is gone: the journal keeps only the ending operation's record (for its retries). */
@@ -119,12 +122,7 @@ export function createActivities(options: {
         const call = presented(request, 'allocate');
         const admission = admissionOf(request);
         const recorded = journal.recorded<Allocation>(request.agentId, request.operationId, admission);
-        if (recorded) {
-          const outcome = await recorded;
-          await memory.admit(call);
-          hooks?.afterApplied?.('allocate', request);
-          return outcome;
-        }
+        if (recorded) return answerRetry({ activity: 'allocate' }, request, call, recorded);
         // Admitted inside: the grant is made there (memory.create refuses an id granted to someone else).
         const result = await journal.run(request.agentId, request.operationId, admission, async () => {
           // Only once admitted: an id used before starts with no record of it, and no caller can wipe another's.

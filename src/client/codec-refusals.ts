@@ -13,6 +13,7 @@ import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/int
 import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
 import { METADATA_KEY_ID } from '../security/payload-codec';
 import { REFUSED_ENCODING_PREFIX } from '../security/refused-payloads';
+import { messageChain } from './error-chain';
 
 export interface Refusal {
   code: ErrorCode;
@@ -30,8 +31,7 @@ export type RefusedBy = 'worker' | 'client';
 
 /** The refusal an error (or any error in its chain of causes) carries, if any. */
 export function refusalIn(err: unknown): Refusal | undefined {
-  for (let current = err, depth = 0; current && depth < 8; current = (current as { cause?: unknown }).cause, depth++) {
-    const message = current instanceof Error ? current.message : typeof current === 'string' ? current : '';
+  for (const message of messageChain(err)) {
     const found = REFUSAL.exec(message);
     if (!found) continue;
     const code = (ERROR_CODES as readonly string[]).includes(found[1]!) ? (found[1] as ErrorCode) : 'PERMISSION_DENIED';
