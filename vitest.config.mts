@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module';
-import path from 'node:path';
-
 import { defineConfig } from 'vitest/config';
+
+import { loadNativeBinding } from './src/fabric/native-binding';
 
 // KVFABRIC_BACKEND=cuda runs the same suites on the CUDA backend. Where no CUDA device is usable (and
 // no stand-in driver is configured through KVFABRIC_LIBCUDA), every test is skipped with the reason,
@@ -9,8 +8,7 @@ import { defineConfig } from 'vitest/config';
 function cudaSkipReason(): string | undefined {
   if (process.env.KVFABRIC_BACKEND !== 'cuda') return undefined;
   try {
-    const addon = createRequire(path.resolve('package.json'))(process.env.KVFABRIC_ADDON ?? path.resolve('build/native/kvfabric.node'));
-    const probe = addon.cudaProbe(0) as { usable: boolean; reason?: string };
+    const probe = loadNativeBinding().cudaProbe(0);
     return probe.usable ? undefined : probe.reason;
   } catch (err) {
     return `the addon could not be loaded (${(err as Error).message})`;

@@ -46,7 +46,8 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 /** Distinct sentences (no repetition a tokenizer could fold), `count` of them. */
 function notes(count: number): string {
   const lines: string[] = [];
-  for (let i = 0; i < count; i++) lines.push(`Inspection ${i + 1}: deck section ${(i * 7) % 97} passed on day ${(i * 13) % 31}, crew ${(i * 5) % 17}.`);
+  for (let i = 0; i < count; i++)
+    lines.push(`Inspection ${i + 1}: deck section ${(i * 7) % 97} passed on day ${(i * 13) % 31}, crew ${(i * 5) % 17}.`);
   return lines.join(' ');
 }
 
@@ -66,7 +67,9 @@ async function main(): Promise<void> {
       process.stdout.write(`  ${size} tokens: prefill...`);
       // Room is left for the probe turns that follow (3 hot, 6 after resumes, about a dozen tokens each).
       const target = Math.min(size, CONTEXT_LENGTH - 300) - 40;
-      const [first, prefillMs] = await timed(() => agent.turn({ message: notes(Math.max(1, Math.floor(target / perSentence))), generation: ONE_TOKEN }));
+      const [first, prefillMs] = await timed(() =>
+        agent.turn({ message: notes(Math.max(1, Math.floor(target / perSentence))), generation: ONE_TOKEN }),
+      );
       process.stdout.write(` ${(prefillMs / 1000).toFixed(1)} s (${first.tokens} tokens);`);
       const hot: number[] = [];
       for (let i = 0; i < repeats; i++) hot.push((await timed(() => agent.turn({ message: PROBE, generation: ONE_TOKEN })))[1]);
@@ -83,7 +86,7 @@ async function main(): Promise<void> {
         const firstTurnMs = median(firstTurns);
         rows.push({
           tokens: status.tokens,
-          kvBytes: status.lastRestore?.bytes ?? 0,
+          kvBytes: status.lastResume?.bytes ?? 0,
           prefillMs,
           hotTurnMs: median(hot),
           from,

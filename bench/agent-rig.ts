@@ -26,7 +26,13 @@ export interface AgentRig {
  * synthetic engine by default (`model` sets the pool's shape); `engine: 'llama'` runs the default model
  * with `contextLength` tokens per context, the pool shaped by it.
  */
-export async function startAgentRig(options: { name: string; model?: AgentModel; blocks: number; engine?: 'synthetic' | 'llama'; contextLength?: number }): Promise<AgentRig> {
+export async function startAgentRig(options: {
+  name: string;
+  model?: AgentModel;
+  blocks: number;
+  engine?: 'synthetic' | 'llama';
+  contextLength?: number;
+}): Promise<AgentRig> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const server = await startDevServer();
   const tierDir = fs.mkdtempSync(path.join(os.tmpdir(), `kvfabric-${options.name}-`));

@@ -1,5 +1,5 @@
 // Allocator operations per second through the TypeScript API, native against pure TypeScript, measured
-// side by side in one run. Target (issue 2): >= 5 M block allocations+frees per second through batched
+// side by side in one run. Target: >= 5 M block allocations+frees per second through batched
 // calls on the native path, and faster than pure TypeScript.
 //   npm run bench -- [--seconds 1] [--json build/bench/allocator.json]
 import fs from 'node:fs';
@@ -15,7 +15,12 @@ const jsonPath = option('--json');
 
 // A small model shape keeps the pool in cache-friendly memory; the operations measured are bookkeeping,
 // so one tenant under 'on-tenant-change' zeroes no reused block (what zeroing costs: bench/scrub.bench.ts).
-const options: PoolOptions = { shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 }, tokensPerBlock: 16, blockCount: 65_536, scrub: 'on-tenant-change' };
+const options: PoolOptions = {
+  shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 },
+  tokensPerBlock: 16,
+  blockCount: 65_536,
+  scrub: 'on-tenant-change',
+};
 const BATCH = 1024;
 const implementations: Array<[string, (o: PoolOptions) => KvAllocator]> = [
   ['native', (o) => new NativeAllocator(o)],
@@ -125,17 +130,24 @@ for (const scenario of scenarios) {
   results.push({ scenario: scenario.name, unit: scenario.unit, native: rates.native!, ts: rates.ts!, ratio: rates.native! / rates.ts! });
 }
 
-console.log(`kvfabric allocator benchmark: ${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}, node ${process.version}, ${seconds}s per figure`);
+console.log(
+  `kvfabric allocator benchmark: ${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}, node ${process.version}, ${seconds}s per figure`,
+);
 console.log(`pool: ${options.blockCount} blocks of ${computeLayout(options.shape, options.tokensPerBlock ?? 16).blockBytes} bytes\n`);
 printTable(
   ['operation', 'unit', 'native', 'pure TS', 'native/TS'],
   results.map((r) => [r.scenario, r.unit, formatRate(r.native), formatRate(r.ts), `${r.ratio.toFixed(2)}x`]),
 );
 const batched = results[0]!;
-console.log(`\ntarget: >= 5.00 M/s batched allocations+frees on the native path: ${formatRate(batched.native)} (${batched.native >= 5e6 ? 'met' : 'NOT met'})`);
+console.log(
+  `\ntarget: >= 5.00 M/s batched allocations+frees on the native path: ${formatRate(batched.native)} (${batched.native >= 5e6 ? 'met' : 'NOT met'})`,
+);
 
 if (jsonPath) {
   fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-  fs.writeFileSync(jsonPath, JSON.stringify({ machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version }, seconds, results }, null, 2));
+  fs.writeFileSync(
+    jsonPath,
+    JSON.stringify({ machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version }, seconds, results }, null, 2),
+  );
   console.log(`wrote ${jsonPath}`);
 }

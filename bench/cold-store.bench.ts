@@ -71,7 +71,11 @@ function rawPass(dropped: boolean): { write: number; read: number } {
   const rawFile = path.join(workDir, 'raw.bin');
   const ddCount = Math.ceil(dataBytes / (4 * MiB));
   const rawBytes = ddCount * 4 * MiB;
-  const write = timedDd(['if=/dev/zero', `of=${rawFile}`, 'bs=4M', `count=${ddCount}`, 'conv=fsync', 'status=none'], 'oflag=direct', 'raw write');
+  const write = timedDd(
+    ['if=/dev/zero', `of=${rawFile}`, 'bs=4M', `count=${ddCount}`, 'conv=fsync', 'status=none'],
+    'oflag=direct',
+    'raw write',
+  );
   if (dropped) dropPageCache();
   const read = timedDd([`if=${rawFile}`, 'of=/dev/null', 'bs=4M', 'status=none'], 'iflag=direct', 'raw read');
   fs.rmSync(rawFile);
@@ -96,8 +100,14 @@ async function onePass(store: ColdStore, distinct: Buffer[], dropped: boolean): 
   let start = process.hrtime.bigint();
   await eachSegment(async (segment) => {
     const first = segment * segmentBlocks;
-    const source = { count: Math.min(segmentBlocks, blockCount - first), blockBytes, copy: (i: number, target: Uint8Array) => target.set(distinct[(first + i) % distinct.length]!) };
-    refs[segment] = await store.writeSegment({ tenant: 1, contextId: `agent-${segment}`, version: 1 }, source, { plaintextChecksums: false });
+    const source = {
+      count: Math.min(segmentBlocks, blockCount - first),
+      blockBytes,
+      copy: (i: number, target: Uint8Array) => target.set(distinct[(first + i) % distinct.length]!),
+    };
+    refs[segment] = await store.writeSegment({ tenant: 1, contextId: `agent-${segment}`, version: 1 }, source, {
+      plaintextChecksums: false,
+    });
   });
   const storeWrite = seconds(start);
 
@@ -139,7 +149,9 @@ async function main(): Promise<void> {
   const keyRing = new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
   const store = await ColdStore.open({ directory: path.join(workDir, 'store'), keyRing, cryptoThreads, inPlaceCrypto: crypto !== 'node' });
   // Warm-up: starts the crypto threads and the JIT outside the timed region.
-  const warm = await store.writeSegment({ tenant: 1, contextId: 'warm-up', version: 1 }, distinct.slice(0, 2), { plaintextChecksums: false });
+  const warm = await store.writeSegment({ tenant: 1, contextId: 'warm-up', version: 1 }, distinct.slice(0, 2), {
+    plaintextChecksums: false,
+  });
   await store.readBlocks(warm, 1, () => undefined);
   await store.deleteSegment(warm[0]!.segmentId);
 
@@ -161,15 +173,25 @@ async function main(): Promise<void> {
     storeRead: median(passes.map((p) => p.storeRead)),
   };
   const ratio = { write: median(passes.map((p) => p.storeWrite / p.rawWrite)), read: median(passes.map((p) => p.storeRead / p.rawRead)) };
-  rows.push(['write (median)', figure(summary.rawWrite), figure(summary.storeWrite), `${(ratio.write * 100).toFixed(0)}% (of the passes')`]);
+  rows.push([
+    'write (median)',
+    figure(summary.rawWrite),
+    figure(summary.storeWrite),
+    `${(ratio.write * 100).toFixed(0)}% (of the passes')`,
+  ]);
   rows.push(['read (median)', figure(summary.rawRead), figure(summary.storeRead), `${(ratio.read * 100).toFixed(0)}% (of the passes')`]);
   console.log();
   printTable(['pass', 'raw dd (O_DIRECT, 4 MiB; before and after, mean)', 'ColdStore (AES-GCM, as the tiers use it)', 'store/raw'], rows);
-  console.log(`\ntarget: store/raw >= 90%; AES-GCM ${crypto}; crypto threads: ${cryptoThreads ?? `default (${Math.min(2, os.availableParallelism())})`}, CPUs: ${os.availableParallelism()}`);
+  console.log(
+    `\ntarget: store/raw >= 90%; AES-GCM ${crypto}; crypto threads: ${cryptoThreads ?? `default (${Math.min(2, os.availableParallelism())})`}, CPUs: ${os.availableParallelism()}`,
+  );
   for (const note of notes) console.log(`note: ${note}`);
   if (jsonPath !== undefined) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-    fs.writeFileSync(jsonPath, JSON.stringify({ dataBytes, blockBytes, segmentBlocks, parallelSegments, passes, median: summary, ratio, notes }, null, 2));
+    fs.writeFileSync(
+      jsonPath,
+      JSON.stringify({ dataBytes, blockBytes, segmentBlocks, parallelSegments, passes, median: summary, ratio, notes }, null, 2),
+    );
   }
 }
 

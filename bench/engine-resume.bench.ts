@@ -16,7 +16,12 @@ import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { NativeAllocator } from '../src/fabric';
 import { modelFile, sha256File } from '../src/engines/llama/default-model';
 import { modelInfoFromMetadata } from '../src/engines/llama/gguf-shape';
-import { buildSequenceState, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../src/engines/llama/sequence-state';
+import {
+  buildSequenceState,
+  parseSequenceState,
+  readSequenceStateFile,
+  type SequenceStateShape,
+} from '../src/engines/llama/sequence-state';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
 import { dropPageCache, median, modelContextSizes, option, printTable } from './measure';
@@ -66,7 +71,13 @@ async function main(): Promise<void> {
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
   const model = await llama.loadModel({ modelPath: file });
   const info = modelInfoFromMetadata(model.fileInfo.metadata);
-  const shape: SequenceStateShape = { layers: info.shape.layers, kvHeads: info.shape.kvHeads, headDim: info.shape.headDim, kType: 'f16', vType: 'f16' };
+  const shape: SequenceStateShape = {
+    layers: info.shape.layers,
+    kvHeads: info.shape.kvHeads,
+    headDim: info.shape.headDim,
+    kType: 'f16',
+    vType: 'f16',
+  };
   const contextSize = Math.max(...sizes) + CHECK_TOKENS + 8;
   const context = await model.createContext({ contextSize, sequences: 1, flashAttention: true, threads });
   const pool = new NativeAllocator({ shape: info.shape, blockCount: Math.ceil(contextSize / 16) + 1, backend: 'cpu' });
@@ -77,7 +88,9 @@ async function main(): Promise<void> {
   const cold = await ColdStore.open({ directory: coldDir, keyRing: new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench') });
   const tiers = new TieredMemory({ pool: diskPool, cold, deviceLowWatermark: 0, hostLowWatermark: 0 });
   const bytesPerToken = pool.layout.bytesPerToken;
-  console.log(`model ${path.basename(file)} (${(await sha256File(file)).slice(0, 12)}), ${bytesPerToken} bytes/token, flash attention on, ${threads} thread(s), state via ${stateDir}`);
+  console.log(
+    `model ${path.basename(file)} (${(await sha256File(file)).slice(0, 12)}), ${bytesPerToken} bytes/token, flash attention on, ${threads} thread(s), state via ${stateDir}`,
+  );
 
   // Deterministic prose, tokenized once and cut to each size.
   const text = Array.from({ length: 2000 }, (_, i) => `Agent ${i % 17} stored block ${i} of its context in tier ${i % 3}.`).join(' ');
@@ -92,7 +105,8 @@ async function main(): Promise<void> {
     const prefillStart = now();
     for (let at = 0; at < n; at += 512) {
       await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + 512));
-      if (n > 2048) process.stdout.write(`\r  prefill ${n}: ${Math.min(n, at + 512)} tokens, ${((now() - prefillStart) / 1000).toFixed(0)} s`);
+      if (n > 2048)
+        process.stdout.write(`\r  prefill ${n}: ${Math.min(n, at + 512)} tokens, ${((now() - prefillStart) / 1000).toFixed(0)} s`);
     }
     const prefillMs = now() - prefillStart;
     if (n > 2048) process.stdout.write('\n');
@@ -141,7 +155,10 @@ async function main(): Promise<void> {
       const t0 = now();
       await tiers.restore('context');
       const kv = await tiers.read('context', 0, n);
-      fs.writeFileSync(statePath, buildSequenceState(saved.tokens, kv, shape, { vTransposed: false, streams: saved.layout.streams, stream: 0, seqId: 0 }));
+      fs.writeFileSync(
+        statePath,
+        buildSequenceState(saved.tokens, kv, shape, { vTransposed: false, streams: saved.layout.streams, stream: 0, seqId: 0 }),
+      );
       await sequence.loadStateFromFile(statePath, { acceptRisk: true });
       diskTimings.push(now() - t0);
       sameContinuation &&= (await greedy(sequence, CHECK_TOKENS)).join() === expected.join();
@@ -167,12 +184,28 @@ async function main(): Promise<void> {
       diskRatio: prefillMs / median(diskTimings),
     };
     rows.push(row);
-    console.log(`  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), from disk ${row.diskResumeMs.toFixed(1)} ms (${row.diskRatio.toFixed(0)}x), same continuation: ${sameContinuation}`);
+    console.log(
+      `  ${n} tokens: prefill ${(prefillMs / 1000).toFixed(2)} s, resume ${row.resumeMs.toFixed(1)} ms (${row.ratio.toFixed(0)}x), from disk ${row.diskResumeMs.toFixed(1)} ms (${row.diskRatio.toFixed(0)}x), same continuation: ${sameContinuation}`,
+    );
   }
 
   console.log('');
   printTable(
-    ['tokens', 'KV', 'prefill', `resume (median of ${repeats})`, 'read pages', 'build GGSQ', 'write tmpfs', 'llama load', 'prefill / resume', 'from disk', 'prefill / disk', 'same tokens after', 'turn out: save + cut 64'],
+    [
+      'tokens',
+      'KV',
+      'prefill',
+      `resume (median of ${repeats})`,
+      'read pages',
+      'build GGSQ',
+      'write tmpfs',
+      'llama load',
+      'prefill / resume',
+      'from disk',
+      'prefill / disk',
+      'same tokens after',
+      'turn out: save + cut 64',
+    ],
     rows.map((r) => [
       String(r.tokens),
       `${(r.kvBytes / 2 ** 20).toFixed(1)} MiB`,

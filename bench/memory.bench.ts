@@ -50,7 +50,7 @@ export interface WasteRow {
 }
 
 function forkRow(forks: number): ForkRow {
-  const capacity = Math.ceil((forks + 1) * (prefixTokens + turnTokens) / LLAMA.tokensPerBlock) + 64;
+  const capacity = Math.ceil(((forks + 1) * (prefixTokens + turnTokens)) / LLAMA.tokensPerBlock) + 64;
   // N forks of one parent, each then takes a private turn.
   const shared = pool(capacity);
   const parent = shared.createContext(1);
@@ -96,7 +96,9 @@ function wasteRow(length: number): WasteRow {
 const forkRows = forkCounts.map(forkRow);
 const wasteRows = [1, 100, 1000, 8100, 8192, 32_769].map(wasteRow);
 
-console.log(`memory benchmark: block counts from the native allocator, bytes at the Llama-3-8B shape (${LLAMA_BLOCK_BYTES / 2 ** 20} MiB blocks)\n`);
+console.log(
+  `memory benchmark: block counts from the native allocator, bytes at the Llama-3-8B shape (${LLAMA_BLOCK_BYTES / 2 ** 20} MiB blocks)\n`,
+);
 printTable(
   ['agents', 'shared prefix + own turn', 'forked: blocks (shared)', 'private copies: blocks', 'forked GiB', 'private GiB', 'saving'],
   forkRows.map((r) => [
@@ -112,7 +114,13 @@ printTable(
 console.log();
 printTable(
   ['context tokens', 'blocks', 'unfilled slots', 'waste (Llama-3-8B)', 'waste / allocated'],
-  wasteRows.map((r) => [String(r.tokens), String(r.blocks), String(r.wasteTokens), `${(r.wasteLlamaBytes / 2 ** 20).toFixed(3)} MiB`, `${(r.wasteFraction * 100).toFixed(2)}%`]),
+  wasteRows.map((r) => [
+    String(r.tokens),
+    String(r.blocks),
+    String(r.wasteTokens),
+    `${(r.wasteLlamaBytes / 2 ** 20).toFixed(3)} MiB`,
+    `${(r.wasteFraction * 100).toFixed(2)}%`,
+  ]),
 );
 if (jsonPath !== undefined) {
   fs.mkdirSync(path.dirname(jsonPath), { recursive: true });

@@ -18,7 +18,7 @@ const tokens = option('--tokens') ?? '8k,32k,128k';
 const repeats = option('--repeats') ?? '3';
 const outDir = option('--out') ?? path.join('build', 'bench');
 const GPU_NOTE = 'not measured: no CUDA device';
-/** Prefill of Llama-3-8B on an H200, from the issue. */
+/** Prefill of Llama-3-8B on an H200 (the project's reference figures). */
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
 /** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
@@ -29,7 +29,9 @@ function run(name: string, file: string, benchArgs: string[]): unknown {
   const json = path.join(outDir, `${name}.json`);
   console.log(`\n[${++benchmarksStarted}/${BENCHMARK_COUNT}] ${name} ... (${file} ${benchArgs.join(' ')})`);
   const started = Date.now();
-  const result = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, file), ...benchArgs, '--json', json], { stdio: 'inherit' });
+  const result = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, file), ...benchArgs, '--json', json], {
+    stdio: 'inherit',
+  });
   if (result.status !== 0) throw new Error(`${name} failed (${result.signal ?? result.status})`);
   console.log(`[${benchmarksStarted}/${BENCHMARK_COUNT}] ${name}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   return JSON.parse(fs.readFileSync(json, 'utf8'));
@@ -53,19 +55,84 @@ const rate = (perSecond: number) => (perSecond >= 1e6 ? `${(perSecond / 1e6).toF
 const ms = (value: number) => (value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(0)} ms`);
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 
-interface AllocatorJson { results: Array<{ scenario: string; native: number; ts: number; ratio: number }> }
-interface TiersJson { bytes: number; rounds: number; bestGBps: { demote: number; promote: number; memcpy: number; demoteUnverified: number; promoteUnverified: number }; checksumShare: { demote: number; promote: number } }
-interface ColdJson { dataBytes: number; median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number }; ratio: { write: number; read: number }; notes: string[] }
-interface ResumeJson { rows: Array<{ path: string; tokens: number; bytes: number; from: string; totalMs: number; restoreMs?: number; verifyMs?: number; libraryMs?: number; pairs?: Array<{ totalMs: number; libraryMs: number }> }>; notes: string[] }
+interface AllocatorJson {
+  results: Array<{ scenario: string; native: number; ts: number; ratio: number }>;
+}
+interface TiersJson {
+  bytes: number;
+  rounds: number;
+  bestGBps: { demote: number; promote: number; memcpy: number; demoteUnverified: number; promoteUnverified: number };
+  checksumShare: { demote: number; promote: number };
+}
+interface ColdJson {
+  dataBytes: number;
+  median: { rawWrite: number; storeWrite: number; rawRead: number; storeRead: number };
+  ratio: { write: number; read: number };
+  notes: string[];
+}
+interface ResumeJson {
+  rows: Array<{
+    path: string;
+    tokens: number;
+    bytes: number;
+    from: string;
+    totalMs: number;
+    restoreMs?: number;
+    verifyMs?: number;
+    libraryMs?: number;
+    pairs?: Array<{ totalMs: number; libraryMs: number }>;
+  }>;
+  notes: string[];
+}
 interface TransferJson {
   skipped?: string;
   deviceName?: string;
-  figures?: Array<{ way: string; direction: string; blockBytes: number; gbps?: number; ratio?: number; target: number; meets?: boolean; ceilingGBps: number }>;
+  figures?: Array<{
+    way: string;
+    direction: string;
+    blockBytes: number;
+    gbps?: number;
+    ratio?: number;
+    target: number;
+    meets?: boolean;
+    ceilingGBps: number;
+  }>;
 }
-interface EngineResumeJson { threads: number; rows: Array<{ tokens: number; kvBytes: number; prefillMs: number; resumeMs: number; diskResumeMs: number; ratio: number; sameContinuation: boolean }> }
-interface AgentResumeJson { rows: Array<{ tokens: number; kvBytes: number; from: string; prefillMs: number; resumeMs: number; firstTurnMs: number; hotTurnMs: number; ratio: number }> }
+interface EngineResumeJson {
+  threads: number;
+  rows: Array<{
+    tokens: number;
+    kvBytes: number;
+    prefillMs: number;
+    resumeMs: number;
+    diskResumeMs: number;
+    ratio: number;
+    sameContinuation: boolean;
+  }>;
+}
+interface AgentResumeJson {
+  rows: Array<{
+    tokens: number;
+    kvBytes: number;
+    from: string;
+    prefillMs: number;
+    resumeMs: number;
+    firstTurnMs: number;
+    hotTurnMs: number;
+    ratio: number;
+  }>;
+}
 interface MemoryJson {
-  forks: Array<{ forks: number; prefixTokens: number; turnTokens: number; forkedBlocks: number; sharedBlocks: number; privateBlocks: number; forkedLlamaBytes: number; privateLlamaBytes: number }>;
+  forks: Array<{
+    forks: number;
+    prefixTokens: number;
+    turnTokens: number;
+    forkedBlocks: number;
+    sharedBlocks: number;
+    privateBlocks: number;
+    forkedLlamaBytes: number;
+    privateLlamaBytes: number;
+  }>;
   waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
 }
 
@@ -78,7 +145,7 @@ function main(): void {
   // Seven passes: this VM's disk drifts by a third from one pass to the next (medians are the figures).
   const cold = run('cold-store', 'cold-store.bench.ts', ['--total-mib', '1024', '--runs', '7']) as ColdJson;
   const library = run('resume-library', 'resume.bench.ts', ['--mode', 'library', '--tokens', tokens, '--repeats', repeats]) as ResumeJson;
-  // The issue's bound is judged here, within a few ms of the library's time (one round trip varies by 10-20 ms):
+  // The target is judged here, within a few ms of the library's time (one round trip varies by 10-20 ms):
   // 7 repeats at least, 15 of the resumes from host (a fraction of a second each).
   const temporalArgs = ['--repeats', String(Math.max(7, Number(repeats))), '--host-repeats', String(Math.max(15, Number(repeats)))];
   const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, ...temporalArgs]) as ResumeJson;
@@ -89,32 +156,66 @@ function main(): void {
   const agent = run('agent-resume', 'agent-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as AgentResumeJson;
 
   const rows: string[][] = [];
-  for (const r of allocator.results) rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
+  for (const r of allocator.results)
+    rows.push(['allocator', r.scenario, `native ${rate(r.native)}`, `pure TS ${rate(r.ts)}`, `${r.ratio.toFixed(2)}x`]);
   if (transfer.skipped || !transfer.figures) {
     rows.push(['transfer (GPU)', 'device <-> host per block size', transfer.skipped ?? GPU_NOTE, '-', '-']);
   } else {
     for (const f of transfer.figures) {
       if (f.way === 'contiguous' || f.gbps === undefined) continue;
       const what = `${f.direction} ${f.blockBytes / 1024} KiB blocks, ${f.way} (${transfer.deviceName})`;
-      rows.push(['transfer (GPU)', what, `${f.gbps.toFixed(1)} GB/s`, `contiguous ${f.ceilingGBps.toFixed(1)} GB/s`, `${f.ratio!.toFixed(2)} (target ${f.target})`]);
+      rows.push([
+        'transfer (GPU)',
+        what,
+        `${f.gbps.toFixed(1)} GB/s`,
+        `contiguous ${f.ceilingGBps.toFixed(1)} GB/s`,
+        `${f.ratio!.toFixed(2)} (target ${f.target})`,
+      ]);
     }
   }
   const t = tiers.bestGBps;
-  for (const [move, verified, pairedShare] of [['demote', t.demote, tiers.checksumShare.demote], ['promote', t.promote, tiers.checksumShare.promote]] as const) {
+  for (const [move, verified, pairedShare] of [
+    ['demote', t.demote, tiers.checksumShare.demote],
+    ['promote', t.promote, tiers.checksumShare.promote],
+  ] as const) {
     const share = Math.max(0, pairedShare);
-    rows.push(['host tier', `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, median of paired rounds, target <= 10%)`, `${verified.toFixed(2)} GB/s`, `memcpy ${t.memcpy.toFixed(2)} GB/s`, `${(verified / t.memcpy).toFixed(2)} (target 0.95)`]);
+    rows.push([
+      'host tier',
+      `${move}, ${gib(tiers.bytes)} context, verified, best of ${tiers.rounds} (checksum's share ${(share * 100).toFixed(1)}%, median of paired rounds, target <= 10%)`,
+      `${verified.toFixed(2)} GB/s`,
+      `memcpy ${t.memcpy.toFixed(2)} GB/s`,
+      `${(verified / t.memcpy).toFixed(2)} (target 0.95)`,
+    ]);
   }
   const c = cold.median;
   // Ratios: the median of the passes' own (each store pass against the dd passes around it), as for resume.
-  rows.push(['disk tier', `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`, `${c.storeWrite.toFixed(2)} GB/s`, `dd ${c.rawWrite.toFixed(2)} GB/s (before+after)`, `${cold.ratio.write.toFixed(2)} (target 0.9)`]);
-  rows.push(['disk tier', `read ${gib(cold.dataBytes)}, median`, `${c.storeRead.toFixed(2)} GB/s`, `dd ${c.rawRead.toFixed(2)} GB/s (before+after)`, `${cold.ratio.read.toFixed(2)} (target 0.9)`]);
+  rows.push([
+    'disk tier',
+    `write ${gib(cold.dataBytes)}, AES-GCM as the tiers use it, median`,
+    `${c.storeWrite.toFixed(2)} GB/s`,
+    `dd ${c.rawWrite.toFixed(2)} GB/s (before+after)`,
+    `${cold.ratio.write.toFixed(2)} (target 0.9)`,
+  ]);
+  rows.push([
+    'disk tier',
+    `read ${gib(cold.dataBytes)}, median`,
+    `${c.storeRead.toFixed(2)} GB/s`,
+    `dd ${c.rawRead.toFixed(2)} GB/s (before+after)`,
+    `${cold.ratio.read.toFixed(2)} (target 0.9)`,
+  ]);
   for (const lib of library.rows) {
     const r = temporal.rows.find((t) => t.tokens === lib.tokens && t.from === lib.from);
     const prefill = PREFILL_H200_MS[lib.tokens];
     const context = `${lib.tokens / 1024}k tokens (${gib(lib.bytes)}) from ${lib.from}`;
-    rows.push(['resume, library', context, ms(lib.totalMs), prefill ? `H200 prefill ${ms(prefill)}` : '-', prefill ? (lib.totalMs / prefill).toFixed(2) : '-']);
+    rows.push([
+      'resume, library',
+      context,
+      ms(lib.totalMs),
+      prefill ? `H200 prefill ${ms(prefill)}` : '-',
+      prefill ? (lib.totalMs / prefill).toFixed(2) : '-',
+    ]);
     if (!r) continue;
-    // The issue's bound: the library's restore x 1.15, or plus one update's round trip (30 ms), the larger;
+    // The target: the library's restore x 1.15, or plus one update's round trip (30 ms), the larger;
     // against the library's restore alternated with these resumes in the same process where there was room,
     // judged pair by pair (each resume against the restore just before it; this VM's memory switches between
     // two speeds within a row, 110-120 or 170-220 ms for the library's 4 GiB, so the medians of the two
@@ -133,12 +234,30 @@ function main(): void {
     ]);
   }
   for (const r of temporal.rows.filter((row) => row.from === 'resident')) {
-    rows.push(['resume, Temporal', `${r.tokens / 1024}k tokens already resident: the update's round trip (restores nothing)`, ms(r.totalMs), '-', '-']);
+    rows.push([
+      'resume, Temporal',
+      `${r.tokens / 1024}k tokens already resident: the update's round trip (restores nothing)`,
+      ms(r.totalMs),
+      '-',
+      '-',
+    ]);
   }
   for (const e of engine.rows) {
     const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engine.threads} thread(s)${e.sameContinuation ? '' : ', CONTINUATION DIFFERED'}`;
-    rows.push(['resume, real model', `${what}, library, from host`, ms(e.resumeMs), `prefill ${ms(e.prefillMs)}`, (e.resumeMs / e.prefillMs).toFixed(3)]);
-    rows.push(['resume, real model', `${what}, library, from disk`, ms(e.diskResumeMs), `prefill ${ms(e.prefillMs)}`, (e.diskResumeMs / e.prefillMs).toFixed(3)]);
+    rows.push([
+      'resume, real model',
+      `${what}, library, from host`,
+      ms(e.resumeMs),
+      `prefill ${ms(e.prefillMs)}`,
+      (e.resumeMs / e.prefillMs).toFixed(3),
+    ]);
+    rows.push([
+      'resume, real model',
+      `${what}, library, from disk`,
+      ms(e.diskResumeMs),
+      `prefill ${ms(e.prefillMs)}`,
+      (e.diskResumeMs / e.prefillMs).toFixed(3),
+    ]);
   }
   for (const a of agent.rows) {
     const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: resume ${ms(a.resumeMs)} + first turn ${ms(a.firstTurnMs)} (hot turn ${ms(a.hotTurnMs)})`;
@@ -154,7 +273,13 @@ function main(): void {
     ]);
   }
   for (const w of memory.waste) {
-    rows.push(['internal waste', `context of ${w.tokens} tokens (${w.blocks} blocks)`, `${w.wasteTokens} slots (${(w.wasteLlamaBytes / 2 ** 20).toFixed(2)} MiB)`, '-', `${(w.wasteFraction * 100).toFixed(2)}%`]);
+    rows.push([
+      'internal waste',
+      `context of ${w.tokens} tokens (${w.blocks} blocks)`,
+      `${w.wasteTokens} slots (${(w.wasteLlamaBytes / 2 ** 20).toFixed(2)} MiB)`,
+      '-',
+      `${(w.wasteFraction * 100).toFixed(2)}%`,
+    ]);
   }
 
   const headers = ['benchmark', 'what', 'figure', 'same-run reference', 'ratio'];

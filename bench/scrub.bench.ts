@@ -99,7 +99,13 @@ async function main() {
     }
     const plain = median(samples['on-tenant-change']);
     const always = median(samples.always);
-    results.push({ scenario: scenario.name, unit: scenario.unit, onTenantChangeMs: plain * 1e3, alwaysMs: always * 1e3, ratio: always / plain });
+    results.push({
+      scenario: scenario.name,
+      unit: scenario.unit,
+      onTenantChangeMs: plain * 1e3,
+      alwaysMs: always * 1e3,
+      ratio: always / plain,
+    });
   }
   for (const pool of Object.values(pools)) pool.close();
 
@@ -107,11 +113,20 @@ async function main() {
   console.log(`pool: ${BLOCKS} blocks of 2 MiB (Llama-3-8B shape), one tenant; median of ${rounds} alternated rounds\n`);
   printTable(
     ['operation', 'unit', 'on-tenant-change', 'always', 'always / on-tenant-change'],
-    results.map((r) => [r.scenario, r.unit, `${r.onTenantChangeMs.toFixed(3)} ms`, `${r.alwaysMs.toFixed(3)} ms`, `${r.ratio.toFixed(2)}x`]),
+    results.map((r) => [
+      r.scenario,
+      r.unit,
+      `${r.onTenantChangeMs.toFixed(3)} ms`,
+      `${r.alwaysMs.toFixed(3)} ms`,
+      `${r.ratio.toFixed(2)}x`,
+    ]),
   );
   if (jsonPath) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-    fs.writeFileSync(jsonPath, JSON.stringify({ machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version }, rounds, results }, null, 2));
+    fs.writeFileSync(
+      jsonPath,
+      JSON.stringify({ machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version }, rounds, results }, null, 2),
+    );
     console.log(`wrote ${jsonPath}`);
   }
 }

@@ -7,10 +7,8 @@
 //   npx tsx bench/tiers.bench.ts [--mib 1024] [--rounds 9] [--json build/bench/tiers.json]
 // Throughputs are the best round of each copy. The checksum's share is paired instead: each round moves
 // the verified and the unverified context one right after the other (which one first alternates), and the
-// share is the median over rounds. Best against best compares rounds that this VM's memory ran at
-// different speeds (it switches between about 23 and 38 GB/s), and read such a switch as checksum cost
-// (20-21% in two runs, against 0-5% in the runs around them); one pair of rounds can too, the median of
-// nine does not (docs/benchmarks.md).
+// share is the median over rounds: best against best would compare rounds that a VM's memory ran at
+// different speeds and read the switch as checksum cost; the median of paired rounds does not.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,7 +42,8 @@ async function warmPool(verifyMoves: boolean): Promise<{ pool: NativeAllocator; 
   const tokens = blocks * pool.layout.tokensPerBlock;
   const chunk = new Uint8Array(pool.layout.bytesPerToken * pool.layout.tokensPerBlock * 64);
   for (let i = 0; i < chunk.length; i += 4096) chunk[i] = i >> 12; // not all one byte: the checksums do real work
-  for (let t = 0; t < tokens; t += 16 * 64) await pool.appendAsync(ctx, chunk.subarray(0, Math.min(tokens - t, 16 * 64) * pool.layout.bytesPerToken));
+  for (let t = 0; t < tokens; t += 16 * 64)
+    await pool.appendAsync(ctx, chunk.subarray(0, Math.min(tokens - t, 16 * 64) * pool.layout.bytesPerToken));
   await pool.demote(ctx);
   await pool.promote(ctx);
   return { pool, ctx };
@@ -97,8 +96,12 @@ async function main(): Promise<void> {
 
   const share = (fraction: number) => `${Math.max(0, fraction * 100).toFixed(1)}%`;
   console.log(`kvfabric host-tier benchmark: ${os.cpus()[0]?.model ?? 'cpu'} x${os.cpus().length}, node ${process.version}`);
-  console.log(`one context of ${blocks} blocks x 2 MiB = ${(bytes / 2 ** 30).toFixed(2)} GiB, best of ${rounds} rounds; checksum share: median of the rounds' pairs`);
-  console.log(`backend ${backend.kind}${backend.name ? ` (${backend.name})` : ''}; tier moves: ${backend.transfer}; checksums: ${backend.checksums}\n`);
+  console.log(
+    `one context of ${blocks} blocks x 2 MiB = ${(bytes / 2 ** 30).toFixed(2)} GiB, best of ${rounds} rounds; checksum share: median of the rounds' pairs`,
+  );
+  console.log(
+    `backend ${backend.kind}${backend.name ? ` (${backend.name})` : ''}; tier moves: ${backend.transfer}; checksums: ${backend.checksums}\n`,
+  );
   printTable(
     ['copy', 'GB/s', 'vs memcpy', 'checksum share'],
     [

@@ -1,12 +1,13 @@
 // Device <-> host transfer throughput of the CUDA backend's tier moves: scattered blocks of 64 KiB to
 // 8 MiB, offload (d2h), restore (h2d) and both at once (duplex), through each way (one copy call per
 // block; the gather/scatter kernel), against the contiguous pinned copy measured in the same run. Prints
-// the ratios against the targets of issue 6; without a usable CUDA device it prints why and skips.
+// the ratios against their targets; without a usable CUDA device it prints why and skips.
 //   npx tsx bench/transfer.bench.ts [--gib 4] [--repeats 3] [--sizes 64k,256k,1m,2m,8m] [--device 0] [--json out.json]
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { loadNativeBinding, type TransferFigure } from '../src/fabric/native-binding';
+import type { TransferFigure } from '../src/fabric/addon-types';
+import { loadNativeBinding } from '../src/fabric/native-binding';
 import { option, printTable } from './measure';
 
 const KIB = 1024;
@@ -15,7 +16,7 @@ const sizes = (option('--sizes') ?? '64k,256k,1m,2m,8m').split(',').map(parseSiz
 const repeats = Number(option('--repeats') ?? 3);
 const device = Number(option('--device') ?? 0);
 const jsonPath = option('--json');
-/** Targets of issue 6, as a ratio to the same-run ceiling: one direction by block size, and duplex. */
+/** Targets, as a ratio to the same-run ceiling: one direction by block size, and duplex. */
 const oneWayTarget = (blockBytes: number) => (blockBytes >= KIB * KIB ? 0.95 : 0.9);
 const DUPLEX_TARGET = 0.9;
 
@@ -71,7 +72,8 @@ function main(): void {
     if (!best[key] || v.ratio > best[key]!.ratio) best[key] = { way: v.way, ratio: v.ratio, meets: v.meets ?? false };
   }
   console.log('\nbest way per block size and direction:');
-  for (const [key, b] of Object.entries(best)) console.log(`  ${key}: ${b.way} ${b.ratio.toFixed(3)} ${b.meets ? 'meets' : 'misses'} the target`);
+  for (const [key, b] of Object.entries(best))
+    console.log(`  ${key}: ${b.way} ${b.ratio.toFixed(3)} ${b.meets ? 'meets' : 'misses'} the target`);
   console.log(`kernel: ${result.kernel}; ${((Date.now() - started) / 1000).toFixed(1)} s`);
   for (const reason of new Set(result.figures.flatMap((f) => (f.skipped ? [f.skipped] : [])))) console.log(`skipped: ${reason}`);
   if (fake) console.log('note: stand-in driver (host memcpy): these figures say nothing about a GPU');

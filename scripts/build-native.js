@@ -25,8 +25,10 @@ function run(cmd, args) {
 
 const hasNinja = spawnSync('ninja', ['--version'], { stdio: 'ignore' }).status === 0;
 run('cmake', [
-  '-S', path.join(root, 'native'),
-  '-B', buildDir,
+  '-S',
+  path.join(root, 'native'),
+  '-B',
+  buildDir,
   ...(hasNinja ? ['-G', 'Ninja'] : []),
   `-DCMAKE_BUILD_TYPE=${sanitize ? 'RelWithDebInfo' : 'Release'}`,
   `-DKVFABRIC_SANITIZE=${sanitize ? 'ON' : 'OFF'}`,

@@ -8,7 +8,7 @@
 #   OUT      where results go (default build/gpu-check)
 #   KVFABRIC_GPU_CHECK_GIB  bytes per benchmark figure in GiB (default 2)
 #   KVFABRIC_GPU_CHECK_RESUME  token counts (e.g. 8k,32k,128k) for a last step: bench/resume.bench.ts
-#     through the library on the CUDA backend, from pinned host memory and from disk (issue 8's figures;
+#     through the library on the CUDA backend, from pinned host memory and from disk (the figures of docs/cuda.md;
 #     128k is 16 GiB on the device, 16 GiB pinned and 16 GiB on disk). Unset: skipped. Adds up to 4 min.
 # Dry run without a GPU: KVFABRIC_LIBCUDA=build/native/libkvfabric_fakecuda.so NODE="$(command -v node)" bash scripts/gpu-check.sh
 set -uo pipefail
@@ -42,9 +42,8 @@ for dir in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64; do
   [ -d "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
-"$NODE" -e '
-  const b = require(process.env.KVFABRIC_ADDON);
-  const probe = b.cudaProbe(0);
+"$NODE" --require tsx/cjs -e '
+  const probe = require("./src/fabric/native-binding").loadNativeBinding().cudaProbe(0);
   require("fs").writeFileSync(process.argv[1], JSON.stringify(probe, null, 2));
   console.log(JSON.stringify(probe));
   process.exit(probe.usable ? 0 : 3);

@@ -70,12 +70,40 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
   let progress: NodeJS.Timeout | undefined;
   try {
     for (const workerId of ['load-a', 'load-b']) {
-      const args = ['--address', server.address, '--task-queue', taskQueue, '--backend', 'cpu', '--engine', 'synthetic', '--model', 'tiny',
-        '--device-blocks', blocks, '--host-blocks', blocks, '--tier-dir', tierDir, '--max-concurrent-activities', '16', '--shutdown-grace-ms', '10000'];
-      const env = { KVFABRIC_KEYS: masterKeys, KVFABRIC_TRUSTED_KEYS: keyListText(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))), KVFABRIC_CODEC_KEYS: keyListText(codecKeys) };
+      const args = [
+        '--address',
+        server.address,
+        '--task-queue',
+        taskQueue,
+        '--backend',
+        'cpu',
+        '--engine',
+        'synthetic',
+        '--model',
+        'tiny',
+        '--device-blocks',
+        blocks,
+        '--host-blocks',
+        blocks,
+        '--tier-dir',
+        tierDir,
+        '--max-concurrent-activities',
+        '16',
+        '--shutdown-grace-ms',
+        '10000',
+      ];
+      const env = {
+        KVFABRIC_KEYS: masterKeys,
+        KVFABRIC_TRUSTED_KEYS: keyListText(signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) }))),
+        KVFABRIC_CODEC_KEYS: keyListText(codecKeys),
+      };
       workers.push(await spawnWorkerProcess(workerId, args, env));
     }
-    agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) }, taskQueue);
+    agents = await AgentClient.connect(
+      { address: server.address, namespace: 'default' },
+      { codec: new CodecKeyRing(codecKeys), issuer: new CapabilityIssuer(signing) },
+      taskQueue,
+    );
     const client = agents;
     log(`dev server ${server.address}, 2 workers, ${options.agents} agents x ${options.turns} turns of ${options.tokens} tokens`);
 
@@ -90,48 +118,54 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
     const turnsPlanned = options.agents * (options.turns + 1) + forksPlanned;
     const started = performance.now();
     progress = setInterval(() => {
-      log(`progress: ${agentsStarted}/${options.agents} agents started, ${turns}/${turnsPlanned} turns done, ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      log(
+        `progress: ${agentsStarted}/${options.agents} agents started, ${turns}/${turnsPlanned} turns done, ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
     }, options.progressEveryMs ?? 5000);
-    await Promise.all(Array.from({ length: options.agents }, async (_, index) => {
-      const id = `load-${index}`;
-      const history: Array<[string, number, number]> = [];
-      const digestOf = (entries: Array<[string, number, number]>) => {
-        const bytes = Buffer.concat(entries.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, BYTES_PER_TOKEN)));
-        return digestOfBytes(bytes, BYTES_PER_TOKEN, TINY.tokensPerBlock).value;
-      };
-      const agent = await client.start({ agentId: id, tenant: `tenant-${index % 4}`, model: TINY, config: CONFIG });
-      agentsStarted++;
-      for (let turn = 0; turn < options.turns; turn++) {
-        const tokens = options.tokens + (index % 7);
-        await agent.turn(tokens);
-        history.push([id, turn, tokens]);
+    await Promise.all(
+      Array.from({ length: options.agents }, async (_, index) => {
+        const id = `load-${index}`;
+        const history: Array<[string, number, number]> = [];
+        const digestOf = (entries: Array<[string, number, number]>) => {
+          const bytes = Buffer.concat(entries.map(([agentId, turn, tokens]) => syntheticKv(agentId, turn, tokens, BYTES_PER_TOKEN)));
+          return digestOfBytes(bytes, BYTES_PER_TOKEN, TINY.tokensPerBlock).value;
+        };
+        const agent = await client.start({ agentId: id, tenant: `tenant-${index % 4}`, model: TINY, config: CONFIG });
+        agentsStarted++;
+        for (let turn = 0; turn < options.turns; turn++) {
+          const tokens = options.tokens + (index % 7);
+          await agent.turn(tokens);
+          history.push([id, turn, tokens]);
+          turns++;
+        }
+        if (options.forkEvery > 0 && index % options.forkEvery === 0) {
+          const { child } = await agent.fork(`${id}-fork`);
+          const status = await child.turn(5);
+          turns++;
+          forks++;
+          if (status.digest !== digestOf([...history, [`${id}-fork`, 0, 5]])) mismatches++;
+          await child.release();
+        }
+        await agent.suspend('disk');
+        const before = performance.now();
+        const resumed = await agent.resume();
+        resumeMs.push(performance.now() - before);
+        if (resumed.lastResume) verified++;
+        if (resumed.digest !== digestOf(history)) mismatches++;
+        const last = await agent.turn(3);
         turns++;
-      }
-      if (options.forkEvery > 0 && index % options.forkEvery === 0) {
-        const { child } = await agent.fork(`${id}-fork`);
-        const status = await child.turn(5);
-        turns++;
-        forks++;
-        if (status.digest !== digestOf([...history, [`${id}-fork`, 0, 5]])) mismatches++;
-        await child.release();
-      }
-      await agent.suspend('disk');
-      const before = performance.now();
-      const resumed = await agent.resume();
-      resumeMs.push(performance.now() - before);
-      if (resumed.lastRestore?.verified) verified++;
-      if (resumed.digest !== digestOf(history)) mismatches++;
-      const last = await agent.turn(3);
-      turns++;
-      if (last.digest !== digestOf([...history, [id, options.turns, 3]])) mismatches++;
-      await agent.release();
-    }));
+        if (last.digest !== digestOf([...history, [id, options.turns, 3]])) mismatches++;
+        await agent.release();
+      }),
+    );
     const seconds = (performance.now() - started) / 1000;
     clearInterval(progress);
 
     for (const worker of workers) worker.child.kill('SIGTERM');
     await Promise.all(workers.map((worker) => worker.exited));
-    const drainedContexts = workers.map((worker) => Number(/kvfabric GPU worker drained.*?contexts: (\d+)/s.exec(worker.output())?.[1] ?? NaN));
+    const drainedContexts = workers.map((worker) =>
+      Number(/kvfabric GPU worker drained.*?contexts: (\d+)/s.exec(worker.output())?.[1] ?? NaN),
+    );
     const leftFiles = ['cold', 'grants'].flatMap((dir) => filesUnder(join(tierDir, dir)).map((file) => `${dir}/${file}`));
     const sorted = [...resumeMs].sort((a, b) => a - b);
     const pct = (p: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN);
@@ -163,24 +197,35 @@ function filesUnder(directory: string): string[] {
   } catch {
     return [];
   }
-  return names.flatMap((name) => (statSync(join(directory, name)).isDirectory() ? filesUnder(join(directory, name)).map((f) => `${name}/${f}`) : [name]));
+  return names.flatMap((name) =>
+    statSync(join(directory, name)).isDirectory() ? filesUnder(join(directory, name)).map((f) => `${name}/${f}`) : [name],
+  );
 }
 
 if (require.main === module) {
-  const { values } = parseArgs({ options: { agents: { type: 'string' }, turns: { type: 'string' }, tokens: { type: 'string' }, 'fork-every': { type: 'string' } } });
+  const { values } = parseArgs({
+    options: { agents: { type: 'string' }, turns: { type: 'string' }, tokens: { type: 'string' }, 'fork-every': { type: 'string' } },
+  });
   runLoad({
     agents: Number(values.agents ?? 200),
     turns: Number(values.turns ?? 3),
     tokens: Number(values.tokens ?? 24),
     forkEvery: Number(values['fork-every'] ?? 5),
     log: (line) => console.log(line),
-  }).then((report) => {
-    console.log(JSON.stringify(report, null, 2));
-    const ok = report.digestMismatches === 0 && report.verifiedResumes === report.agents && report.drainedContexts.every((n) => n === 0) && report.leftFiles.length === 0;
-    console.log(ok ? 'load: all agents finished, every byte matched, pools and tier directory back to baseline' : 'load: FAILED');
-    process.exitCode = ok ? 0 : 1;
-  }, (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  });
+  }).then(
+    (report) => {
+      console.log(JSON.stringify(report, null, 2));
+      const ok =
+        report.digestMismatches === 0 &&
+        report.verifiedResumes === report.agents &&
+        report.drainedContexts.every((n) => n === 0) &&
+        report.leftFiles.length === 0;
+      console.log(ok ? 'load: all agents finished, every byte matched, pools and tier directory back to baseline' : 'load: FAILED');
+      process.exitCode = ok ? 0 : 1;
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -17,7 +17,12 @@ const WORKER_MAIN = join(__dirname, '..', 'src', 'worker', 'main.ts');
  * Starts the worker (src/worker/main.ts, or `entry`: a test's wrapper around it) with these flags and
  * environment (added to this process's); rejects if it exits before it is ready.
  */
-export async function spawnWorkerProcess(workerId: string, args: string[], env: Record<string, string>, entry = WORKER_MAIN): Promise<WorkerProcess> {
+export async function spawnWorkerProcess(
+  workerId: string,
+  args: string[],
+  env: Record<string, string>,
+  entry = WORKER_MAIN,
+): Promise<WorkerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', entry, '--worker-id', workerId, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -17,18 +17,19 @@
 using namespace kvfabric;
 
 static int passed = 0, failed = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (cond) {                                                            \
+      ++passed;                                                            \
+    } else {                                                               \
+      ++failed;                                                            \
       std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
+    }                                                                      \
   } while (0)
 
 // The tests' pool: 8 bytes per token, 4 tokens per block.
-static PoolConfig tinyConfig(uint32_t blocks, uint32_t hostBlocks = 0, ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
+static PoolConfig tinyConfig(uint32_t blocks, uint32_t hostBlocks = 0,
+                             ScrubPolicy scrub = ScrubPolicy::kOnTenantChange) {
   PoolConfig config;
   config.shape = {2, 1, 2, 1};
   config.tokensPerBlock = 4;
@@ -58,7 +59,8 @@ static void testLayoutValidation() {
   CHECK(layout.bytesPerToken == 128 * 1024);
   CHECK(layout.blockBytes == 2 * 1024 * 1024);
   CHECK(BlockLayout::make({0, 8, 128, 2}, 16, &layout).code() == Code::kInvalidArgument);
-  CHECK(BlockLayout::make({0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, 16, &layout).code() == Code::kInvalidArgument);
+  CHECK(BlockLayout::make({0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, 16, &layout).code() ==
+        Code::kInvalidArgument);
   PoolConfig config;
   config.shape = {1, 1, 1, 1};
   config.blockCount = 0;
@@ -235,7 +237,10 @@ static void testConcurrentContexts() {
     threads.emplace_back([&, t] {
       for (int round = 0; round < 200; ++round) {
         Handle h;
-        if (!pool->createContext(1 + t, &h).isOk()) { ok[t] = 0; return; }
+        if (!pool->createContext(1 + t, &h).isOk()) {
+          ok[t] = 0;
+          return;
+        }
         auto bytes = tokens(37, static_cast<uint8_t>(t * 31 + round));
         if (!pool->append(h, bytes.data(), bytes.size()).isOk()) ok[t] = 0;
         Handle child;
@@ -307,6 +312,8 @@ static void testSpillFillAndImport() {
     }
     CHECK(spill.commit(keys.data(), keys.size(), true).isOk());
   }
+  std::vector<uint32_t> sumsOfA;  // what a manifest records beside the disk keys
+  CHECK(pool->pageChecksums(a, &sumsOfA).isOk() && sumsOfA.size() == 2);
   PoolStats s = pool->stats();
   CHECK(s.host.usedBlocks == 0 && s.diskOnlyBlocks == 2 && s.diskCopies == 2);
   std::vector<uint8_t> out;
@@ -340,7 +347,7 @@ static void testSpillFillAndImport() {
     // Straight to the device: a context whose pages are only on disk becomes resident in one fill.
     Handle direct;
     const uint64_t diskOnly[2] = {200, 201};
-    CHECK(pool->importContext(1, 5, diskOnly, nullptr, 2, &direct).isOk());
+    CHECK(pool->importContext(1, 5, diskOnly, sumsOfA.data(), 2, &direct).isOk());
     const uint64_t deviceUsed = pool->stats().usedBlocks;
     {
       MoveLease fill;
@@ -369,8 +376,9 @@ static void testSpillFillAndImport() {
 
   Handle imported;
   const uint64_t keys[2] = {100, 101};
-  CHECK(pool->importContext(1, 9, keys, nullptr, 2, &imported).code() == Code::kInvalidArgument);
-  CHECK(pool->importContext(1, 5, keys, nullptr, 2, &imported).isOk());
+  CHECK(pool->importContext(1, 9, keys, sumsOfA.data(), 2, &imported).code() == Code::kInvalidArgument);
+  CHECK(pool->importContext(1, 5, keys, nullptr, 2, &imported).code() == Code::kInvalidArgument);  // checksums required
+  CHECK(pool->importContext(1, 5, keys, sumsOfA.data(), 2, &imported).isOk());
   ContextStats cs;
   CHECK(pool->contextStats(imported, &cs).isOk() && !cs.resident && cs.diskOnlyPages == 2 && cs.tokens == 5);
   CHECK(pool->release(imported).isOk());
@@ -461,7 +469,7 @@ static void testChecksums() {
   std::vector<uint8_t> back;
   CHECK(pool->read(a, 0, 12, &back).isOk() && back == kv);
 
-  // Disk: a fill checks each block against the page's checksum; an import without checksums learns them.
+  // Disk: a fill checks each block against the page's checksum, an imported context's against its manifest's.
   CHECK(pool->demote(a).isOk());
   std::vector<std::vector<uint8_t>> disk;
   std::vector<uint64_t> keys;
@@ -475,25 +483,22 @@ static void testChecksums() {
     }
     CHECK(spill.commit(keys.data(), keys.size(), true).isOk());
   }
-  Handle withSums, withoutSums;
+  Handle withSums;
   CHECK(pool->importContext(1, 12, keys.data(), sums.data(), 3, &withSums).isOk());
-  CHECK(pool->importContext(1, 12, keys.data(), nullptr, 3, &withoutSums).isOk());
-  std::vector<uint32_t> none;
-  CHECK(pool->pageChecksums(withoutSums, &none).code() == Code::kInvalidState);
   {
     MoveLease fill;
     CHECK(pool->beginFill(withSums, &fill, Tier::kDevice).isOk());
     CHECK(fill.write(0, disk[1].data(), layout.blockBytes).code() == Code::kIntegrity);  // another page's bytes
   }
   CHECK(pool->contextStats(withSums, &cs).isOk() && cs.diskOnlyPages == 3);
-  for (Handle h : {withSums, withoutSums}) {
+  {
     MoveLease fill;
-    CHECK(pool->beginFill(h, &fill, Tier::kDevice).isOk());
+    CHECK(pool->beginFill(withSums, &fill, Tier::kDevice).isOk());
     for (size_t i = 0; i < 3; ++i) CHECK(fill.write(i, disk[i].data(), layout.blockBytes).isOk());
     CHECK(fill.commit().isOk());
-    std::vector<uint32_t> learnt;
-    CHECK(pool->pageChecksums(h, &learnt).isOk() && learnt == sums);
-    CHECK(pool->read(h, 0, 12, &back).isOk() && back == kv);
+    std::vector<uint32_t> kept;
+    CHECK(pool->pageChecksums(withSums, &kept).isOk() && kept == sums);
+    CHECK(pool->read(withSums, 0, 12, &back).isOk() && back == kv);
   }
 }
 
@@ -554,7 +559,8 @@ static void testBlockChecksumPaths() {
       std::vector<uint8_t> memory(2 * layout.blockBytes + 128);
       uint8_t* src = memory.data() + (64 - reinterpret_cast<uintptr_t>(memory.data()) % 64);
       uint8_t* dst = src + (layout.blockBytes + 63) / 64 * 64;
-      for (uint64_t i = 0; i < layout.blockBytes; ++i) src[i] = static_cast<uint8_t>((seed = seed * 1103515245 + 12345) >> 16);
+      for (uint64_t i = 0; i < layout.blockBytes; ++i)
+        src[i] = static_cast<uint8_t>((seed = seed * 1103515245 + 12345) >> 16);
       for (uint32_t fill = 0; fill <= layout.tokensPerBlock; ++fill) {
         std::vector<uint8_t> tokenMajor;
         for (uint32_t t = 0; t < fill; ++t) {

@@ -1,40 +1,39 @@
-// The activities a GPU worker runs for agent workflows. Placement activities run on the shared task
-// queue: whichever worker takes one holds the context afterwards and answers with its own
-// worker-specific queue. Context activities run on that queue. Every call is checked against the
-// context's grant, applied at most once per operation id, and reports FabricErrors by code.
+// The activities a GPU worker runs for agent workflows, one per operation (src/operations), each one call
+// into AgentMemory, which admits the call and returns the operation's whole result. Placement activities
+// run on the shared task queue: whichever worker takes one holds the context afterwards and answers with
+// its own worker-specific queue. Holder activities run on that queue. This adapter adds what Temporal
+// brings: who is calling (the workflow run, from the activity context), at-most-once application per
+// operation id (the journal), heartbeats, and FabricErrors reported by code.
 import { createHash } from 'node:crypto';
 
 import { Context, log } from '@temporalio/activity';
 
-import type { AgentMemory } from '../agent-memory/agent-memory';
-import type { Action, Presented } from '../agent-memory/capability-check';
-import type { TurnInput } from '../agent-memory/turn';
-import { FabricError } from '../fabric/errors';
-import { emptyDigest } from '../agent-memory/context-digest';
+import type { AgentMemory, RunAdmitted } from '../agent-memory/agent-memory';
+import type { Presented } from '../agent-memory/capability-check';
 import { agentWorkflowId } from '../identity/agent-identity';
-import type { CapabilityClaims } from '../security/claims';
+import type { Operation } from '../operations/operations';
 import { withFailureCodes } from './failures';
 import { withHeartbeat, type Progress } from './heartbeat';
 import { OperationJournal, type Admission } from './operation-journal';
 import type {
   AllocateRequest,
   Allocation,
-  ContextActivities,
   ContextRequest,
   ContextSnapshot,
+  ForkRequest,
+  ForkResult,
+  HolderActivities,
   LocalActivities,
-  LocalRestoreRequest,
-  OffloadRequest,
+  LocalResumeRequest,
   Placement,
   PlacementActivities,
   RecoverRequest,
   ReleaseResult,
   RenewRequest,
-  RestoreRequest,
-  RestoreResult,
-  ShareRequest,
-  ShareResult,
-  TransferResult,
+  ResumeRequest,
+  ResumeResult,
+  SuspendRequest,
+  SuspendResult,
   TurnRequest,
   TurnResult,
 } from './types';
@@ -45,23 +44,21 @@ export { OperationJournal } from './operation-journal';
 export interface ActivityHooks {
   /**
    * Runs after an operation is applied and recorded, before its result goes back. Tests throw here once
-   * to make Temporal retry an activity whose side effect already happened.
+   * to make Temporal retry an activity whose side effect already happened. `activity` is the activity's
+   * name: the operation's, or `resumeIfHolder` for the local resume.
    */
   afterApplied?(activity: string, request: ContextRequest): void;
 }
 
-interface Operation {
-  activity: string;
-  /** The action checked against the token's rights and named in a denial. */
-  action: Action;
-  /** Whether the context must already be held by this worker. */
-  held: boolean;
-  /**
-   * Its success revokes the token that asked for it (release, retire, renew): a retry of it is admitted
-   * on the token alone (authentic, current, the caller's, with the right), since the context's epoch
-   * and grant no longer accept it.
-   */
-  revokesPresenter?: boolean;
+/** How the adapter runs one operation's call. */
+interface Call {
+  operation: Operation;
+  /** The activity's name, when it is not the operation's (the local resume). */
+  activity?: string;
+  /** The operation ends the context: the journal keeps only its record (for its retries). */
+  ends?: boolean;
+  /** What the heartbeat reports while it runs. */
+  progress?: Progress;
 }
 
 export function createActivities(options: {
@@ -72,63 +69,64 @@ export function createActivities(options: {
   runsWorkflows?: boolean;
   journal?: OperationJournal;
   hooks?: ActivityHooks;
-}): { placement: PlacementActivities; context: ContextActivities; local: LocalActivities } {
+}): { placement: PlacementActivities; holder: HolderActivities; local: LocalActivities } {
   const { memory, holder, hooks } = options;
   const holderRunsWorkflows = options.runsWorkflows === true;
   const journal = options.journal ?? new OperationJournal();
 
   /**
-   * Admission, at-most-once application with heartbeats, then the after-applied hook. `progress` names
-   * the phase a long call is in; the heartbeat reports it. A retry is admitted like the first call
-   * before it gets the recorded outcome, and only a retry from the same workflow run with the same token
-   * finds that outcome at all.
+   * A retry finds the outcome recorded for its operation id and binding, once it is admitted like the
+   * first call; only a retry from the same workflow run with the same token finds it at all. A first call
+   * goes to `apply`, which AgentMemory runs once the call is admitted (nothing is recorded for a refused
+   * call): the journal applies it at most once, with heartbeats. Then the after-applied hook.
    */
-  function operate<T>(
-    op: Operation,
-    request: ContextRequest,
-    apply: (claims: CapabilityClaims | undefined) => Promise<T>,
-    progress: () => Progress = () => ({ phase: op.activity }),
-  ): Promise<T> {
+  function operate<T>(how: Call, request: ContextRequest, apply: (call: Presented, run: RunAdmitted) => Promise<T>): Promise<T> {
+    const activity = how.activity ?? how.operation;
+    const progress = how.progress ?? { phase: how.operation };
     return withFailureCodes(async () => {
-      const call = presented(request, op.action);
+      const call = presented(request, how.operation);
       const admission = admissionOf(request);
       const recorded = journal.recorded<T>(request.agentId, request.operationId, admission);
-      if (recorded) return answerRetry(op, request, call, recorded);
-      const claims = await memory.admit(call);
-      if (op.held) memory.requireHeld(request.agentId);
-      const result = await journal.run(request.agentId, request.operationId, admission, () => withHeartbeat(progress, () => apply(claims)));
-      hooks?.afterApplied?.(op.activity, request);
+      if (recorded !== undefined) return answerRetry(activity, request, call, recorded);
+      const run: RunAdmitted = (work) =>
+        journal.run(request.agentId, request.operationId, admission, () =>
+          withHeartbeat(
+            () => progress,
+            async () => {
+              const result = await work();
+              if (how.ends) journal.end(request.agentId, request.operationId);
+              return result;
+            },
+          ),
+        );
+      const result = await apply(call, run);
+      hooks?.afterApplied?.(activity, request);
       return result;
     });
   }
 
-  /** A retry's recorded outcome, once the retry is admitted like the first call (see Operation.revokesPresenter). */
-  async function answerRetry<T>(op: Pick<Operation, 'activity' | 'revokesPresenter'>, request: ContextRequest, call: Presented, recorded: Promise<T>): Promise<T> {
+  /** A retry's recorded outcome, once the retry is admitted like the first call (AgentMemory.admitRetry). */
+  async function answerRetry<T>(activity: string, request: ContextRequest, call: Presented, recorded: Promise<T>): Promise<T> {
     const outcome = await recorded;
-    await (op.revokesPresenter ? memory.admitRetry(call) : memory.admit(call));
-    hooks?.afterApplied?.(op.activity, request);
+    await memory.admitRetry(call);
+    hooks?.afterApplied?.(activity, request);
     return outcome;
-  }
-
-  /** The context is gone: the journal keeps only the ending operation's record (for its retries). */
-  function ended(request: ContextRequest): void {
-    journal.end(request.agentId, request.operationId);
   }
 
   const placement: PlacementActivities = {
     allocate(request: AllocateRequest): Promise<Allocation> {
       return withFailureCodes(async () => {
-        memory.checkShape(request.shape, request.tokensPerBlock);
         const call = presented(request, 'allocate');
         const admission = admissionOf(request);
         const recorded = journal.recorded<Allocation>(request.agentId, request.operationId, admission);
-        if (recorded) return answerRetry({ activity: 'allocate' }, request, call, recorded);
-        // Admitted inside: the grant is made there (memory.create refuses an id granted to someone else).
+        if (recorded !== undefined) return answerRetry('allocate', request, call, recorded);
+        // Admitted inside: the grant is made there (AgentMemory.allocate refuses an id granted to someone else).
         const result = await journal.run(request.agentId, request.operationId, admission, async () => {
+          const { created, ...allocated } = await memory.allocate(call, request);
           // Only once admitted: an id used before starts with no record of it, and no caller can wipe another's.
-          if (await memory.create(call, request.checkpoint)) journal.end(request.agentId, request.operationId);
+          if (created) journal.end(request.agentId, request.operationId);
           log.info('context allocated', { agentId: request.agentId, tenant: request.tenant, holder });
-          return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId), digest: emptyDigest() };
+          return { holder, holderRunsWorkflows, ...allocated };
         });
         hooks?.afterApplied?.('allocate', request);
         return result;
@@ -136,123 +134,91 @@ export function createActivities(options: {
     },
 
     recover(request: RecoverRequest): Promise<Placement> {
-      return operate({ activity: 'recover', action: 'recover', held: false }, request, async () => {
-        const claim = request.epoch === undefined ? undefined : { epoch: request.epoch, attempt: Context.current().info.attempt };
-        await memory.recover(request.agentId, request.tenant, request.minVersion, claim);
+      return operate({ operation: 'recover' }, request, async (call, run) => {
+        const attempt = Context.current().info.attempt;
+        const snapshot = await memory.recover(call, { minVersion: request.minVersion, epoch: request.epoch, attempt }, run);
         log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
-        return { holder, holderRunsWorkflows, ...memory.snapshot(request.agentId) };
+        return { holder, holderRunsWorkflows, ...snapshot };
       });
     },
 
     retire(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ activity: 'retire', action: 'release', held: false, revokesPresenter: true }, request, async (claims) => {
-        const releasedTokens = await memory.retire(request.agentId, claims!);
-        ended(request);
+      return operate({ operation: 'retire', ends: true }, request, async (call, run) => {
+        const result = await memory.retire(call, run);
         log.info('context retired without its holder', { agentId: request.agentId, holder });
-        return { releasedTokens };
+        return result;
       });
     },
   };
 
-  const context: ContextActivities = {
-    appendTurn(request: TurnRequest): Promise<TurnResult> {
-      let phase = 'append';
-      const progress = () => ({ phase, turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) });
-      return operate({ activity: 'appendTurn', action: 'append', held: true }, request, async () => {
-        const [{ digest, alreadyApplied, reply, durable }, appendMs] = await timed(async () => {
-          const applied = await memory.appendTurn(request.agentId, request.turn, turnInputOf(request), request.before);
-          phase = 'checkpoint';
-          const copied = request.checkpoint ? await memory.checkpointUnlessDiskFull(request.agentId) : undefined;
-          return { ...applied, durable: copied };
-        });
-        return { ...memory.snapshot(request.agentId), digest, appendMs, alreadyApplied, ...(reply ? { reply } : {}), ...(durable === undefined ? {} : { durable }) };
-      }, progress);
+  const holderActivities: HolderActivities = {
+    turn(request: TurnRequest): Promise<TurnResult> {
+      const progress = { phase: 'turn', turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) };
+      return operate({ operation: 'turn', progress }, request, (call, run) => memory.turn(call, request, run));
+    },
+
+    resume(request: ResumeRequest): Promise<ResumeResult> {
+      return resume('resume', request);
+    },
+
+    suspend(request: SuspendRequest): Promise<SuspendResult> {
+      const progress = { phase: `suspend to ${request.tier}` };
+      return operate({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request.tier, run));
+    },
+
+    fork(request: ForkRequest): Promise<ForkResult> {
+      return operate({ operation: 'fork' }, request, (call, run) =>
+        memory.fork(call, presentedChild(request), { childCustodian: request.childCustodian, checkpoint: request.checkpoint }, run),
+      );
+    },
+
+    unfork(request: ForkRequest): Promise<ContextSnapshot> {
+      return operate({ operation: 'unfork' }, request, async (call, run) => {
+        const parent = await memory.unfork(call, presentedChild(request), run);
+        log.info('fork undone: its child workflow did not start', { agentId: request.agentId, childId: request.childId });
+        return parent;
+      });
     },
 
     pin(request: ContextRequest): Promise<ContextSnapshot> {
-      return operate({ activity: 'pin', action: 'pin', held: true }, request, async () => {
-        memory.pin(request.agentId);
-        return memory.snapshot(request.agentId);
-      });
+      return operate({ operation: 'pin' }, request, (call, run) => memory.pin(call, run));
     },
 
     unpin(request: ContextRequest): Promise<ContextSnapshot> {
-      return operate({ activity: 'unpin', action: 'unpin', held: true }, request, async () => {
-        memory.unpin(request.agentId);
-        return memory.snapshot(request.agentId);
-      });
-    },
-
-    share(request: ShareRequest): Promise<ShareResult> {
-      return operate({ activity: 'share', action: 'fork', held: true }, request, async (parent) => {
-        await memory.share(request.agentId, parent!, presentedChild(request), request.checkpoint, request.childCustodian);
-        return { parent: memory.snapshot(request.agentId), child: memory.snapshot(request.childId) };
-      });
-    },
-
-    unshare(request: ShareRequest): Promise<ContextSnapshot> {
-      return operate({ activity: 'unshare', action: 'fork', held: true }, request, async (parent) => {
-        await memory.unshare(parent!, presentedChild(request));
-        log.info('fork undone: its child workflow did not start', { agentId: request.agentId, childId: request.childId });
-        return memory.snapshot(request.agentId);
-      });
-    },
-
-    offload(request: OffloadRequest): Promise<TransferResult> {
-      const progress = () => ({ phase: `offload to ${request.tier}` });
-      return operate({ activity: 'offload', action: 'offload', held: true }, request, async () => {
-        const [bytes, transferMs] = await timed(() => memory.offload(request.agentId, request.tier));
-        return { ...memory.snapshot(request.agentId), bytes, transferMs };
-      }, progress);
-    },
-
-    restore(request: RestoreRequest): Promise<RestoreResult> {
-      return restore('restore', request);
+      return operate({ operation: 'unpin' }, request, (call, run) => memory.unpin(call, run));
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ activity: 'release', action: 'release', held: true, revokesPresenter: true }, request, async (claims) => {
-        const releasedTokens = await memory.release(request.agentId, claims!);
-        ended(request);
+      return operate({ operation: 'release', ends: true }, request, async (call, run) => {
+        const result = await memory.release(call, run);
         log.info('context released', { agentId: request.agentId });
-        return { releasedTokens };
+        return result;
       });
     },
 
     renew(request: RenewRequest): Promise<void> {
-      return operate({ activity: 'renew', action: 'renew', held: false, revokesPresenter: true }, request, async (current) => {
-        await memory.renew(current!, { ...presented(request, 'renew'), token: request.next }, request.nextCustodian);
+      return operate({ operation: 'renew' }, request, async (call, run) => {
+        await memory.renew(call, { token: request.next, custodian: request.nextCustodian }, run);
         log.info('capability renewed', { agentId: request.agentId });
       });
     },
   };
 
   const local: LocalActivities = {
-    async restoreIfHolder(request: LocalRestoreRequest): Promise<RestoreResult | null> {
+    async resumeIfHolder(request: LocalResumeRequest): Promise<ResumeResult | null> {
       // Not this worker's context (the workflow task ran elsewhere), or evicted to disk since the workflow
       // looked: the holder's queue takes it, with heartbeats, which a local activity cannot send.
       if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier === 'disk') return null;
-      return restore('restoreIfHolder', request);
+      return resume('resumeIfHolder', request);
     },
   };
 
-  function restore(activity: string, request: RestoreRequest): Promise<RestoreResult> {
-    let phase = 'restore';
-    const progress = () => ({ phase, tokens: request.expected.tokens, verifiedTokens: memory.verifiedTokens(request.agentId) });
-    return operate({ activity, action: 'restore', held: true }, request, async () => {
-      const [{ bytes, from }, transferMs] = await timed(() => memory.restore(request.agentId));
-      const snapshot = memory.snapshot(request.agentId);
-      // Bytes that came from disk are always verified, also when the workflow thought them in host memory.
-      if (!request.verify && from !== 'disk' && snapshot.tokens === request.expected.tokens) {
-        return { ...snapshot, bytes, transferMs, from, digest: request.expected, verified: false, verifyMs: 0 };
-      }
-      phase = 'verify';
-      const [digest, verifyMs] = await timed(() => memory.verify(request.agentId, request.expected));
-      return { ...snapshot, bytes, transferMs, from, digest, verified: true, verifyMs };
-    }, progress);
+  function resume(activity: string, request: ResumeRequest): Promise<ResumeResult> {
+    const progress = { phase: 'resume', tokens: request.expected.tokens };
+    return operate({ operation: 'resume', activity, progress }, request, (call, run) => memory.resume(call, request.expected, run));
   }
 
-  return { placement, context, local };
+  return { placement, holder: holderActivities, local };
 }
 
 /** What admits the call, as the journal binds its outcome: the calling run comes from Temporal, not the request. */
@@ -267,7 +233,7 @@ function admissionOf(request: ContextRequest): Admission {
 }
 
 /** The call as the capability check sees it: the calling workflow comes from Temporal, not from the request. */
-function presented(request: ContextRequest, action: Action): Presented {
+function presented(request: ContextRequest, action: Operation): Presented {
   return {
     contextId: request.agentId,
     agentId: request.agentId,
@@ -279,8 +245,8 @@ function presented(request: ContextRequest, action: Action): Presented {
   };
 }
 
-/** The child's token as a share presents it: bound to the child's own workflow, which starts after the share. */
-function presentedChild(request: ShareRequest): Presented {
+/** The child's token as a fork presents it: bound to the child's own workflow, which starts after the fork. */
+function presentedChild(request: ForkRequest): Presented {
   return {
     contextId: request.childId,
     agentId: request.childId,
@@ -289,19 +255,4 @@ function presentedChild(request: ShareRequest): Presented {
     action: 'fork',
     token: request.childCapability,
   };
-}
-
-/** A message or a token count, exactly one: the workflow checks it, a raw caller may not have. */
-function turnInputOf(request: TurnRequest): TurnInput {
-  const { tokens, message, generation } = request;
-  if (typeof message === 'string' && tokens === undefined) return { message, ...(generation ? { generation } : {}) };
-  if (Number.isSafeInteger(tokens) && (tokens as number) >= 1 && message === undefined) return { tokens: tokens as number };
-  throw new FabricError('INVALID_ARGUMENT', 'a turn takes either a message or a positive token count');
-}
-
-/** Runs `work` and measures it, in milliseconds to two decimals. */
-async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
-  const started = performance.now();
-  const value = await work();
-  return [value, Math.round((performance.now() - started) * 100) / 100];
 }

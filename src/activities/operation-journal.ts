@@ -47,7 +47,7 @@ export class OperationJournal {
    */
   run<T>(contextId: string, operationId: string, admission: Admission, apply: () => Promise<T>): Promise<T> {
     const running = this.recorded<T>(contextId, operationId, admission);
-    if (running) return running;
+    if (running !== undefined) return running;
     const ops = this.opsOf(contextId);
     const outcome = apply();
     const entry: Entry = { admission, outcome };

@@ -1,10 +1,10 @@
 // One worker's agent contexts: the tiered memory, the grants that say who may touch each context, the
-// engine that runs message turns, and the byte-level checks a workflow cannot do itself (appending a
-// turn's KV, recomputing digests over what a restore brought back). Activities are thin wrappers around this class; it knows nothing of
-// Temporal, so the drain at shutdown and tests use it directly.
+// engine that runs message turns, and the byte-level checks a workflow cannot do itself. One public
+// method per operation (src/operations): each admits its call (the token against the context's grant),
+// applies it and returns its whole result. The rest is what the worker itself needs (the drain at
+// shutdown, housekeeping, a local resume's look at where a context is). It knows nothing of Temporal:
+// the activities adapt it, the plugin and tests use it directly.
 import type { Engine } from '../engines/engine';
-import { syntheticKv } from '../engines/synthetic/synthetic-kv';
-import { crc32c } from '../fabric/checksum';
 import { FabricError, isFabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
@@ -13,14 +13,15 @@ import type { CapabilityClaims } from '../security/claims';
 import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
-import type { ColdStore, ContextAttachment } from '../tiers/cold';
-import type { TieredMemory } from '../tiers/tiered-memory';
+import type { ColdStore } from '../tiers/cold';
+import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
-import { pageDigest, type DigestState } from './context-digest';
+import { emptyDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
-import { engineNoteOf, type EngineNote } from './engine-note';
-import { ChainDigest, isChainDigest, type ChainDigestState } from './legacy-chain-digest';
-import type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
+import { ContextVerifier } from './context-verifier';
+import type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
+import { turnInputOf, type TurnAsk } from './turn';
+import { TurnRunner } from './turn-runner';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 
@@ -34,17 +35,19 @@ export interface MemoryObserver {
 }
 
 /**
- * Verification reads the context in slices of about this size: bounded memory for any context length,
- * and small enough that each read's buffer is cheap to allocate (32 MiB slices read 3x slower here).
+ * Runs an operation's work once its call is admitted. The activities pass their journal's at-most-once
+ * run (operation-journal.ts), so nothing is recorded for a refused call; direct callers run it as is.
  */
-const VERIFY_SLICE_BYTES = 8 * 1024 * 1024;
+export type RunAdmitted = <T>(work: () => Promise<T>) => Promise<T>;
+
+const runNow: RunAdmitted = (work) => work();
+
+/** Operations whose success revokes the token that asked for them (see admitRetry). */
+const REVOKES_PRESENTER: ReadonlySet<Presented['action']> = new Set(['release', 'retire', 'renew']);
 
 export class AgentMemory {
-  /** Tokens verified so far by the running verification of each context (heartbeat progress). */
-  private readonly verifying = new Map<string, number>();
-
-  readonly tiers: TieredMemory;
-  readonly layout: BlockLayout;
+  private readonly tiers: TieredMemory;
+  private readonly layout: BlockLayout;
   private readonly grants: GrantStore;
   private readonly capabilities: CapabilityCheck;
   /** Tenant of every context this worker holds: statistics go to one tenant at a time. */
@@ -55,6 +58,8 @@ export class AgentMemory {
   private readonly tenantIds: TenantRegistry;
   /** The model behind message turns; absent on a worker of the synthetic engine (token-count turns). */
   private readonly engine: Engine | undefined;
+  private readonly verifier: ContextVerifier;
+  private readonly turns: TurnRunner;
 
   constructor(options: {
     tiers: TieredMemory;
@@ -81,6 +86,10 @@ export class AgentMemory {
     this.fences = options.fences;
     this.tenantIds = options.tenantIds;
     this.engine = options.engine;
+    this.verifier = new ContextVerifier(this.tiers, this.layout.tokensPerBlock);
+    this.turns = new TurnRunner(this.tiers, this.verifier, this.layout.bytesPerToken, this.engine, (bytes) =>
+      this.observer?.transferred('append', bytes),
+    );
     // Told by the tier layer itself, foreground or background: nothing to rescan after a call.
     this.tiers.onEviction((eviction) => {
       this.observer?.evicted(eviction.from, eviction.to);
@@ -88,11 +97,204 @@ export class AgentMemory {
     });
   }
 
-  // ---- who may touch what ----
+  // ---- operations, one method each (src/operations) ----
 
   /**
-   * The claims of a token that allows the call, whose context's grant agrees with it. PERMISSION_DENIED
-   * for any refused token (before the grant is even read), STALE_HANDLE for a context nobody granted.
+   * Creates the context and its grant for an agent whose model fits this worker's pool. `created` is
+   * false when an earlier attempt created it here already. A context of that id granted to another
+   * agent or tenant is denied. Admission is part of the creation (the grant is made here), so the
+   * activities run this whole call inside their journal.
+   */
+  async allocate(call: Presented, request: { shape: ModelShape; tokensPerBlock: number; checkpoint: boolean }): Promise<Allocated> {
+    this.checkShape(request.shape, request.tokensPerBlock);
+    const { contextId } = call;
+    const claims = await this.capabilities.claimsFor(call);
+    const existing = await this.grants.get(contextId);
+    if (existing) await this.capabilities.agree(call, existing, claims);
+    const created = !this.tiers.has(contextId); // else an earlier attempt created it here
+    if (created) {
+      if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
+      this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
+      this.tenants.set(contextId, claims.ten);
+      if (request.checkpoint) await this.tiers.checkpoint(contextId);
+    }
+    return { ...this.snapshot(contextId), digest: emptyDigest(), created };
+  }
+
+  /**
+   * Adopts the context from its manifest in the cold tier and claims it for failover `epoch` (its
+   * activity attempt `attempt`), fencing the former holder. The manifest must be the caller's tenant's
+   * and at least `minVersion` (the newest its workflow saw written): an older one put back is INTEGRITY.
+   * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
+   * worker was the slow holder) and is replaced from disk when another holder wrote after it.
+   */
+  async recover(
+    call: Presented,
+    request: { minVersion: number; epoch: number; attempt: number },
+    run: RunAdmitted = runNow,
+  ): Promise<ContextSnapshot> {
+    await this.admit(call);
+    return run(async () => {
+      await this.adopt(call.contextId, call.tenant, request.minVersion, { epoch: request.epoch, attempt: request.attempt });
+      return this.snapshot(call.contextId);
+    });
+  }
+
+  /**
+   * Ends a context wherever its bytes are: released when this worker holds it, else its durable copy (if
+   * any is left) is deleted; its tokens are revoked and its grant dropped either way.
+   */
+  async retire(call: Presented, run: RunAdmitted = runNow): Promise<ReleaseResult> {
+    const claims = await this.admit(call);
+    return run(async () => {
+      if (this.tiers.has(call.contextId)) return { releasedTokens: await this.free(call.contextId, claims) };
+      await this.tiers.discard(call.contextId);
+      await this.forget(call.contextId, claims);
+      return { releasedTokens: 0 };
+    });
+  }
+
+  /**
+   * Runs a turn (turn-runner.ts) and, when asked, writes the durable copy after it. A full disk does not
+   * stop the agent: the turn is in memory, the older copy stays, and `durable: false` says so.
+   */
+  async turn(call: Presented, ask: TurnAsk, run: RunAdmitted = runNow): Promise<TurnResult> {
+    await this.admitHeld(call);
+    return run(async () => {
+      const contextId = call.contextId;
+      const [{ digest, alreadyApplied, reply, durable }, appendMs] = await timed(async () => {
+        const applied = await this.turns.run(contextId, ask.turn, turnInputOf(ask), ask.before);
+        return { ...applied, durable: ask.checkpoint ? await this.checkpointUnlessDiskFull(contextId) : undefined };
+      });
+      return {
+        ...this.snapshot(contextId),
+        digest,
+        appendMs,
+        alreadyApplied,
+        ...(reply ? { reply } : {}),
+        ...(durable === undefined ? {} : { durable }),
+      };
+    });
+  }
+
+  /**
+   * Brings the context to the device and checks it against the digest its workflow recorded: its first
+   * `expected.tokens` tokens must have that digest (INTEGRITY otherwise); it may be longer only by a turn
+   * in flight. Returns what moved, from where, and the digest of the whole context.
+   */
+  async resume(call: Presented, expected: DigestState, run: RunAdmitted = runNow): Promise<ResumeResult> {
+    await this.admitHeld(call);
+    return run(async () => {
+      const contextId = call.contextId;
+      const [{ bytes, from }, transferMs] = await timed(() => this.tiers.restore(contextId));
+      this.observer?.transferred('to-device', bytes);
+      const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
+      return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs };
+    });
+  }
+
+  /** Moves the context off the device, to host memory or to disk (with its manifest). */
+  async suspend(call: Presented, tier: 'host' | 'disk', run: RunAdmitted = runNow): Promise<SuspendResult> {
+    await this.admitHeld(call);
+    return run(async () => {
+      const [bytes, transferMs] = await timed(() => this.moveOff(call.contextId, tier));
+      return { ...this.snapshot(call.contextId), bytes, transferMs };
+    });
+  }
+
+  /**
+   * Forks the call's context into the child `child` names, sharing its blocks copy-on-write. The child's
+   * token must be for the child, in the parent's tenant, with at most the parent's rights, and
+   * `childCustodian` that token's custodian (the child's workflow carries it).
+   */
+  async fork(
+    call: Presented,
+    child: Presented,
+    options: { childCustodian: unknown; checkpoint: boolean },
+    run: RunAdmitted = runNow,
+  ): Promise<ForkResult> {
+    const parent = await this.admitHeld(call);
+    return run(async () => {
+      const childId = child.contextId;
+      const claims = await this.capabilities.childClaims(child, parent);
+      await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
+      const existing = await this.grants.get(childId);
+      if (existing) {
+        // Ours only if this very fork made it (a retry whose record was lost with its worker): a fork never
+        // takes over a context that exists, whoever's it is.
+        if (!madeBy(existing, claims)) await this.capabilities.deny(child, 'context-exists');
+      } else if (this.tiers.has(childId)) {
+        await this.capabilities.deny(child, 'context-exists'); // held here with no grant: not this fork's either
+      } else {
+        await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
+      }
+      if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
+      this.tenants.set(childId, claims.ten);
+      if (options.checkpoint) await this.tiers.checkpoint(childId);
+      return { parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
+    });
+  }
+
+  /**
+   * Undoes fork() for a child whose workflow never started, with the parent's call (the child's token is
+   * bound to a workflow that does not exist): the child's token is checked as fork checked it, and only
+   * the child context that this very fork created (its grant names the fork) is freed, with its grant
+   * and tokens: an undo never releases what its own operation did not create. Returns the parent's snapshot.
+   */
+  async unfork(call: Presented, child: Presented, run: RunAdmitted = runNow): Promise<ContextSnapshot> {
+    const parent = await this.admitHeld(call);
+    return run(async () => {
+      const claims = await this.capabilities.childClaims(child, parent);
+      const grant = await this.grants.get(child.contextId);
+      if (grant && madeBy(grant, claims)) {
+        if (this.tiers.has(child.contextId)) await this.free(child.contextId, claims);
+        else await this.forget(child.contextId, claims);
+      }
+      return this.snapshot(call.contextId);
+    });
+  }
+
+  /** Keeps the context on its tier until unpinned (counted: each pin needs its unpin). */
+  async pin(call: Presented, run: RunAdmitted = runNow): Promise<ContextSnapshot> {
+    await this.admitHeld(call);
+    return run(async () => {
+      this.tiers.pin(call.contextId);
+      return this.snapshot(call.contextId);
+    });
+  }
+
+  async unpin(call: Presented, run: RunAdmitted = runNow): Promise<ContextSnapshot> {
+    await this.admitHeld(call);
+    return run(async () => {
+      this.tiers.unpin(call.contextId);
+      return this.snapshot(call.contextId);
+    });
+  }
+
+  /**
+   * Frees the context, then revokes every token of it up to the releasing one's epoch (the record
+   * outlives the grant: a replayed token stays refused), then drops the grant.
+   */
+  async release(call: Presented, run: RunAdmitted = runNow): Promise<ReleaseResult> {
+    const claims = await this.admitHeld(call);
+    return run(async () => ({ releasedTokens: await this.free(call.contextId, claims) }));
+  }
+
+  /**
+   * Accepts `next.token` as the context's capability, `next.custodian` as its custodian token (see
+   * CapabilityCheck.renewal), and revokes every older token; touches no tier.
+   */
+  async renew(call: Presented, next: { token: unknown; custodian: unknown }, run: RunAdmitted = runNow): Promise<void> {
+    const current = await this.admit(call);
+    await run(async () => {
+      await this.capabilities.renewal({ ...call, token: next.token }, current, next.custodian);
+    });
+  }
+
+  /**
+   * The admission every operation starts with, on its own (nothing is applied): the claims of a token
+   * that allows the call, whose context's grant agrees with it. PERMISSION_DENIED for any refused token
+   * (before the grant is even read), STALE_HANDLE for a context nobody granted.
    */
   async admit(call: Presented): Promise<CapabilityClaims> {
     const claims = await this.capabilities.claimsFor(call);
@@ -102,172 +304,33 @@ export class AgentMemory {
     return claims;
   }
 
-  /** A retry of an operation that revoked its own token (see CapabilityCheck.retryClaimsFor). */
-  admitRetry(call: Presented): Promise<CapabilityClaims> {
-    return this.capabilities.retryClaimsFor(call);
+  /**
+   * Admits a retry of an operation the activities' journal recorded under this very token and run: as
+   * the first call was, except that an operation whose success revoked its own token (release, retire,
+   * renew) is checked without the epoch it raised (CapabilityCheck.retryClaimsFor).
+   */
+  async admitRetry(call: Presented): Promise<void> {
+    if (REVOKES_PRESENTER.has(call.action)) await this.capabilities.retryClaimsFor(call);
+    else await this.admit(call);
   }
 
-  /** STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
-  requireHeld(contextId: string): void {
-    if (!this.tiers.has(contextId)) throw new FabricError('STALE_HANDLE', `context ${contextId} is not held by this worker`);
-  }
+  // ---- what the worker itself asks ----
 
   holds(contextId: string): boolean {
     return this.tiers.has(contextId);
   }
 
-  checkShape(shape: ModelShape, tokensPerBlock: number): void {
-    const bytesPerToken = bytesPerTokenOf(shape);
-    if (bytesPerToken !== this.layout.bytesPerToken || tokensPerBlock !== this.layout.tokensPerBlock) {
-      throw new FabricError(
-        'INVALID_ARGUMENT',
-        `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; ` +
-          `this worker's pool has ${this.layout.bytesPerToken} and ${this.layout.tokensPerBlock}`,
-      );
-    }
-  }
-
-  // ---- lifecycle ----
-
-  /**
-   * Creates the context and its grant; false when an earlier attempt created it here already. A context of
-   * that id granted to another agent or tenant is denied.
-   */
-  async create(call: Presented, checkpoint: boolean): Promise<boolean> {
-    const { contextId } = call;
-    const claims = await this.capabilities.claimsFor(call);
-    const existing = await this.grants.get(contextId);
-    if (existing) await this.capabilities.agree(call, existing, claims);
-    if (this.tiers.has(contextId)) return false; // an earlier attempt created it here
-    if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
-    this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
-    this.tenants.set(contextId, claims.ten);
-    if (checkpoint) await this.tiers.checkpoint(contextId);
-    return true;
-  }
-
-  /**
-   * Adopts a context from its manifest in the cold tier; the manifest must be the caller's tenant's and
-   * at least `minVersion` (the newest its workflow saw written): an older one put back is INTEGRITY.
-   * With a claim (failover epoch, activity attempt), claims it,
-   * fencing the former holder.
-   * A copy this worker still holds stays when it is at least as new as the manifest (a false alarm: this
-   * worker was the slow holder) and is replaced from disk when another holder wrote after it.
-   */
-  async recover(contextId: string, tenant: string, minVersion: number, claim?: { epoch: number; attempt: number }): Promise<void> {
-    if (this.tiers.has(contextId)) {
-      const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
-      if (claim) await this.fences?.claim(contextId, claim.epoch, claim.attempt);
-      if (!onDisk || onDisk.version <= this.tiers.durableVersion(contextId)) return;
-      this.letGo(contextId);
-      await this.tiers.dropLocalCopy(contextId);
-    }
-    const expected = { expectedTenant: await this.tenantIds.idOf(tenant), minVersion };
-    // Refusals here involve no token (the caller's was admitted); they are audited like every other.
-    const refusal = { contextId, agentId: contextId, tenant, workflowId: '', action: 'recover' as const, token: '' };
-    // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not;
-    // its version against the newest the workflow saw written (an older one put back is a rollback).
-    const found = await this.cold.readManifest(contextId, { expectedTenant: expected.expectedTenant }).catch(async (err: unknown) => {
-      if (!isFabricError(err, 'PERMISSION_DENIED')) throw err;
-      return this.capabilities.deny(refusal, 'foreign-manifest');
-    });
-    if (found.version < minVersion) {
-      await this.capabilities.record(refusal, 'stale-manifest');
-      throw new FabricError('INTEGRITY', `context ${contextId}: manifest version ${found.version} is older than the expected ${minVersion} (stale or replayed)`);
-    }
-    // The same checks again as it is read for adoption: a file swapped in between is refused there.
-    await this.tiers.recover(contextId, expected);
-    // Claimed once adopted (an import: no manifest written yet), so a failed adoption never fences a
-    // former holder that may still have the only good copy.
-    if (claim && this.fences) {
-      try {
-        await this.fences.claim(contextId, claim.epoch, claim.attempt);
-      } catch (err) {
-        await this.tiers.dropLocalCopy(contextId);
-        throw err;
-      }
-    }
-    this.tenants.set(contextId, tenant);
-    this.observer?.transferred('recover', 0);
-  }
-
-  /**
-   * Forks `parentId` (already admitted with `parent`'s claims) into the child the call names. The
-   * child's token must be for the child, in the parent's tenant, with at most the parent's rights;
-   * `childCustodian`, when given, must be that token's custodian (the child's workflow carries it).
-   */
-  async share(parentId: string, parent: CapabilityClaims, child: Presented, checkpoint: boolean, childCustodian?: unknown): Promise<void> {
-    const childId = child.contextId;
-    const claims = await this.capabilities.childClaims(child, parent);
-    if (childCustodian !== undefined) await this.capabilities.custodianOf({ ...child, token: childCustodian }, claims);
-    const existing = await this.grants.get(childId);
-    if (existing) {
-      // Ours only if this very fork made it (a retry whose record was lost with its worker): a fork never
-      // takes over a context that exists, whoever's it is.
-      if (existing.tenant !== claims.ten || existing.agentId !== claims.sub || existing.fork !== claims.fork) await this.capabilities.deny(child, 'context-exists');
-    } else if (this.tiers.has(childId)) {
-      await this.capabilities.deny(child, 'context-exists'); // held here with no grant: not this fork's either
-    } else {
-      await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
-    }
-    if (!this.tiers.has(childId)) await this.tiers.fork(parentId, childId);
-    this.tenants.set(childId, claims.ten);
-    if (checkpoint) await this.tiers.checkpoint(childId);
-  }
-
-  /**
-   * Undoes share() for a child whose workflow never started: the child's token is checked as share
-   * checked it, and only the child context that this very fork created (its grant names the fork) is
-   * released: an undo never releases what its own operation did not create. Returns its tokens.
-   */
-  async unshare(parent: CapabilityClaims, child: Presented): Promise<number> {
-    const claims = await this.capabilities.childClaims(child, parent);
-    const grant = await this.grants.get(child.contextId);
-    if (!grant || grant.tenant !== claims.ten || grant.agentId !== claims.sub || grant.fork !== claims.fork) return 0; // not ours to undo
-    if (!this.tiers.has(child.contextId)) {
-      await this.forget(child.contextId, claims);
-      return 0;
-    }
-    return this.release(child.contextId, claims);
-  }
-
-  /**
-   * Frees the context, then revokes every token of it up to the releasing one's epoch (the record
-   * outlives the grant: a replayed token stays refused), then drops the grant.
-   */
-  async release(contextId: string, claims: CapabilityClaims): Promise<number> {
-    const tokens = this.tiers.contextStats(contextId).tokens;
-    await this.tiers.release(contextId);
-    await this.forget(contextId, claims);
-    return tokens;
-  }
-
-  /**
-   * Ends a context wherever its bytes are: released when this worker holds it, else its durable copy (if
-   * any is left) is deleted. Returns the tokens freed here (0 when it was not held).
-   */
-  async retire(contextId: string, claims: CapabilityClaims): Promise<number> {
-    if (this.tiers.has(contextId)) return this.release(contextId, claims);
-    await this.tiers.discard(contextId);
-    await this.forget(contextId, claims);
-    return 0;
-  }
-
-  /** The engine's hot copy follows the context off the device: the next turn reads the stored pages. */
-  private letGo(contextId: string): void {
-    void this.engine?.release(contextId).catch(() => undefined); // nothing to let go of is no failure
-  }
-
-  private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {
-    this.letGo(contextId);
-    await this.capabilities.revoke(contextId, claims.epoch + 1);
-    await this.grants.delete(contextId);
-    this.tenants.delete(contextId);
-  }
-
-  /** Accepts `next` (and its custodian, if given) as the context's capability (see CapabilityCheck.renewal); touches no tier. */
-  async renew(current: CapabilityClaims, next: Presented, nextCustodian?: unknown): Promise<void> {
-    await this.capabilities.renewal(next, current, nextCustodian);
+  /** Where the context is and how big; STALE_HANDLE when this worker does not hold it. */
+  snapshot(contextId: string): ContextSnapshot {
+    const stats = this.tiers.contextStats(contextId);
+    return {
+      tier: this.tiers.residency(contextId),
+      tokens: stats.tokens,
+      blocks: stats.blocks,
+      sharedBlocks: stats.sharedBlocks,
+      pinned: stats.pinCount > 0,
+      durableVersion: this.tiers.durableVersion(contextId),
+    };
   }
 
   /** Totals over one tenant's contexts on this worker: nothing about any other tenant. */
@@ -284,211 +347,27 @@ export class AgentMemory {
     return totals;
   }
 
-  // ---- turns ----
-
-  /**
-   * Runs a turn: a message through the worker's engine, or a synthetic turn's stand-in KV. Appends the
-   * turn's KV unless the context already ends with it (an attempt on a lost worker applied it before its
-   * durable copy was written), and returns the digest after the turn.
-   */
-  async appendTurn(contextId: string, turn: number, input: TurnInput, before: DigestState): Promise<AppliedTurn> {
-    return 'tokens' in input ? this.appendSynthetic(contextId, turn, input.tokens, before) : this.appendModelTurn(contextId, input, before);
+  /** The worker's totals over every tier (operators and tests; no context or tenant named). */
+  stats(): TieredStats {
+    return this.tiers.stats();
   }
 
-  private async appendSynthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
-    if (this.engine) throw new FabricError('INVALID_ARGUMENT', `this worker runs ${this.engine.fingerprint.engine}: a turn takes a message, not a token count`);
-    const kv = syntheticKv(contextId, turn, tokens, this.layout.bytesPerToken);
-    const held = this.tiers.contextStats(contextId).tokens;
-    let alreadyApplied = false;
-    if (held === before.tokens) {
-      await this.tiers.append(contextId, kv);
-      this.observer?.transferred('append', kv.byteLength);
-    } else if (held === before.tokens + tokens) {
-      alreadyApplied = true;
-    } else {
-      throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
-    }
-    const digest = await this.digestAfter(contextId, before, tokens, turn);
-    const appended = alreadyApplied ? await this.tiers.read(contextId, before.tokens, tokens) : undefined;
-    if (appended && !Buffer.from(appended.buffer, appended.byteOffset, appended.byteLength).equals(kv)) {
-      throw new FabricError('INTEGRITY', `context ${contextId} ends with bytes that are not turn ${turn}`);
-    }
-    return { digest, alreadyApplied };
+  /** Every context this worker holds in memory or on its tiers. */
+  heldContextIds(): string[] {
+    return this.tiers.contextIds();
   }
 
   /**
-   * The engine reads the stored context only when it does not hold it hot; what the turn added goes in
-   * with the context's new note (token ids, the reply) under one lock, so they are never out of step.
+   * The drain at shutdown: writes the context to the cold tier with its manifest and lets go of it in
+   * memory, with no caller to admit (the worker is stopping). Returns the bytes written.
    */
-  private async appendModelTurn(contextId: string, input: { message: string; generation?: TurnGeneration }, before: DigestState): Promise<AppliedTurn> {
-    const engine = this.engine;
-    if (!engine) throw new FabricError('INVALID_ARGUMENT', 'this worker runs no model (synthetic engine): a turn takes a token count');
-    const held = this.tiers.contextStats(contextId).tokens;
-    const note = engineNoteOf(contextId, this.tiers.attachment(contextId), held);
-    if (held > before.tokens && note?.lastTurn?.at === before.tokens) {
-      // Applied by an attempt whose worker was lost: the reply it gave comes from the note.
-      const digest = await this.digestAfter(contextId, before, held - before.tokens, 'its last');
-      return { digest, alreadyApplied: true, reply: note.lastTurn.reply };
-    }
-    if (held !== before.tokens) throw new FabricError('INTEGRITY', `context ${contextId} holds ${held} tokens; the workflow expected ${before.tokens}`);
-    const result = await engine.turn({
-      key: contextId,
-      context: {
-        tokens: Uint32Array.from(note?.tokens ?? []),
-        ...(note ? { fingerprint: note.fingerprint } : {}),
-        loadKv: () => this.tiers.read(contextId, 0, held),
-      },
-      input: input.message,
-      ...(input.generation ? { generation: input.generation } : {}),
-    });
-    const reply: TurnReply = { reply: result.reply, promptTokens: result.promptTokens, replyTokens: result.replyTokens };
-    const next: EngineNote = { fingerprint: engine.fingerprint, tokens: [...(note?.tokens ?? []), ...result.appended.tokens], lastTurn: { at: held, reply } };
-    try {
-      await this.tiers.append(contextId, result.appended.kv, next as unknown as ContextAttachment);
-    } catch (err) {
-      await engine.release(contextId); // its hot copy is ahead of the stored context now
-      throw err;
-    }
-    this.observer?.transferred('append', result.appended.kv.byteLength);
-    const digest = await this.digestAfter(contextId, before, result.appended.tokens.length, 'this');
-    return { digest, alreadyApplied: false, reply };
+  drainContext(contextId: string): Promise<number> {
+    return this.moveOff(contextId, 'disk');
   }
 
-  /**
-   * The digest after `added` tokens past `before`; INTEGRITY if the context no longer starts as the
-   * workflow recorded before the turn.
-   */
-  private async digestAfter(contextId: string, before: DigestState, added: number, turn: number | string): Promise<DigestState> {
-    if (!(await this.matches(contextId, before))) {
-      throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before ${typeof turn === 'number' ? `turn ${turn}` : `${turn} turn`}`);
-    }
-    return this.digestAt(contextId, before.tokens + added);
-  }
-
-  /**
-   * The digest of the context's first `tokens` tokens, from the page checksums; a prefix that ends inside
-   * a page re-reads that page's first tokens (at most one page).
-   */
-  private async digestAt(contextId: string, tokens: number): Promise<DigestState> {
-    const { tokensPerBlock } = this.layout;
-    const sums = Array.from(this.tiers.pageChecksums(contextId).subarray(0, Math.ceil(tokens / tokensPerBlock)));
-    const inPage = tokens % tokensPerBlock;
-    // The last page holds more than the prefix's share of it: sum just that share.
-    if (inPage !== 0 && this.tiers.contextStats(contextId).tokens > tokens) {
-      sums[sums.length - 1] = crc32c(await this.tiers.read(contextId, tokens - inPage, inPage));
-    }
-    return pageDigest(sums, tokens, tokensPerBlock);
-  }
-
-  /** Whether the context's first `recorded.tokens` tokens are the ones the digest was taken of. */
-  private async matches(contextId: string, recorded: DigestState): Promise<boolean> {
-    if (this.tiers.contextStats(contextId).tokens < recorded.tokens) return false;
-    if (isChainDigest(recorded)) return (await this.verifyChain(contextId, recorded)).value === recorded.value;
-    return (await this.digestAt(contextId, recorded.tokens)).value === recorded.value;
-  }
-
-  // ---- tiers ----
-
-  /** Moves the context off the device; returns the bytes that changed tier. */
-  async offload(contextId: string, tier: 'host' | 'disk'): Promise<number> {
-    this.letGo(contextId);
-    const { bytes } = await this.tiers.offload(contextId, tier);
-    this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
-    return bytes;
-  }
-
-  /** Brings the context to the device; returns the bytes moved and the tier it came from. */
-  async restore(contextId: string): Promise<{ bytes: number; from: Tier }> {
-    const { bytes, from } = await this.tiers.restore(contextId);
-    this.observer?.transferred('to-device', bytes);
-    return { bytes, from };
-  }
-
-  async checkpoint(contextId: string): Promise<void> {
-    await this.tiers.checkpoint(contextId);
-  }
-
-  /**
-   * A turn's durable copy. A full disk does not stop the agent: the turn is in memory, the older copy
-   * stays, and false tells the workflow its durable copy lags until a later one succeeds.
-   */
-  async checkpointUnlessDiskFull(contextId: string): Promise<boolean> {
-    try {
-      await this.tiers.checkpoint(contextId);
-      return true;
-    } catch (err) {
-      if (!isFabricError(err, 'STORAGE_FULL')) throw err;
-      this.observer?.checkpointSkipped();
-      return false;
-    }
-  }
-
-  /**
-   * Checks the context against the digest its workflow recorded: its first `expected.tokens` tokens must
-   * have that digest (INTEGRITY otherwise). Returns the digest of the whole context. The bytes were checked
-   * against their page checksums by the moves that brought them back; this compares the checksums, in
-   * order, with the record, re-reading at most one page. A legacy chain digest is checked the old way,
-   * over every byte, once.
-   */
-  async verify(contextId: string, expected: DigestState): Promise<DigestState> {
-    const total = this.tiers.contextStats(contextId).tokens;
-    if (total < expected.tokens) {
-      throw new FabricError('INTEGRITY', `context ${contextId} came back with ${total} tokens; the workflow recorded ${expected.tokens}`);
-    }
-    if (!(await this.matches(contextId, expected))) {
-      throw new FabricError('INTEGRITY', `context ${contextId}: the restored pages do not match the digest its workflow recorded`);
-    }
-    return this.digestAt(contextId, total);
-  }
-
-  /** The legacy chain digest of the context's first `recorded.tokens` tokens, read slice by slice. */
-  private async verifyChain(contextId: string, recorded: ChainDigestState): Promise<ChainDigestState> {
-    const { bytesPerToken } = this.layout;
-    const slice = Math.max(1, Math.floor(VERIFY_SLICE_BYTES / bytesPerToken));
-    const digest = ChainDigest.fresh(bytesPerToken);
-    const readSlice = (start: number): Promise<Uint8Array> | undefined =>
-      start < recorded.tokens ? this.tiers.read(contextId, start, Math.min(slice, recorded.tokens - start)) : undefined;
-    this.verifying.set(contextId, 0);
-    let next: Promise<Uint8Array> | undefined;
-    try {
-      // The next slice is read (on the thread pool) while this one is hashed.
-      next = readSlice(0);
-      for (let at = 0; next; ) {
-        const bytes = await next;
-        at += bytes.byteLength / bytesPerToken;
-        next = readSlice(at);
-        digest.update(bytes);
-        this.verifying.set(contextId, at);
-      }
-      return digest.finish();
-    } finally {
-      next?.catch(() => undefined);
-      this.verifying.delete(contextId);
-    }
-  }
-
-  verifiedTokens(contextId: string): number {
-    return this.verifying.get(contextId) ?? 0;
-  }
-
-  pin(contextId: string): void {
-    this.tiers.pin(contextId);
-  }
-
-  unpin(contextId: string): void {
-    this.tiers.unpin(contextId);
-  }
-
-  snapshot(contextId: string): ContextSnapshot {
-    const stats = this.tiers.contextStats(contextId);
-    return {
-      tier: this.tiers.residency(contextId),
-      tokens: stats.tokens,
-      blocks: stats.blocks,
-      sharedBlocks: stats.sharedBlocks,
-      pinned: stats.pinCount > 0,
-      durableVersion: this.tiers.durableVersion(contextId),
-    };
+  /** Deletes segment files no manifest names that are older than `minAgeMs`; returns how many. */
+  sweepOrphanSegments(minAgeMs: number): Promise<number> {
+    return this.tiers.sweepOrphanSegments(minAgeMs);
   }
 
   /** Drops the copies of contexts another worker has adopted since (this one was a slow holder). */
@@ -503,9 +382,122 @@ export class AgentMemory {
     }
     return dropped;
   }
+
+  // ---- inside ----
+
+  /** admit(), then STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
+  private async admitHeld(call: Presented): Promise<CapabilityClaims> {
+    const claims = await this.admit(call);
+    if (!this.tiers.has(call.contextId)) throw new FabricError('STALE_HANDLE', `context ${call.contextId} is not held by this worker`);
+    return claims;
+  }
+
+  private checkShape(shape: ModelShape, tokensPerBlock: number): void {
+    const bytesPerToken = bytesPerTokenOf(shape);
+    if (bytesPerToken !== this.layout.bytesPerToken || tokensPerBlock !== this.layout.tokensPerBlock) {
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; ` +
+          `this worker's pool has ${this.layout.bytesPerToken} and ${this.layout.tokensPerBlock}`,
+      );
+    }
+  }
+
+  /** recover()'s work once admitted (see there). */
+  private async adopt(contextId: string, tenant: string, minVersion: number, claim: { epoch: number; attempt: number }): Promise<void> {
+    if (this.tiers.has(contextId)) {
+      const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
+      await this.fences?.claim(contextId, claim.epoch, claim.attempt);
+      if (!onDisk || onDisk.version <= this.tiers.durableVersion(contextId)) return;
+      this.letGo(contextId);
+      await this.tiers.dropLocalCopy(contextId);
+    }
+    const expected = { expectedTenant: await this.tenantIds.idOf(tenant), minVersion };
+    // Refusals here involve no token (the caller's was admitted); they are audited like every other.
+    const refusal = { contextId, agentId: contextId, tenant, workflowId: '', action: 'recover' as const, token: '' };
+    // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not;
+    // its version against the newest the workflow saw written (an older one put back is a rollback).
+    const found = await this.cold.readManifest(contextId, { expectedTenant: expected.expectedTenant }).catch(async (err: unknown) => {
+      if (!isFabricError(err, 'PERMISSION_DENIED')) throw err;
+      return this.capabilities.deny(refusal, 'foreign-manifest');
+    });
+    if (found.version < minVersion) {
+      await this.capabilities.record(refusal, 'stale-manifest');
+      throw new FabricError(
+        'INTEGRITY',
+        `context ${contextId}: manifest version ${found.version} is older than the expected ${minVersion} (stale or replayed)`,
+      );
+    }
+    // The same checks again as it is read for adoption: a file swapped in between is refused there.
+    await this.tiers.recover(contextId, expected);
+    // Claimed once adopted (an import: no manifest written yet), so a failed adoption never fences a
+    // former holder that may still have the only good copy.
+    if (this.fences) {
+      try {
+        await this.fences.claim(contextId, claim.epoch, claim.attempt);
+      } catch (err) {
+        await this.tiers.dropLocalCopy(contextId);
+        throw err;
+      }
+    }
+    this.tenants.set(contextId, tenant);
+    this.observer?.transferred('recover', 0);
+  }
+
+  /** Moves the context off the device; returns the bytes that changed tier. */
+  private async moveOff(contextId: string, tier: 'host' | 'disk'): Promise<number> {
+    this.letGo(contextId);
+    const { bytes } = await this.tiers.offload(contextId, tier);
+    this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
+    return bytes;
+  }
+
+  /** A turn's durable copy; false when the disk was full (see turn()). */
+  private async checkpointUnlessDiskFull(contextId: string): Promise<boolean> {
+    try {
+      await this.tiers.checkpoint(contextId);
+      return true;
+    } catch (err) {
+      if (!isFabricError(err, 'STORAGE_FULL')) throw err;
+      this.observer?.checkpointSkipped();
+      return false;
+    }
+  }
+
+  /** Frees a held context and forgets it (see release()); returns the tokens it held. */
+  private async free(contextId: string, claims: CapabilityClaims): Promise<number> {
+    const tokens = this.tiers.contextStats(contextId).tokens;
+    await this.tiers.release(contextId);
+    await this.forget(contextId, claims);
+    return tokens;
+  }
+
+  /** The engine's hot copy follows the context off the device: the next turn reads the stored pages. */
+  private letGo(contextId: string): void {
+    void this.engine?.release(contextId).catch(() => undefined); // nothing to let go of is no failure
+  }
+
+  private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {
+    this.letGo(contextId);
+    await this.capabilities.revoke(contextId, claims.epoch + 1);
+    await this.grants.delete(contextId);
+    this.tenants.delete(contextId);
+  }
 }
 
 /** The grant's record of the fork that creates a context, when a fork's token creates it. */
 function forkOf(claims: CapabilityClaims): { fork?: string } {
   return claims.fork === undefined ? {} : { fork: claims.fork };
+}
+
+/** Whether the grant is the one this fork's child token made (same tenant, agent and fork). */
+function madeBy(grant: { tenant: string; agentId: string; fork?: string }, claims: CapabilityClaims): boolean {
+  return grant.tenant === claims.ten && grant.agentId === claims.sub && grant.fork === claims.fork;
+}
+
+/** Runs `work` and measures it, in milliseconds to two decimals. */
+async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
+  const started = performance.now();
+  const value = await work();
+  return [value, Math.round((performance.now() - started) * 100) / 100];
 }

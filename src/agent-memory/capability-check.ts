@@ -9,34 +9,21 @@ import { CUSTODY, type CapabilityClaims, type DenialReason, type Right } from '.
 import type { AuditSink } from '../security/audit-log';
 import type { Grant } from '../shared-directory/grant-store';
 import type { EpochStore } from '../shared-directory/epochs';
+import { OPERATION_NAMES, OPERATIONS, type Operation } from '../operations/operations';
 
-export type Action = 'allocate' | 'recover' | 'append' | 'pin' | 'unpin' | 'fork' | 'offload' | 'restore' | 'release' | 'renew';
-
-/** The right a caller's token needs for each worker action. Pinning decides where the context lives, as offloading does. */
-export const RIGHT_FOR: Record<Action, Right> = {
-  allocate: 'append',
-  recover: 'resume',
-  append: 'append',
-  pin: 'offload',
-  unpin: 'offload',
-  fork: 'fork',
-  offload: 'offload',
-  restore: 'resume',
-  release: 'release',
-  // A renewal revokes every older token of the context: a narrow delegate (resume only) must not be able
-  // to revoke its owner. The replacement may not add rights either (renewal()).
-  renew: 'renew',
-};
+/** The right a caller's token needs for each operation: its row's `right` in OPERATIONS. */
+export const RIGHT_FOR = Object.fromEntries(OPERATION_NAMES.map((operation) => [operation, OPERATIONS[operation].right])) as Record<
+  Operation,
+  Right
+>;
 
 /**
- * What a custodian token (`custody`, its only right) allows: the moves the agent's workflow makes on its
- * own, none of which reads, writes or ends the context's bytes: create the empty context at start, adopt it
- * on a new holder after a failover, demote it on its timers, pin it again on the adopting worker. Its own
- * right, not a subset of the caller rights: 'resume' (which recover needs) would also restore it for a
- * caller, and 'append' (which allocate needs) would write turns. Restoring to the device, unpinning and
- * renewing are never the workflow's own acts: a caller's token does those.
+ * What a custodian token (`custody`, its only right) allows: the operations whose row says `custody`, the
+ * moves the agent's workflow makes on its own, none of which reads, writes or ends the context's bytes.
+ * Its own right, not a subset of the caller rights: 'resume' (which recover needs) would also resume the
+ * context for a caller, and 'turn' (which allocate needs) would write turns.
  */
-export const CUSTODY_ACTIONS: ReadonlySet<Action> = new Set<Action>(['allocate', 'recover', 'offload', 'pin']);
+export const CUSTODY_ACTIONS: ReadonlySet<Operation> = new Set(OPERATION_NAMES.filter((operation) => OPERATIONS[operation].custody));
 
 /** A call as the worker sees it: what is asked, by whom, from which workflow, with which token. */
 export interface Presented {
@@ -44,7 +31,7 @@ export interface Presented {
   agentId: string;
   tenant: string;
   workflowId: string;
-  action: Action;
+  action: Operation;
   token: unknown;
 }
 
@@ -92,20 +79,21 @@ export class CapabilityCheck {
     if (child.fork === undefined) return this.deny(call, 'not-a-fork-token');
     // The child needs no particular right to come into being: only none beyond its parent's.
     await this.checked(call, child, false);
-    if (!child.rights.every((right) => parent.rights.includes(right)) || child.exp > parent.exp) return this.deny(call, 'rights-escalation');
+    if (!child.rights.every((right) => parent.rights.includes(right)) || child.exp > parent.exp)
+      return this.deny(call, 'rights-escalation');
     return child;
   }
 
   /**
    * A renewal's replacement token: same tenant, agent, context and workflow as the call, no right the
-   * current token lacks, and newer than it. Accepting it revokes every older token, the current one too.
-   * `custodian`, when given, must be the replacement's custodian token (custodianOf).
+   * current token lacks, and newer than it, with `custodian` its custodian token (custodianOf). Accepting
+   * it revokes every older token, the current one too.
    */
-  async renewal(call: Presented, current: CapabilityClaims, custodian?: unknown): Promise<CapabilityClaims> {
+  async renewal(call: Presented, current: CapabilityClaims, custodian: unknown): Promise<CapabilityClaims> {
     const next = await this.checked(call, await this.verified(call), false);
     if (!next.rights.every((right) => current.rights.includes(right))) return this.deny(call, 'rights-escalation');
     if (next.epoch <= current.epoch) return this.deny(call, 'revoked');
-    if (custodian !== undefined) await this.custodianOf({ ...call, token: custodian }, next);
+    await this.custodianOf({ ...call, token: custodian }, next);
     await this.revoke(call.contextId, next.epoch);
     return next;
   }
@@ -140,7 +128,9 @@ export class CapabilityCheck {
   /** Audits and counts a refusal whose error the caller raises itself (a stale manifest is INTEGRITY, not a denial). */
   async record(call: Presented, reason: DenialReason): Promise<void> {
     this.onDenied(call.action);
-    await this.audit?.denied({ agent: call.agentId, tenant: call.tenant, context: call.contextId, action: call.action, reason }).catch(() => undefined);
+    await this.audit
+      ?.denied({ agent: call.agentId, tenant: call.tenant, context: call.contextId, action: call.action, reason })
+      .catch(() => undefined);
   }
 
   /** Release and hand-off: tokens of the context with a lower epoch are refused from now on. */
@@ -164,6 +154,6 @@ function mismatch(claims: CapabilityClaims, call: Presented, needsRight: boolean
   return undefined;
 }
 
-function allows(rights: readonly Right[], action: Action): boolean {
+function allows(rights: readonly Right[], action: Operation): boolean {
   return rights.includes(RIGHT_FOR[action]) || (rights.includes(CUSTODY) && CUSTODY_ACTIONS.has(action));
 }

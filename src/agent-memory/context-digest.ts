@@ -1,4 +1,4 @@
-// The digest a workflow keeps of its context, so a restore is checked against what the workflow recorded
+// The digest a workflow keeps of its context, so a resume is checked against what the workflow recorded
 // without the workflow holding a byte and without the worker re-reading one: SHA-256 over the ordered
 // page checksums (CRC-32C of each page's tokens, kept by the allocator and checked by every tier move
 // as it copies the page) and the token count. A stale or swapped copy has other checksums or another
@@ -12,14 +12,11 @@ const DOMAIN = 'kvfabric.context-digest.v2';
 
 /** Carried in workflow state (hex and numbers, never bytes). */
 export interface DigestState {
-  /** 'page-checksums'; absent in digests recorded before it (legacy-chain-digest.ts). */
-  scheme?: 'page-checksums';
+  /** Names how `value` is computed (SHA-256 over the ordered page checksums and the token count). */
+  scheme: 'page-checksums';
   /** Hex SHA-256 of the context's first `tokens` tokens, as the scheme defines it. */
   value: string;
   tokens: number;
-  /** Legacy chain digests only. */
-  chain?: string;
-  chainedTokens?: number;
 }
 
 /** The digest of `tokens` tokens whose pages (tokensPerBlock each, the last one partial) have these checksums. */
@@ -43,6 +40,7 @@ export function digestOfBytes(bytes: Uint8Array, bytesPerToken: number, tokensPe
   const tokens = bytes.byteLength / bytesPerToken;
   const pageBytes = tokensPerBlock * bytesPerToken;
   const sums: number[] = [];
-  for (let at = 0; at < bytes.byteLength; at += pageBytes) sums.push(crc32c(bytes.subarray(at, Math.min(at + pageBytes, bytes.byteLength))));
+  for (let at = 0; at < bytes.byteLength; at += pageBytes)
+    sums.push(crc32c(bytes.subarray(at, Math.min(at + pageBytes, bytes.byteLength))));
   return pageDigest(sums, tokens, tokensPerBlock);
 }

@@ -24,7 +24,10 @@ const MAX_TOKEN_ID = 2 ** 32 - 1;
 export function engineNoteOf(contextId: string, attachment: ContextAttachment | undefined, heldTokens: number): EngineNote | undefined {
   if (attachment === undefined) {
     if (heldTokens === 0) return undefined;
-    throw new FabricError('INTEGRITY', `context ${contextId} holds ${heldTokens} tokens but no token ids: it was not built by a model engine`);
+    throw new FabricError(
+      'INTEGRITY',
+      `context ${contextId} holds ${heldTokens} tokens but no token ids: it was not built by a model engine`,
+    );
   }
   const { fingerprint, tokens, lastTurn } = attachment as Partial<EngineNote>;
   const wellFormed =

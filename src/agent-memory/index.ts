@@ -1,7 +1,9 @@
 // One worker's agent contexts: admission (capabilities against grants), turns, tier moves, digests and
 // verification. Knows nothing of Temporal: the activities adapt it, the drain and tests use it directly.
-export { AgentMemory, type MemoryObserver, type TransferDirection } from './agent-memory';
-export { CapabilityCheck, CUSTODY_ACTIONS, RIGHT_FOR, type Action, type Presented } from './capability-check';
+export { AgentMemory, type MemoryObserver, type RunAdmitted, type TransferDirection } from './agent-memory';
+export { CapabilityCheck, CUSTODY_ACTIONS, RIGHT_FOR, type Presented } from './capability-check';
 export { digestOfBytes, emptyDigest, pageDigest, type DigestState } from './context-digest';
+export { ContextVerifier } from './context-verifier';
 export type { ContextSnapshot } from './context-snapshot';
-export type { AppliedTurn, TurnGeneration, TurnInput, TurnReply } from './turn';
+export type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
+export type { AppliedTurn, TurnAsk, TurnInput, TurnReply } from './turn';

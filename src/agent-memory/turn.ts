@@ -1,15 +1,8 @@
-// A turn as the worker runs it: its input (a message for the model, or a synthetic turn's token count),
-// how the model writes its reply, and what the turn gives back.
+// A turn as the worker runs it: what its caller asks for (a message for the model, or a synthetic turn's
+// token count), the input it becomes once checked, and what the turn gives back.
+import type { GenerationSettings } from '../engines/engine';
+import { FabricError } from '../fabric/errors';
 import type { DigestState } from './context-digest';
-
-/** How the model writes its reply; the defaults repeat exactly (greedy). */
-export interface TurnGeneration {
-  /** Upper bound on reply tokens (default 128). */
-  maxTokens?: number;
-  /** 0 (default) is greedy; above 0 samples with `seed` (default 0), still repeatable. */
-  temperature?: number;
-  seed?: number;
-}
 
 /** What the model said in a turn. Carried in the update's result (sealed by the codec), never in state. */
 export interface TurnReply {
@@ -18,12 +11,34 @@ export interface TurnReply {
   replyTokens: number;
 }
 
+/** A turn as its caller asks for it (the activity's request carries these fields). */
+export interface TurnAsk {
+  /** The agent's own turn number: with the agent id, it determines a synthetic turn's KV bytes. */
+  turn: number;
+  /** Exactly one of `tokens` (a synthetic turn) and `message` (a turn through the worker's model). */
+  tokens?: number;
+  message?: string;
+  generation?: GenerationSettings;
+  /** The context's digest before this turn (the workflow's record). */
+  before: DigestState;
+  /** Write the durable copy after appending. */
+  checkpoint: boolean;
+}
+
 /** A message for the worker's model, or a synthetic turn's token count. */
-export type TurnInput = { tokens: number } | { message: string; generation?: TurnGeneration };
+export type TurnInput = { tokens: number } | { message: string; generation?: GenerationSettings };
 
 export interface AppliedTurn {
   digest: DigestState;
   /** The turn was already in the context (an attempt whose worker was lost applied it). */
   alreadyApplied: boolean;
   reply?: TurnReply;
+}
+
+/** A message or a token count, exactly one: the workflow checks it, a raw caller may not have. */
+export function turnInputOf(ask: Pick<TurnAsk, 'tokens' | 'message' | 'generation'>): TurnInput {
+  const { tokens, message, generation } = ask;
+  if (typeof message === 'string' && tokens === undefined) return { message, ...(generation ? { generation } : {}) };
+  if (Number.isSafeInteger(tokens) && (tokens as number) >= 1 && message === undefined) return { tokens: tokens as number };
+  throw new FabricError('INVALID_ARGUMENT', 'a turn takes either a message or a positive token count');
 }

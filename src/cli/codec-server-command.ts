@@ -26,7 +26,16 @@ export function parseCodecServerCall(argv: string[]): CodecServerCall {
   const usage = (message: string) => new CliUsageError(message, 'codec-server');
   let values;
   try {
-    ({ values } = parseArgs({ args: argv, strict: true, options: { port: { type: 'string' }, host: { type: 'string' }, 'ui-origin': { type: 'string' }, 'max-connections': { type: 'string' } } }));
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'ui-origin': { type: 'string' },
+        'max-connections': { type: 'string' },
+      },
+    }));
   } catch (err) {
     throw usage((err as Error).message);
   }
@@ -41,19 +50,28 @@ export function parseCodecServerCall(argv: string[]): CodecServerCall {
   }
   const connectionsText = values['max-connections'] ?? String(DEFAULT_CODEC_SERVER_LIMITS.maxConnections);
   const maxConnections = Number(connectionsText);
-  if (!/^\d+$/.test(connectionsText) || maxConnections < 1 || maxConnections > 65535) throw usage(`--max-connections must be a number from 1 to 65535, got '${connectionsText}'`);
+  if (!/^\d+$/.test(connectionsText) || maxConnections < 1 || maxConnections > 65535)
+    throw usage(`--max-connections must be a number from 1 to 65535, got '${connectionsText}'`);
   return { port, host: values.host ?? '127.0.0.1', uiOrigin, maxConnections };
 }
 
 /** KVFABRIC_CODEC_SERVER_TOKEN, else the file KVFABRIC_CODEC_SERVER_TOKEN_FILE names (trimmed; refused when others can read it). */
 export function codecServerTokenFromEnv(env: NodeJS.ProcessEnv): string {
   const file = env.KVFABRIC_CODEC_SERVER_TOKEN_FILE;
-  const token = env.KVFABRIC_CODEC_SERVER_TOKEN ?? (file ? readProtectedFile(file, 'KVFABRIC_CODEC_SERVER_TOKEN_FILE', 'secret').trim() : undefined);
-  if (!token) throw new Error('no codec server token: set KVFABRIC_CODEC_SERVER_TOKEN or KVFABRIC_CODEC_SERVER_TOKEN_FILE (kvfabric keygen writes one)');
+  const token =
+    env.KVFABRIC_CODEC_SERVER_TOKEN ?? (file ? readProtectedFile(file, 'KVFABRIC_CODEC_SERVER_TOKEN_FILE', 'secret').trim() : undefined);
+  if (!token)
+    throw new Error(
+      'no codec server token: set KVFABRIC_CODEC_SERVER_TOKEN or KVFABRIC_CODEC_SERVER_TOKEN_FILE (kvfabric keygen writes one)',
+    );
   return token;
 }
 
-export async function codecServer(argv: string[], env: NodeJS.ProcessEnv = process.env, print: (line: string) => void = console.log): Promise<void> {
+export async function codecServer(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  print: (line: string) => void = console.log,
+): Promise<void> {
   const call = parseCodecServerCall(argv);
   const ring = codecKeyRingFromEnv(env);
   const server = await startCodecServer({
@@ -64,7 +82,9 @@ export async function codecServer(argv: string[], env: NodeJS.ProcessEnv = proce
     port: call.port,
     limits: { maxConnections: call.maxConnections },
   });
-  print(`kvfabric codec server listening on ${server.url} for ${call.uiOrigin} (encodes with '${ring.activeKeyId}'); a UI without an access token uses ${server.url}/<token>`);
+  print(
+    `kvfabric codec server listening on ${server.url} for ${call.uiOrigin} (encodes with '${ring.activeKeyId}'); a UI without an access token uses ${server.url}/<token>`,
+  );
   const signal = await new Promise<string>((resolve) => {
     for (const name of STOP_SIGNALS) process.once(name, () => resolve(name));
   });

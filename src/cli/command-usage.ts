@@ -15,13 +15,13 @@ const REQUEST_ID = `--request-id R: sent again, the same call returns its first 
 /** One entry per command: its synopsis line (overview and help), what it does, its own options. */
 const COMMANDS: Record<string, { synopsis: string; does: string; options?: string[]; connects?: boolean }> = {
   start: {
-    synopsis: 'start <agent> --tenant T [--model M] [--idle-to-warm D] [--warm-to-cold D] [--durability X] [--verify X]',
-    does: "starts an agent and prints its capability once: keep it (every later call needs it)",
+    synopsis: 'start <agent> --tenant T [--model M] [--idle-to-warm D] [--warm-to-cold D] [--durability X]',
+    does: 'starts an agent and prints its capability once: keep it (every later call needs it)',
     options: [
       '--tenant T (required)',
-      '--model smollm2-135m|llama-3-8b|tiny|LxHxDxB (default smollm2-135m: the default workers\' model)',
+      "--model smollm2-135m|llama-3-8b|tiny|LxHxDxB (default smollm2-135m: the default workers' model)",
       '--idle-to-warm D, --warm-to-cold D: durations such as 90s, 10m, 1h',
-      '--durability every-turn|on-offload (default every-turn), --verify always|from-disk',
+      '--durability every-turn|on-offload (default every-turn)',
       '--capability-file F: start with the capability in this file (mode 0600) instead of minting one',
     ],
   },
@@ -30,12 +30,24 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
     does: "takes a turn: prints the model's reply and the agent's status (synthetic workers: --tokens N)",
     options: ['--message TEXT or --tokens N (one of them)', '--max-tokens N, --seed S, --temperature T (0 to 2)', CAPABILITY, REQUEST_ID],
   },
-  suspend: { synopsis: 'suspend <agent> [--tier disk|host]', does: 'moves the context to host memory or disk (default disk)', options: ['--tier disk|host', CAPABILITY, REQUEST_ID] },
+  suspend: {
+    synopsis: 'suspend <agent> [--tier disk|host]',
+    does: 'moves the context to host memory or disk (default disk)',
+    options: ['--tier disk|host', CAPABILITY, REQUEST_ID],
+  },
   resume: { synopsis: 'resume <agent>', does: 'restores the context to the device and verifies it', options: [CAPABILITY, REQUEST_ID] },
-  fork: { synopsis: 'fork <agent> <child>', does: "forks the agent (the child shares its pages) and prints the child's capability", options: [CAPABILITY] },
+  fork: {
+    synopsis: 'fork <agent> <child>',
+    does: "forks the agent (the child shares its pages) and prints the child's capability",
+    options: [CAPABILITY],
+  },
   pin: { synopsis: 'pin <agent>', does: 'keeps the context on the device (no idle demotion)', options: [CAPABILITY, REQUEST_ID] },
   unpin: { synopsis: 'unpin <agent>', does: 'lets the context be demoted again', options: [CAPABILITY, REQUEST_ID] },
-  release: { synopsis: 'release <agent>', does: 'frees the blocks and the durable copy and revokes the capability', options: [CAPABILITY, REQUEST_ID] },
+  release: {
+    synopsis: 'release <agent>',
+    does: 'frees the blocks and the durable copy and revokes the capability',
+    options: [CAPABILITY, REQUEST_ID],
+  },
   renew: { synopsis: 'renew <agent>', does: 'prints a new capability (fresh expiry); the old one is revoked', options: [CAPABILITY] },
   status: { synopsis: 'status <agent>', does: "prints the agent's status" },
   list: {
@@ -69,7 +81,7 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
     does: "serves the Temporal UI's codec endpoint (POST /encode, /decode) until SIGINT or SIGTERM",
     options: [
       '--port N (default 8234), --host H (default 127.0.0.1; 0.0.0.0 serves every interface)',
-      '--ui-origin URL: the Web UI\'s origin, the only one CORS answers (default http://localhost:8233)',
+      "--ui-origin URL: the Web UI's origin, the only one CORS answers (default http://localhost:8233)",
       '--max-connections N: open connections at most (default 128); at the cap a new one replaces the oldest idle one',
       'keys: KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE (every key decodes; KVFABRIC_CODEC_ACTIVE_KEY encodes)',
       'token: KVFABRIC_CODEC_SERVER_TOKEN or KVFABRIC_CODEC_SERVER_TOKEN_FILE, at least 16 characters; callers send',

@@ -24,11 +24,36 @@ export interface KeyFile {
 export function keyFilesOf(keys: OperatorKeys): KeyFile[] {
   const list = (comment: string, entries: OperatorKeys['codec']) => `# ${comment}\n${keyListText(entries, '\n')}\n`;
   return [
-    { name: 'signing.keys', setting: 'KVFABRIC_SIGNING_KEYS_FILE', holders: 'the control plane only (AgentClient, the kvfabric CLI): mints capabilities', text: list('kvfabric capability signing key (Ed25519 private). Control plane only.', keys.signing) },
-    { name: 'trusted.keys', setting: 'KVFABRIC_TRUSTED_KEYS_FILE', holders: 'every worker: checks capabilities, cannot mint them', text: list('kvfabric trusted capability keys (Ed25519 public). Every worker.', keys.trusted) },
-    { name: 'codec.keys', setting: 'KVFABRIC_CODEC_KEYS_FILE', holders: 'workers, clients, the CLI and the codec server: seal Temporal payloads', text: list('kvfabric payload codec key (AES-256). Everyone who talks to Temporal.', keys.codec) },
-    { name: 'master.keys', setting: '--key-file or KVFABRIC_KEY_FILE', holders: 'every worker sharing the tier directory: the cold tier', text: list('kvfabric cold-tier master key (AES-256). Every worker of one tier directory.', keys.master) },
-    { name: 'codec-server.token', setting: 'KVFABRIC_CODEC_SERVER_TOKEN_FILE', holders: 'the codec server and whoever may read decoded histories', text: `${keys.codecServerToken}\n` },
+    {
+      name: 'signing.keys',
+      setting: 'KVFABRIC_SIGNING_KEYS_FILE',
+      holders: 'the control plane only (AgentClient, the kvfabric CLI): mints capabilities',
+      text: list('kvfabric capability signing key (Ed25519 private). Control plane only.', keys.signing),
+    },
+    {
+      name: 'trusted.keys',
+      setting: 'KVFABRIC_TRUSTED_KEYS_FILE',
+      holders: 'every worker: checks capabilities, cannot mint them',
+      text: list('kvfabric trusted capability keys (Ed25519 public). Every worker.', keys.trusted),
+    },
+    {
+      name: 'codec.keys',
+      setting: 'KVFABRIC_CODEC_KEYS_FILE',
+      holders: 'workers, clients, the CLI and the codec server: seal Temporal payloads',
+      text: list('kvfabric payload codec key (AES-256). Everyone who talks to Temporal.', keys.codec),
+    },
+    {
+      name: 'master.keys',
+      setting: '--key-file or KVFABRIC_KEY_FILE',
+      holders: 'every worker sharing the tier directory: the cold tier',
+      text: list('kvfabric cold-tier master key (AES-256). Every worker of one tier directory.', keys.master),
+    },
+    {
+      name: 'codec-server.token',
+      setting: 'KVFABRIC_CODEC_SERVER_TOKEN_FILE',
+      holders: 'the codec server and whoever may read decoded histories',
+      text: `${keys.codecServerToken}\n`,
+    },
   ];
 }
 
@@ -48,5 +73,5 @@ export function keygen(argv: string[], print: (line: string) => void = console.l
   files.forEach((file, i) => print(`  ${file.setting.padEnd(width)}  ${paths[i]}\n  ${''.padEnd(width)}  ${file.holders}`));
   // Their owner could read the old keys: whatever those still open (tokens, payloads, cold files) is theirs to open too.
   for (const { path, uid } of replacedForeign) print(`replaced ${path}, which belonged to uid ${uid}: that user may hold the old keys`);
-  print('To rotate, add a later set\'s lines to these files (docs/operations.md, keys and rotation).');
+  print("To rotate, add a later set's lines to these files (docs/operations.md, keys and rotation).");
 }

@@ -47,7 +47,11 @@ async function main(argv: string[]): Promise<void> {
     switch (call.command) {
       case 'start': {
         const handle = await agents.start(call.start!);
-        console.log(call.json ? JSON.stringify({ agentId: handle.agentId, capability: handle.capability }) : `started agent ${handle.agentId}\ncapability: ${handle.capability}`);
+        console.log(
+          call.json
+            ? JSON.stringify({ agentId: handle.agentId, capability: handle.capability })
+            : `started agent ${handle.agentId}\ncapability: ${handle.capability}`,
+        );
         break;
       }
       case 'turn': {
@@ -79,7 +83,11 @@ async function main(argv: string[]): Promise<void> {
         break;
       case 'renew': {
         const renewed = await agent().renew();
-        console.log(call.json ? JSON.stringify({ agentId: renewed.agentId, capability: renewed.capability }) : `renewed agent ${renewed.agentId}; the old capability is revoked\ncapability: ${renewed.capability}`);
+        console.log(
+          call.json
+            ? JSON.stringify({ agentId: renewed.agentId, capability: renewed.capability })
+            : `renewed agent ${renewed.agentId}; the old capability is revoked\ncapability: ${renewed.capability}`,
+        );
         break;
       }
       case 'status':
@@ -88,7 +96,11 @@ async function main(argv: string[]): Promise<void> {
       case 'list': {
         const { agents: listed, skipped } = await agents.list(call.list!);
         if (call.json) console.log(JSON.stringify(listed));
-        else for (const a of listed) console.log(`${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`);
+        else
+          for (const a of listed)
+            console.log(
+              `${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`,
+            );
         // On stderr, so stdout stays the listing (and --json stays one JSON value).
         for (const a of skipped) console.error(`kvfabric: skipped agent ${a.agentId} (${a.status}): ${a.reason}`);
         break;
@@ -105,11 +117,13 @@ async function main(argv: string[]): Promise<void> {
 }
 
 export function describe(s: AgentStatus): string {
-  const restore = s.lastRestore ? `, last restore ${(s.lastRestore.bytes / 1024).toFixed(0)} KiB from ${s.lastRestore.from} in ${(s.lastRestore.transferMs + s.lastRestore.verifyMs).toFixed(1)} ms` : '';
+  const resume = s.lastResume
+    ? `, last resume ${(s.lastResume.bytes / 1024).toFixed(0)} KiB from ${s.lastResume.from} in ${(s.lastResume.transferMs + s.lastResume.verifyMs).toFixed(1)} ms`
+    : '';
   return (
     `${s.agentId} (${s.tenant}, ${s.model}): ${s.phase}, ${s.tier}, ${s.tokens} tokens in ${s.blocks} blocks (${s.sharedBlocks} shared), ` +
     `${s.turns} turns${s.pinned ? ', pinned' : ''}${s.parentId ? `, fork of ${s.parentId}` : ''}; digest ${s.digest.slice(0, 16)}; ` +
-    `held by ${s.holder ?? 'nobody'}; run ${s.run}, ${s.failovers} failovers, ${s.denials} denials${restore}` +
+    `held by ${s.holder ?? 'nobody'}; run ${s.run}, ${s.failovers} failovers, ${s.denials} denials${resume}` +
     (s.durableCopyStale ? '; durable copy stale (disk full at the last checkpoint)' : '')
   );
 }

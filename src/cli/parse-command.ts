@@ -12,7 +12,7 @@ import { FabricError } from '../fabric/errors';
 import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
-import type { TurnGeneration } from '../workflows/definitions';
+import type { GenerationSettings } from '../workflows/definitions';
 import { modelNamed } from '../client/models';
 import { COMMAND_NAMES } from './command-usage';
 import { CliUsageError } from './usage-error';
@@ -40,7 +40,7 @@ export interface CliCall {
   capability?: string;
   tokens?: number;
   message?: string;
-  generation?: TurnGeneration;
+  generation?: GenerationSettings;
   tier?: 'host' | 'disk';
   /** The caller's request id: the same call sent again returns the first result (AgentHandle's CallOptions). */
   requestId?: string;
@@ -86,7 +86,6 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
         'idle-to-warm': { type: 'string' },
         'warm-to-cold': { type: 'string' },
         durability: { type: 'string' },
-        verify: { type: 'string' },
         'task-queue': { type: 'string' },
         'request-id': { type: 'string' },
         ...TEMPORAL_FLAG_OPTIONS,
@@ -113,7 +112,8 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
     json: values.json ?? false,
   };
   if (!name || name === 'help' || values.help) return { command: 'help', ...helpTopic(name === 'help' ? agentId : name), ...base };
-  if (COMMAND_NAMES.includes(name) && !(COMMANDS as readonly string[]).includes(name)) throw usage(`put ${name} first: kvfabric ${name} [options]`);
+  if (COMMAND_NAMES.includes(name) && !(COMMANDS as readonly string[]).includes(name))
+    throw usage(`put ${name} first: kvfabric ${name} [options]`);
   if (!(COMMANDS as readonly string[]).includes(name)) throw usage(`unknown command '${name}'`);
   const command = name as Command;
   const expected = command === 'fork' ? 2 : command === 'list' || command === 'setup' ? 0 : 1;
@@ -124,8 +124,10 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
   if (agentId !== undefined) call.agentId = checkedId(agentId, 'agent id');
   if (childId !== undefined) call.childId = checkedId(childId, 'child id');
   const capabilityFile = values['capability-file'];
-  if (capabilityFile !== undefined && !WITH_CAPABILITY.has(command) && command !== 'start') throw usage(`--capability-file is for start, ${[...WITH_CAPABILITY].join(', ')}`);
-  if (WITH_CAPABILITY.has(command) && capabilityFile === undefined && !env.KVFABRIC_CAPABILITY) throw usage('acts on the agent: pass --capability-file PATH or set KVFABRIC_CAPABILITY');
+  if (capabilityFile !== undefined && !WITH_CAPABILITY.has(command) && command !== 'start')
+    throw usage(`--capability-file is for start, ${[...WITH_CAPABILITY].join(', ')}`);
+  if (WITH_CAPABILITY.has(command) && capabilityFile === undefined && !env.KVFABRIC_CAPABILITY)
+    throw usage('acts on the agent: pass --capability-file PATH or set KVFABRIC_CAPABILITY');
   if (values['request-id'] !== undefined) {
     if (!RETRIABLE.has(command)) throw usage(`--request-id is for ${[...RETRIABLE].join(', ')}`);
     if (values['request-id'].length === 0 || values['request-id'].length > 200) throw usage('--request-id must have 1 to 200 characters');
@@ -156,8 +158,10 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
       break;
     }
     case 'list':
-      if (values.tier !== undefined && !TIERS.includes(values.tier)) throw usage(`--tier must be one of ${TIERS.join(', ')}, got '${values.tier}'`);
-      if (values.phase !== undefined && !PHASES.includes(values.phase)) throw usage(`--phase must be one of ${PHASES.join(', ')}, got '${values.phase}'`);
+      if (values.tier !== undefined && !TIERS.includes(values.tier))
+        throw usage(`--tier must be one of ${TIERS.join(', ')}, got '${values.tier}'`);
+      if (values.phase !== undefined && !PHASES.includes(values.phase))
+        throw usage(`--phase must be one of ${PHASES.join(', ')}, got '${values.phase}'`);
       call.list = {
         ...(values.tenant ? { tenant: values.tenant } : {}),
         ...(values.tier ? { tier: values.tier } : {}),
@@ -181,9 +185,8 @@ function startOptions(agentId: string, values: Record<string, string | boolean |
   const tenant = values.tenant as string | undefined;
   if (!tenant) throw usage('--tenant is required');
   const durability = values.durability as string | undefined;
-  if (durability !== undefined && durability !== 'every-turn' && durability !== 'on-offload') throw usage(`--durability must be every-turn or on-offload, got '${durability}'`);
-  const verify = values.verify as string | undefined;
-  if (verify !== undefined && verify !== 'always' && verify !== 'from-disk') throw usage(`--verify must be always or from-disk, got '${verify}'`);
+  if (durability !== undefined && durability !== 'every-turn' && durability !== 'on-offload')
+    throw usage(`--durability must be every-turn or on-offload, got '${durability}'`);
   const model = values.model as string | undefined;
   if (model !== undefined) {
     try {
@@ -199,9 +202,11 @@ function startOptions(agentId: string, values: Record<string, string | boolean |
     tenant,
     ...(model ? { model } : {}),
     config: {
-      timers: { ...(idleToWarm !== undefined ? { idleToWarmMs: idleToWarm } : {}), ...(warmToCold !== undefined ? { warmToColdMs: warmToCold } : {}) },
+      timers: {
+        ...(idleToWarm !== undefined ? { idleToWarmMs: idleToWarm } : {}),
+        ...(warmToCold !== undefined ? { warmToColdMs: warmToCold } : {}),
+      },
       ...(durability ? { durability: durability as 'every-turn' | 'on-offload' } : {}),
-      ...(verify ? { verifyRestores: verify as 'always' | 'from-disk' } : {}),
     },
   };
 }
@@ -211,7 +216,9 @@ function refuseCapabilityArgument(argv: string[]): void {
   const end = argv.indexOf('--');
   const options = end === -1 ? argv : argv.slice(0, end);
   if (options.some((arg) => arg === '--capability' || arg.startsWith('--capability='))) {
-    throw usage('--capability is not taken on the command line, where ps shows it to every user: put the capability in a file only you can read (chmod 600) and pass --capability-file PATH, or set KVFABRIC_CAPABILITY');
+    throw usage(
+      '--capability is not taken on the command line, where ps shows it to every user: put the capability in a file only you can read (chmod 600) and pass --capability-file PATH, or set KVFABRIC_CAPABILITY',
+    );
   }
 }
 
@@ -230,7 +237,8 @@ function checkedId(id: string, what: string): string {
 function positiveInteger(text: string | undefined, flag: string): number {
   if (text === undefined) throw usage(`missing ${flag}`);
   const value = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_TOKENS) throw usage(`${flag} must be a whole number from 1 to ${MAX_TOKENS}, got '${text}'`);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_TOKENS)
+    throw usage(`${flag} must be a whole number from 1 to ${MAX_TOKENS}, got '${text}'`);
   return value;
 }
 

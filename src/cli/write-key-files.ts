@@ -8,7 +8,22 @@
 // the old one is moved back if any step fails. A failure leaves the directory as it was (a directory this
 // call created is removed again); only a crash between the first and the last move can leave a mix.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, constants, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, renameSync, rmdirSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmdirSync,
+  unlinkSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 import { FabricError, type ErrorCode } from '../fabric/errors';
@@ -55,7 +70,10 @@ export function writeKeyFiles(directory: string, files: readonly FileToWrite[], 
     existing = existingKeyFiles(targets);
     if (existing.size > 0 && !options.force) {
       const paths = [...existing.keys()];
-      throw new FabricError('INVALID_STATE', `${paths.join(', ')} already exist${paths.length === 1 ? 's' : ''}: pass --force to replace them (what the old keys signed or sealed stops opening)`);
+      throw new FabricError(
+        'INVALID_STATE',
+        `${paths.join(', ')} already exist${paths.length === 1 ? 's' : ''}: pass --force to replace them (what the old keys signed or sealed stops opening)`,
+      );
     }
     for (const file of files) temporaries.push(writeTemporary(directory, file));
     options.beforeCommit?.();
@@ -69,7 +87,9 @@ export function writeKeyFiles(directory: string, files: readonly FileToWrite[], 
   const uid = process.getuid?.();
   return {
     paths: targets,
-    replacedForeign: [...existing].filter(([, stat]) => uid !== undefined && stat.uid !== uid).map(([path, stat]) => ({ path, uid: stat.uid })),
+    replacedForeign: [...existing]
+      .filter(([, stat]) => uid !== undefined && stat.uid !== uid)
+      .map(([path, stat]) => ({ path, uid: stat.uid })),
   };
 }
 
@@ -98,14 +118,24 @@ function safeDirectory(directory: string): string[] {
       for (const path of created) chmodSync(path, 0o700);
       stat = lstatSync(directory);
     }
-    if (stat.isSymbolicLink()) throw new FabricError('INVALID_ARGUMENT', `${directory} is a symbolic link: keygen writes keys only into a real directory (give --out the directory itself)`);
+    if (stat.isSymbolicLink())
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `${directory} is a symbolic link: keygen writes keys only into a real directory (give --out the directory itself)`,
+      );
     if (!stat.isDirectory()) throw new FabricError('INVALID_ARGUMENT', `${directory} is not a directory`);
     const uid = process.getuid?.();
     if (uid !== undefined && stat.uid !== uid) {
-      throw new FabricError('PERMISSION_DENIED', `${directory} belongs to uid ${stat.uid}, not to this user (uid ${uid}), who could replace the keys in it: use a directory of your own`);
+      throw new FabricError(
+        'PERMISSION_DENIED',
+        `${directory} belongs to uid ${stat.uid}, not to this user (uid ${uid}), who could replace the keys in it: use a directory of your own`,
+      );
     }
     if ((stat.mode & 0o022) !== 0) {
-      throw new FabricError('PERMISSION_DENIED', `${directory} has mode 0${(stat.mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; run chmod go-w ${directory} (or chmod 700) first, or use another directory`);
+      throw new FabricError(
+        'PERMISSION_DENIED',
+        `${directory} has mode 0${(stat.mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; run chmod go-w ${directory} (or chmod 700) first, or use another directory`,
+      );
     }
     return created;
   } catch (err) {
@@ -121,7 +151,11 @@ function existingKeyFiles(targets: readonly string[]): Map<string, Stats> {
     const stat = lstatIfThere(target);
     if (!stat) continue;
     // Refused even with --force: something put a link where a key file goes; replacing it would hide that.
-    if (stat.isSymbolicLink()) throw new FabricError('INVALID_ARGUMENT', `${target} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again`);
+    if (stat.isSymbolicLink())
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `${target} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again`,
+      );
     if (!stat.isFile()) throw new FabricError('INVALID_ARGUMENT', `${target} is not a regular file: move it away and run keygen again`);
     existing.set(target, stat);
   }
@@ -171,7 +205,9 @@ function rollBack(placements: Placement[], temporaries: readonly string[], creat
       if (placed) unlinkSync(target);
       if (aside) renameSync(aside, target);
     } catch (err) {
-      stuck.push(`${target} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}${aside ? `; its previous file is ${aside}` : ''})`);
+      stuck.push(
+        `${target} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}${aside ? `; its previous file is ${aside}` : ''})`,
+      );
     }
   }
   for (const temporary of temporaries) unlinkIfThere(temporary);

@@ -38,7 +38,7 @@ import {
   type AgentInput,
   type AgentModel,
   type AgentStatus,
-  type TurnGeneration,
+  type GenerationSettings,
   type TurnOutcome,
   type TurnReply,
 } from '../workflows/definitions';
@@ -59,7 +59,6 @@ export interface AgentConfigOverrides {
   timers?: Partial<AgentConfig['timers']>;
   timeouts?: Partial<AgentConfig['timeouts']>;
   durability?: AgentConfig['durability'];
-  verifyRestores?: AgentConfig['verifyRestores'];
   maxTurnTokens?: number;
 }
 
@@ -119,7 +118,6 @@ export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
     timers: { ...DEFAULT_AGENT_CONFIG.timers, ...overrides.timers },
     timeouts: { ...DEFAULT_AGENT_CONFIG.timeouts, ...overrides.timeouts },
     durability: overrides.durability ?? DEFAULT_AGENT_CONFIG.durability,
-    verifyRestores: overrides.verifyRestores ?? DEFAULT_AGENT_CONFIG.verifyRestores,
     maxTurnTokens: overrides.maxTurnTokens ?? DEFAULT_AGENT_CONFIG.maxTurnTokens,
   };
 }
@@ -165,7 +163,11 @@ export class AgentClient {
   }
 
   private issuer() {
-    if (!this.security.issuer) throw new FabricError('INVALID_ARGUMENT', 'this client holds no signing key (KVFABRIC_SIGNING_KEYS): pass a capability minted by the control plane');
+    if (!this.security.issuer)
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        'this client holds no signing key (KVFABRIC_SIGNING_KEYS): pass a capability minted by the control plane',
+      );
     return this.security.issuer;
   }
 
@@ -182,7 +184,13 @@ export class AgentClient {
     const capability = options.capability ?? this.mintCapability(options.agentId, options.tenant);
     // The workflow carries the custodian; the caller keeps the agent's own token.
     const custodian = options.custodian ?? this.mintCustodian(capability);
-    const input: AgentInput = { agentId: options.agentId, tenant: options.tenant, capability: custodian, model, config: agentConfig(options.config) };
+    const input: AgentInput = {
+      agentId: options.agentId,
+      tenant: options.tenant,
+      capability: custodian,
+      model,
+      config: agentConfig(options.config),
+    };
     let runId: string;
     try {
       // A fresh namespace lacks kvfabric's search attributes: the start registers them and runs again.
@@ -197,7 +205,8 @@ export class AgentClient {
       );
       runId = started.firstExecutionRunId;
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) throw new FabricError('INVALID_ARGUMENT', `agent ${options.agentId} already exists`);
+      if (err instanceof WorkflowExecutionAlreadyStartedError)
+        throw new FabricError('INVALID_ARGUMENT', `agent ${options.agentId} already exists`);
       throw err;
     }
     await confirmReadable(this.client, this.taskQueue, options.agentId, runId);
@@ -226,7 +235,8 @@ export class AgentClient {
         throw new FabricError(asCode(err.cause.type), err.cause.message);
       }
       // A released agent's workflow has completed; the server answers updates to it with "not found" too.
-      if (err instanceof Error && /already completed/i.test(err.message)) throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
+      if (err instanceof Error && /already completed/i.test(err.message))
+        throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
       if (err instanceof WorkflowNotFoundError) throw new FabricError('STALE_HANDLE', `no agent ${agentId}`);
       // The server stops taking calls to a workflow whose tasks keep failing: a codec refusal of its input?
       if (/workflow task in failed state/i.test(messagesOf(err))) {
@@ -273,7 +283,11 @@ export class AgentClient {
     do {
       // The raw call: the SDK's list decodes every memo and fails the whole listing on one it cannot read.
       const page = await withSearchAttributes(this.client.connection, this.namespaceAddress(), () =>
-        this.client.workflowService.listWorkflowExecutions({ namespace: this.client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}) }),
+        this.client.workflowService.listWorkflowExecutions({
+          namespace: this.client.options.namespace,
+          query,
+          ...(nextPageToken ? { nextPageToken } : {}),
+        }),
       );
       for (const execution of page.executions ?? []) {
         const workflowId = execution.execution?.workflowId ?? '';
@@ -309,7 +323,8 @@ export class AgentClient {
     const opened = await decode(this.client.options.loadedDataConverter.payloadCodecs, payloads);
     for (const payload of opened) {
       const encoding = Buffer.from(payload.metadata?.encoding ?? []).toString('utf8');
-      if (encoding.startsWith(REFUSED_ENCODING_PREFIX)) return refusalIn(encoding)?.reason.replace('this process', 'this client') ?? encoding;
+      if (encoding.startsWith(REFUSED_ENCODING_PREFIX))
+        return refusalIn(encoding)?.reason.replace('this process', 'this client') ?? encoding;
     }
     return undefined;
   }
@@ -357,13 +372,13 @@ export class AgentHandle {
    * A turn: a message to the worker's model (the reply comes back in `reply`), or, for the synthetic
    * engine of tests and benchmarks, a token count.
    */
-  turn(input: number | { message: string; generation?: TurnGeneration }, options: CallOptions = {}): Promise<TurnOutcome> {
+  turn(input: number | { message: string; generation?: GenerationSettings }, options: CallOptions = {}): Promise<TurnOutcome> {
     const turn = typeof input === 'number' ? { tokens: input } : input;
     return this.update(turnUpdate, { capability: this.capability, ...turn }, options);
   }
 
   /** Says `message` to the agent and returns the model's reply (greedy unless `generation` says otherwise). */
-  async say(message: string, generation?: TurnGeneration, options: CallOptions = {}): Promise<TurnReply> {
+  async say(message: string, generation?: GenerationSettings, options: CallOptions = {}): Promise<TurnReply> {
     const outcome = await this.turn({ message, ...(generation ? { generation } : {}) }, options);
     if (!outcome.reply) throw new FabricError('INVALID_STATE', `agent ${this.agentId}'s worker runs no model: its turns take tokens`);
     return outcome.reply;
@@ -383,7 +398,10 @@ export class AgentHandle {
    */
   async fork(childId: string, childCapability?: string, options: ForkOptions = {}): Promise<{ child: AgentHandle; status: AgentStatus }> {
     if (options.requestId !== undefined && childCapability === undefined) {
-      throw new FabricError('INVALID_ARGUMENT', 'a fork with a request id needs its child capability, minted once before the first try (mintChildCapability)');
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        'a fork with a request id needs its child capability, minted once before the first try (mintChildCapability)',
+      );
     }
     childCapability ??= this.agents.mintChildCapability(this.capability, childId);
     // A custodian minted again on a retry is as good as the first: same epoch and expiry as the child's token.
@@ -411,7 +429,10 @@ export class AgentHandle {
    */
   async renew(next?: string, options: RenewOptions = {}): Promise<AgentHandle> {
     if (options.requestId !== undefined && next === undefined) {
-      throw new FabricError('INVALID_ARGUMENT', 'a renewal with a request id needs its next capability, minted once before the first try (mintCapability)');
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        'a renewal with a request id needs its next capability, minted once before the first try (mintCapability)',
+      );
     }
     next ??= this.agents.mintRenewal(this.capability);
     const nextCustodian = options.nextCustodian ?? this.agents.mintCustodian(next);
@@ -425,7 +446,9 @@ export class AgentHandle {
 
   private update<R, A>(definition: UpdateDefinition<R, [A]>, args: A, { requestId }: CallOptions): Promise<R> {
     const updateId = requestId === undefined ? undefined : updateIdOf(definition.name, requestId);
-    return this.agents.translate(this.agentId, () => this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], ...(updateId ? { updateId } : {}) }));
+    return this.agents.translate(this.agentId, () =>
+      this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], ...(updateId ? { updateId } : {}) }),
+    );
   }
 }
 

@@ -19,7 +19,8 @@ function secondsFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefine
   const text = env[name];
   if (text === undefined) return undefined;
   const seconds = Number(text);
-  if (!Number.isSafeInteger(seconds) || seconds < 1) throw new FabricError('INVALID_ARGUMENT', `${name} must be a positive integer (seconds), got '${text}'`);
+  if (!Number.isSafeInteger(seconds) || seconds < 1)
+    throw new FabricError('INVALID_ARGUMENT', `${name} must be a positive integer (seconds), got '${text}'`);
   return seconds;
 }
 
@@ -28,7 +29,8 @@ export function clientSecurityFromEnv(env: NodeJS.ProcessEnv = process.env): Cli
   const lifetime = secondsFromEnv(env, 'KVFABRIC_CAPABILITY_LIFETIME_S');
   const maxLifetimeS = secondsFromEnv(env, 'KVFABRIC_MAX_CAPABILITY_LIFETIME_S');
   const activeKeyId = env.KVFABRIC_SIGNING_ACTIVE_KEY ?? signing?.[0]?.id;
-  if (signing && !signing.some(({ id }) => id === activeKeyId)) throw new FabricError('INVALID_ARGUMENT', `KVFABRIC_SIGNING_ACTIVE_KEY: '${activeKeyId}' is not among the signing keys given`);
+  if (signing && !signing.some(({ id }) => id === activeKeyId))
+    throw new FabricError('INVALID_ARGUMENT', `KVFABRIC_SIGNING_ACTIVE_KEY: '${activeKeyId}' is not among the signing keys given`);
   const issuerOptions = { activeKeyId, ...(maxLifetimeS === undefined ? {} : { maxLifetimeS }) };
   return {
     codec: codecKeyRingFromEnv(env),
@@ -41,10 +43,14 @@ export function clientSecurityFromEnv(env: NodeJS.ProcessEnv = process.env): Cli
 export function codecKeyRingFromEnv(env: NodeJS.ProcessEnv = process.env): CodecKeyRing {
   const codecKeys = keysFrom(env, 'KVFABRIC_CODEC_KEYS');
   if (!codecKeys) {
-    throw new FabricError('INVALID_ARGUMENT', 'no payload codec key: set KVFABRIC_CODEC_KEYS_FILE to the codec.keys that `kvfabric keygen` wrote (or KVFABRIC_CODEC_KEYS="id=base64key")');
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      'no payload codec key: set KVFABRIC_CODEC_KEYS_FILE to the codec.keys that `kvfabric keygen` wrote (or KVFABRIC_CODEC_KEYS="id=base64key")',
+    );
   }
   const active = env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id;
-  if (!codecKeys.some(({ id }) => id === active)) throw new FabricError('INVALID_ARGUMENT', `KVFABRIC_CODEC_ACTIVE_KEY: '${active}' is not among the payload codec keys given`);
+  if (!codecKeys.some(({ id }) => id === active))
+    throw new FabricError('INVALID_ARGUMENT', `KVFABRIC_CODEC_ACTIVE_KEY: '${active}' is not among the payload codec keys given`);
   return new CodecKeyRing(codecKeys, active);
 }
 

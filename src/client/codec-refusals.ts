@@ -47,8 +47,10 @@ export function refusalIn(err: unknown): Refusal | undefined {
  * client read the worker's answer), `client` when this client cannot read what the workers wrote.
  */
 export function mismatchError(agentId: string, refusal: Refusal, by: RefusedBy, clientKeyId?: string): FabricError {
-  const fix = 'give clients and workers the same payload codec keys (KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE, e.g. the codec.keys of one `kvfabric keygen`)';
-  if (refusal.keyId === undefined) return new FabricError(refusal.code, `agent ${agentId}: a payload was refused (${refusal.reason}): ${fix}`);
+  const fix =
+    'give clients and workers the same payload codec keys (KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE, e.g. the codec.keys of one `kvfabric keygen`)';
+  if (refusal.keyId === undefined)
+    return new FabricError(refusal.code, `agent ${agentId}: a payload was refused (${refusal.reason}): ${fix}`);
   const what =
     by === 'worker'
       ? `its worker cannot read this client's payloads: they are sealed with payload codec key '${refusal.keyId}', which the worker does not hold`
@@ -97,7 +99,10 @@ function keyIdOf(payload: Payload): string | undefined {
 }
 
 /** A workflow task's failure, decoded with this client's codec: the worker's refusal, or this client's own. */
-async function readFailure(client: Client, failure: ProtoFailure | null | undefined): Promise<{ refusal: Refusal; by: RefusedBy } | undefined> {
+async function readFailure(
+  client: Client,
+  failure: ProtoFailure | null | undefined,
+): Promise<{ refusal: Refusal; by: RefusedBy } | undefined> {
   let error: Error | undefined;
   try {
     error = await decodeOptionalFailureToOptionalError(client.options.loadedDataConverter, failure);

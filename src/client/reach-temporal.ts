@@ -9,7 +9,10 @@ export async function reachTemporal<T>(settings: TemporalSettings, connect: () =
   try {
     return await connect();
   } catch (err) {
-    throw new FabricError('UNAVAILABLE', `cannot reach Temporal at ${settings.address} (namespace ${settings.namespace}): ${reasonOf(err)}`);
+    throw new FabricError(
+      'UNAVAILABLE',
+      `cannot reach Temporal at ${settings.address} (namespace ${settings.namespace}): ${reasonOf(err)}`,
+    );
   }
 }
 

@@ -85,7 +85,10 @@ export async function withSearchAttributes<T>(connection: OperatorConnection, wh
       const missing = missingSearchAttribute(err);
       if (missing === undefined) throw err;
       if (Date.now() + waitMs > deadline) {
-        throw new FabricError('UNAVAILABLE', `registered kvfabric's search attributes on namespace ${where.namespace}, but the server still had no ${missing} after ${VISIBLE_WITHIN_MS / 1000} s: try again`);
+        throw new FabricError(
+          'UNAVAILABLE',
+          `registered kvfabric's search attributes on namespace ${where.namespace}, but the server still had no ${missing} after ${VISIBLE_WITHIN_MS / 1000} s: try again`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
@@ -95,12 +98,16 @@ export async function withSearchAttributes<T>(connection: OperatorConnection, wh
 /** The failure of a caller that may not register the attributes: what is missing, why, and who can fix it. */
 export function notRegistered(where: NamespaceAddress, missing: string, refusal: unknown): FabricError {
   const code = (refusal as { code?: unknown } | null)?.code;
-  const why = code === GRPC_PERMISSION_DENIED || code === GRPC_UNAUTHENTICATED ? 'this client may not register them' : `registering them failed`;
+  const why =
+    code === GRPC_PERMISSION_DENIED || code === GRPC_UNAUTHENTICATED ? 'this client may not register them' : `registering them failed`;
   const reason = (refusal instanceof Error ? refusal.message : String(refusal)).split('\n')[0];
   const attributes = AGENT_SEARCH_ATTRIBUTES.map(({ name, type }) => `${name}=${type}`).join(' ');
   const flags = `${where.address ? ` --address ${where.address}` : ''} --namespace ${where.namespace}`;
   const fix = where.cloud
     ? `a Temporal Cloud namespace admin adds them (${attributes}): in the Cloud UI (the namespace's search attributes), or \`npx kvfabric setup${flags}\` with an admin's API key`
     : `run \`npx kvfabric setup${flags}\` as a user who may change the namespace (or \`temporal operator search-attribute create\` for each of ${attributes})`;
-  return new FabricError('INVALID_STATE', `namespace ${where.namespace} has no search attribute ${missing} (kvfabric's search attributes are not registered) and ${why} (${reason}): ${fix}`);
+  return new FabricError(
+    'INVALID_STATE',
+    `namespace ${where.namespace} has no search attribute ${missing} (kvfabric's search attributes are not registered) and ${why} (${reason}): ${fix}`,
+  );
 }

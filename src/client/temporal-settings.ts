@@ -63,13 +63,6 @@ interface ParsedTemporalFlags {
   'tls-server-name'?: string;
 }
 
-/** kvfabric's first names for three of Temporal's variables, still read when Temporal's are absent. */
-const EARLIER_NAMES: Record<string, string> = {
-  TEMPORAL_TLS_CERT: 'TEMPORAL_TLS_CLIENT_CERT_PATH',
-  TEMPORAL_TLS_KEY: 'TEMPORAL_TLS_CLIENT_KEY_PATH',
-  TEMPORAL_TLS_CA: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
-};
-
 /** Settings from parsed TEMPORAL_FLAG_OPTIONS values, over the profile and the environment. */
 export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
   return temporalSettings(
@@ -88,15 +81,18 @@ export function temporalSettingsFromFlags(values: ParsedTemporalFlags, env: Node
 }
 
 export function temporalSettings(flags: TemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
+  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined))
+    throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key (--tls-cert and --tls-key)');
   const { connectionOptions: profile, namespace } = profileOf(flags, env);
   let tls: TLSConfig | undefined = profile.tls === true ? {} : profile.tls || undefined;
   if (flags.tls || flags.tlsCert || flags.tlsCa || flags.tlsServerName) tls = { ...tls };
   if (tls) {
     if (flags.tlsServerName) tls.serverNameOverride = flags.tlsServerName;
     if (flags.tlsCa) tls.serverRootCACertificate = fileOf(flags.tlsCa, '--tls-ca');
-    if (flags.tlsCert && flags.tlsKey) tls.clientCertPair = { crt: fileOf(flags.tlsCert, '--tls-cert'), key: fileOf(flags.tlsKey, '--tls-key') };
-    if (tls.clientCertPair && (!tls.clientCertPair.crt || !tls.clientCertPair.key)) throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key');
+    if (flags.tlsCert && flags.tlsKey)
+      tls.clientCertPair = { crt: fileOf(flags.tlsCert, '--tls-cert'), key: fileOf(flags.tlsKey, '--tls-key') };
+    if (tls.clientCertPair && (!tls.clientCertPair.crt || !tls.clientCertPair.key))
+      throw new FabricError('INVALID_ARGUMENT', 'TLS needs both a client certificate and its key');
   }
   const apiKey = typeof profile.apiKey === 'string' ? profile.apiKey : undefined;
   return {
@@ -109,7 +105,12 @@ export function temporalSettings(flags: TemporalFlags, env: NodeJS.ProcessEnv = 
 }
 
 /** The options Connection.connect and NativeConnection.connect both take. */
-export function connectionOptionsOf(settings: TemporalSettings): { address: string; tls?: TLSConfig; apiKey?: string; metadata?: Record<string, string> } {
+export function connectionOptionsOf(settings: TemporalSettings): {
+  address: string;
+  tls?: TLSConfig;
+  apiKey?: string;
+  metadata?: Record<string, string>;
+} {
   return {
     address: settings.address,
     ...(settings.tls ? { tls: settings.tls } : {}),
@@ -128,10 +129,17 @@ function profileOf(flags: TemporalFlags, env: NodeJS.ProcessEnv): ReturnType<typ
   try {
     return loadClientConnectConfig({ ...(flags.profile ? { profile: flags.profile } : {}), overrideEnvVars: environmentOf(env) });
   } catch (err) {
-    const source = [flags.profile ? `--profile ${flags.profile}` : undefined, env.TEMPORAL_PROFILE ? 'TEMPORAL_PROFILE' : undefined, env.TEMPORAL_CONFIG_FILE ? `TEMPORAL_CONFIG_FILE=${env.TEMPORAL_CONFIG_FILE}` : undefined]
+    const source = [
+      flags.profile ? `--profile ${flags.profile}` : undefined,
+      env.TEMPORAL_PROFILE ? 'TEMPORAL_PROFILE' : undefined,
+      env.TEMPORAL_CONFIG_FILE ? `TEMPORAL_CONFIG_FILE=${env.TEMPORAL_CONFIG_FILE}` : undefined,
+    ]
       .filter(Boolean)
       .join(', ');
-    throw new FabricError('INVALID_ARGUMENT', `Temporal connection settings (${source || 'temporal.toml and TEMPORAL_* variables'}): ${(err as Error).message.split('\n')[0]}`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `Temporal connection settings (${source || 'temporal.toml and TEMPORAL_* variables'}): ${(err as Error).message.split('\n')[0]}`,
+    );
   }
 }
 
@@ -140,18 +148,16 @@ function fileOf(path: string, flag: string): Buffer {
   try {
     return readFileSync(path);
   } catch (err) {
-    throw new FabricError('INVALID_ARGUMENT', `${flag}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `${flag}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
 }
 
 function environmentOf(env: NodeJS.ProcessEnv): Record<string, string> {
   const defined: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (value !== undefined) defined[name] = value;
-  for (const [earlier, temporal] of Object.entries(EARLIER_NAMES)) {
-    if (defined[earlier] !== undefined && defined[temporal] === undefined) defined[temporal] = defined[earlier]!;
-  }
-  // kvfabric read TEMPORAL_TLS as 1/true/yes; Temporal's reader takes true/false and 1/0.
-  if (defined.TEMPORAL_TLS !== undefined && /^yes$/i.test(defined.TEMPORAL_TLS)) defined.TEMPORAL_TLS = 'true';
   return defined;
 }
 

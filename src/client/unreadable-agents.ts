@@ -38,10 +38,15 @@ export async function confirmReadable(client: Client, taskQueue: string, agentId
  * While a call on an agent is pending (checked after 1 s, then less and less often): when the agent's
  * first workflow task keeps failing because a codec refused it, ends the run and rejects with
  * PERMISSION_DENIED (also kept in `found`: the pending call then fails "not found", and this is why),
- * instead of the server's "Workflow Task in failed state" some 20 s later. Never settles otherwise; its
+ * instead of leaving the caller to the server's later "Workflow Task in failed state". Never settles otherwise; its
  * own failures end the watch.
  */
-export async function watchForUnreadable(client: Client, agentId: string, found: { error?: FabricError }, stop: AbortSignal): Promise<never> {
+export async function watchForUnreadable(
+  client: Client,
+  agentId: string,
+  found: { error?: FabricError },
+  stop: AbortSignal,
+): Promise<never> {
   const never = new Promise<never>(() => undefined);
   try {
     for (let waitMs = 1000; ; waitMs = Math.min(waitMs * 2, 30_000)) {

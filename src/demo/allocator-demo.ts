@@ -28,7 +28,9 @@ function main(): void {
   const pool = new NativeAllocator({ shape: LLAMA_3_8B, blockCount: 256 });
   const { bytesPerToken, blockBytes, tokensPerBlock } = pool.layout;
   console.log('kvfabric allocator demo (CPU backend: host memory stands in for GPU memory)');
-  console.log(`  model shape Llama-3-8B: ${bytesPerToken / 1024} KiB per token, ${tokensPerBlock} tokens = ${blockBytes / MiB} MiB per block\n`);
+  console.log(
+    `  model shape Llama-3-8B: ${bytesPerToken / 1024} KiB per token, ${tokensPerBlock} tokens = ${blockBytes / MiB} MiB per block\n`,
+  );
 
   const ACME = 1;
   const GLOBEX = 2;

@@ -19,7 +19,7 @@ import { ensureTemporalCli } from '../dev-server/temporal-cli';
 import { freePort, startDevServer, type DevServer } from '../dev-server/dev-server';
 import { FabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
-import type { AgentStatus, TurnGeneration } from '../workflows/definitions';
+import type { AgentStatus, GenerationSettings } from '../workflows/definitions';
 import { MODELS } from '../client/models';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -31,7 +31,7 @@ const TASK_QUEUE = 'kvfabric-demo';
 const DEMO_TIMERS = { idleToWarmMs: 2500, warmToColdMs: 2500 };
 const HOURS = { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 };
 /** Greedy and short: the same conversation always gets the same replies. */
-const GENERATION: TurnGeneration = { maxTokens: 40 };
+const GENERATION: GenerationSettings = { maxTokens: 40 };
 /** A model turn takes seconds on a laptop's CPU: room for that in every call. */
 const TIMEOUTS = { attemptMs: 300_000, operationMs: 600_000 };
 
@@ -46,7 +46,9 @@ const PROJECT_NOTES = [
 ].join(' ');
 async function main(): Promise<void> {
   const keep = process.argv.includes('--keep');
-  console.log(`kvfabric demo: real agents (${MODEL.name} through llama.cpp) as Temporal workflows over tiered KV memory (CPU backend: host memory stands in for the GPU)\n`);
+  console.log(
+    `kvfabric demo: real agents (${MODEL.name} through llama.cpp) as Temporal workflows over tiered KV memory (CPU backend: host memory stands in for the GPU)\n`,
+  );
 
   // ---- set-up ----
   const cli = ensureTemporalCli();
@@ -60,7 +62,12 @@ async function main(): Promise<void> {
   const codec = new CodecKeyRing(codecKeys);
   const uiPort = await preferredPort(8233);
   const codecToken = randomBytes(24).toString('base64url');
-  const codecServer = await startCodecServer({ codec: new EncryptionCodec(codec), token: codecToken, uiOrigin: `http://localhost:${uiPort}`, port: await preferredPort(8234) });
+  const codecServer = await startCodecServer({
+    codec: new EncryptionCodec(codec),
+    token: codecToken,
+    uiOrigin: `http://localhost:${uiPort}`,
+    port: await preferredPort(8234),
+  });
   // The dev server's UI has no identity provider, so no access token to pass: the token is the endpoint's path.
   const codecEndpoint = `${codecServer.url}/${codecToken}`;
   const server = await startDevServer({
@@ -79,7 +86,11 @@ async function main(): Promise<void> {
       `GPU worker           pid ${worker.child.pid}: ${MODEL.name} (llama.cpp), ${(BYTES_PER_TOKEN / 1024).toFixed(1)} KiB of KV per token; 256 device blocks ` +
         `(${((256 * 16 * BYTES_PER_TOKEN) / 2 ** 20).toFixed(0)} MiB), 512 host blocks, cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
     );
-    const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, { codec, issuer: new CapabilityIssuer(signing) }, TASK_QUEUE);
+    const agents = await AgentClient.connect(
+      { address: server.address, namespace: 'default' },
+      { codec, issuer: new CapabilityIssuer(signing) },
+      TASK_QUEUE,
+    );
     try {
       const figures = await scenario(agents);
       await summary(agents, figures, worker.metrics);
@@ -95,12 +106,16 @@ async function main(): Promise<void> {
     }
     if (keep) {
       console.log(`Web UI stays up at ${server.uiUrl} -- Ctrl-C to stop. It decodes payloads through the codec server;`);
-      console.log(`the CLI does too: temporal workflow show -w kvagent-acme-planner --codec-endpoint ${codecServer.url} --codec-auth "Bearer <token>"`);
+      console.log(
+        `the CLI does too: temporal workflow show -w kvagent-acme-planner --codec-endpoint ${codecServer.url} --codec-auth "Bearer <token>"`,
+      );
       await new Promise<void>((done) => process.once('SIGINT', () => done()));
     }
     await server.stop();
     await codecServer.close();
-    console.log(`dev server stopped; the history stays in ${relative(dbFile)}: \`npm run demo:ui\` serves it at http://localhost:8233 again`);
+    console.log(
+      `dev server stopped; the history stays in ${relative(dbFile)}: \`npm run demo:ui\` serves it at http://localhost:8233 again`,
+    );
   }
 }
 
@@ -123,7 +138,10 @@ async function scenario(agents: AgentClient): Promise<Figures> {
   const planner = await start(agents, 'acme-planner', 'acme', DEMO_TIMERS);
   const critic = await start(agents, 'acme-critic', 'acme', HOURS);
   const assistant = await start(agents, 'globex-assistant', 'globex', HOURS);
-  const before = [await say(planner, `${PROJECT_NOTES} Summarise the project in one sentence.`), await say(planner, 'Who leads the project?')];
+  const before = [
+    await say(planner, `${PROJECT_NOTES} Summarise the project in one sentence.`),
+    await say(planner, 'Who leads the project?'),
+  ];
   await say(critic, 'Name one risk of building a footbridge over a river.');
   await say(assistant, 'Write a one-line greeting for the Globex team.');
 
@@ -147,7 +165,10 @@ async function scenario(agents: AgentClient): Promise<Figures> {
 
   step('a resume by the wrong agent is refused by the worker holding the context');
   const denials: string[] = [];
-  for (const [who, intruder] of [['acme-researcher (same tenant)', researcher], ['globex-assistant (other tenant)', assistant]] as const) {
+  for (const [who, intruder] of [
+    ['acme-researcher (same tenant)', researcher],
+    ['globex-assistant (other tenant)', assistant],
+  ] as const) {
     try {
       await agents.agent('acme-planner', intruder.capability).resume();
       denials.push(`${who}: NOT DENIED`);
@@ -164,10 +185,10 @@ async function scenario(agents: AgentClient): Promise<Figures> {
   const resumed = await planner.resume();
   const resumeMs = performance.now() - started;
   show(resumed);
-  const restore = resumed.lastRestore!;
+  const figures = resumed.lastResume!;
   console.log(
-    `  resume update -> restored, verified context: ${resumeMs.toFixed(0)} ms end to end ` +
-      `(${(restore.bytes / KiB).toFixed(0)} KiB from ${restore.from}: restore ${restore.transferMs.toFixed(0)} ms, verify ${restore.verifyMs.toFixed(0)} ms)`,
+    `  resume update -> context back, verified: ${resumeMs.toFixed(0)} ms end to end ` +
+      `(${(figures.bytes / KiB).toFixed(0)} KiB from ${figures.from}: moved in ${figures.transferMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms)`,
   );
   const after = await say(planner, 'Remind me: what are the risks?');
 
@@ -180,16 +201,19 @@ async function scenario(agents: AgentClient): Promise<Figures> {
 
   step('agents by search attribute (what the UI filters on): KvTenant = "acme"');
   const listed = await waitForListing(agents, 'acme', 3);
-  for (const a of listed) console.log(`  ${a.agentId.padEnd(24)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(7)} ${String(a.tokens).padStart(5)} tokens`);
+  for (const a of listed)
+    console.log(
+      `  ${a.agentId.padEnd(24)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(7)} ${String(a.tokens).padStart(5)} tokens`,
+    );
 
   return {
     before,
     after,
     resumeMs,
-    restoredBytes: restore.bytes,
-    restoreMs: restore.transferMs,
-    verifyMs: restore.verifyMs,
-    from: restore.from,
+    restoredBytes: figures.bytes,
+    restoreMs: figures.transferMs,
+    verifyMs: figures.verifyMs,
+    from: figures.from,
     contextTokens: resumed.tokens,
     prefillMs,
     prefillTokens: recomputed.reply!.promptTokens,
@@ -218,7 +242,9 @@ async function summary(agents: AgentClient, figures: Figures, metrics: string): 
       `${figures.prefillMs.toFixed(0)} ms, ${(figures.prefillMs / figures.resumeMs).toFixed(1)}x longer`,
   );
   console.log(`  denied resumes: ${figures.denials.join('; ')}`);
-  const scraped = await fetch(`http://${metrics}/metrics`).then((r) => r.text()).catch(() => '');
+  const scraped = await fetch(`http://${metrics}/metrics`)
+    .then((r) => r.text())
+    .catch(() => '');
   const lines = scraped.split('\n').filter((l) => /^kvfabric_(transfer_bytes|denials|pool_blocks\{[^}]*state="used")/.test(l));
   if (lines.length > 0) console.log(`  worker metrics:\n${lines.map((l) => `    ${l}`).join('\n')}`);
 
@@ -303,13 +329,30 @@ async function startWorker(server: DevServer, keys: { trusted: RawKey[]; codecKe
       'tsx',
       join(ROOT, 'src', 'worker', 'main.ts'),
       ...['--address', server.address, '--task-queue', TASK_QUEUE, '--worker-id', 'demo-gpu-1', '--engine', 'llama', '--model', MODEL.name],
-      ...['--context-length', '2048', '--device-blocks', '256', '--host-blocks', '512', '--tier-dir', join(DEMO_DIR, 'tiers'), '--metrics', metrics],
+      ...[
+        '--context-length',
+        '2048',
+        '--device-blocks',
+        '256',
+        '--host-blocks',
+        '512',
+        '--tier-dir',
+        join(DEMO_DIR, 'tiers'),
+        '--metrics',
+        metrics,
+      ],
     ],
     // Keys are generated for this run and handed over in the environment only; the worker gets no signing key.
     {
       cwd: ROOT,
-      env: { ...process.env, KVFABRIC_KEYS: `demo=${key}`, KVFABRIC_TRUSTED_KEYS: keyText(keys.trusted), KVFABRIC_CODEC_KEYS: keyText(keys.codecKeys) },
-      stdio: ['ignore', 'pipe', 'pipe'] },
+      env: {
+        ...process.env,
+        KVFABRIC_KEYS: `demo=${key}`,
+        KVFABRIC_TRUSTED_KEYS: keyText(keys.trusted),
+        KVFABRIC_CODEC_KEYS: keyText(keys.codecKeys),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   const logFile = createWriteStream(join(DEMO_DIR, 'worker.log'));
   let log = '';

@@ -43,9 +43,9 @@ export interface DevServer {
  * What the embedded server changes from the dev server's defaults (a caller's dynamicConfig wins).
  * `history.transferProcessorMaxPollRPS` (default 20, per history shard; the dev server has one shard)
  * caps how often activity and workflow tasks are handed on to matching: every agent operation needs two
- * (its activity, then the workflow task its result wakes), so after the limiter's burst the whole server
- * ran ten operations a second, and each waited for its turn (a resident resume: 25 ms, then 100 ms from
- * about the fourteenth in a row on; docs/operations.md#temporal-server-settings).
+ * (its activity, then the workflow task its result wakes), so at the default, once the limiter's burst is
+ * spent, the whole server runs ten operations a second and each waits its turn
+ * (docs/operations.md#temporal-server-settings). At 1000 the limit stays out of an agent's way.
  */
 export const DEV_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, number>> = { 'history.transferProcessorMaxPollRPS': 1000 };
 

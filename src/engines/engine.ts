@@ -29,7 +29,7 @@ export interface GenerationSettings {
   seed?: number;
 }
 
-export interface TurnRequest {
+export interface EngineTurnRequest {
   /** Names the context in the engine's hot cache (e.g. the agent or fork id). */
   key: string;
   context: StoredContext;
@@ -40,7 +40,7 @@ export interface TurnRequest {
   generation?: GenerationSettings;
 }
 
-export interface TurnResult {
+export interface EngineTurnResult {
   reply: string;
   /** Tokens the turn fed to the model before generating (the formatted message). */
   promptTokens: number;
@@ -61,7 +61,7 @@ export interface Engine {
    * cannot be a context), INVALID_ARGUMENT, BUSY (a turn of `key` is running). Checks run before anything
    * changes; an error after the turn started leaves the engine with no hot copy of `key`.
    */
-  turn(request: TurnRequest): Promise<TurnResult>;
+  turn(request: EngineTurnRequest): Promise<EngineTurnResult>;
   /** Lets go of the hot copy of `key`, if any; the next turn on it loads the stored context. */
   release(key: string): Promise<void>;
   close(): Promise<void>;

@@ -5,11 +5,11 @@ import { FabricError } from '../fabric/errors';
 import type { ModelShape } from '../fabric/types';
 
 export interface EngineFingerprint {
-  /** e.g. `llama.cpp` or `synthetic`. */
+  /** e.g. `llama.cpp`. */
   engine: string;
   /** Engine build, e.g. `node-llama-cpp 3.22.1 (llama.cpp v0.5.0)`. Recorded, not compared (see below). */
   version: string;
-  /** SHA-256 of the model file (hex), or the synthetic engine's stand-in name. */
+  /** SHA-256 of the model file (hex). */
   modelSha256: string;
   flashAttention: boolean;
   /** Element types of K and V in the engine's cache: rows hold them as they are. */

@@ -1,8 +1,7 @@
-// The engine layer's public surface: the seam, the fingerprint, and the two engines behind it.
-export type { ContextKv, Engine, GenerationSettings, StoredContext, TurnRequest, TurnResult } from './engine';
+// The engine layer's public surface: the seam, the fingerprint, and the llama.cpp engine behind it.
+export type { ContextKv, Engine, GenerationSettings, StoredContext, EngineTurnRequest, EngineTurnResult } from './engine';
 export { requireCompatible, type EngineFingerprint } from './fingerprint';
 export { LlamaEngine, LLAMA_ENGINE_NAME, type LlamaEngineOptions } from './llama/llama-engine';
 export { NODE_LLAMA_CPP_VERSION } from './llama/node-llama-cpp';
 export { DEFAULT_MODEL, ensureDefaultModel, modelFile } from './llama/default-model';
 export { readModelInfo, type GgufModelInfo } from './llama/gguf-shape';
-export { SyntheticEngine, TURN_MARK, type SyntheticEngineOptions } from './synthetic/synthetic-engine';

@@ -2,9 +2,20 @@
 // the rules of docs/allocator.md before any memory is reserved, and a few native answers become
 // properties. Every call goes straight to the addon, which checks arguments again (plain-JS callers
 // bypass TypeScript) and throws FabricError itself.
+import type { CudaProbe, NativePoolOptions } from './addon-types';
 import { DEFAULT_SCRUB_POLICY, requireBackend, validatePoolOptions } from './layout';
 import { loadNativeBinding } from './native-binding';
-import type { Backend, BackendInfo, BlockLayout, ContextHandle, KvAllocator, PoolOptions, ScrubPolicy, Tier, TierPrimitives } from './types';
+import type {
+  Backend,
+  BackendInfo,
+  BlockLayout,
+  ContextHandle,
+  KvAllocator,
+  PoolOptions,
+  ScrubPolicy,
+  Tier,
+  TierPrimitives,
+} from './types';
 
 /** Indexed by the native Tier enum: kDisk = 0 (only the disk copy), kDevice = 1, kHost = 2. */
 const PAGE_RESIDENCY: readonly Tier[] = ['disk', 'device', 'host'];
@@ -21,12 +32,12 @@ function withDefaultBackend(options: PoolOptions): PoolOptions {
 }
 
 /** Whether CUDA device `device` is usable here, and if not why (the addon's probe; never throws for CUDA). */
-export function probeCuda(device = 0): { usable: boolean; name?: string; reason?: string } {
+export function probeCuda(device = 0): CudaProbe {
   return loadNativeBinding().cudaProbe(device);
 }
 
 /** The addon's options object from checked PoolOptions: the shape's fields flattened in. */
-function nativeOptions(options: PoolOptions): object {
+function nativeOptions(options: PoolOptions): NativePoolOptions {
   const normalized = validatePoolOptions(withDefaultBackend(options));
   return {
     ...normalized.shape,

@@ -1,60 +1,15 @@
-// Loads the compiled addon once and hands it FabricError, so native failures are the same typed errors
-// as TypeScript ones. KVFABRIC_ADDON points at another build (the ASan one, say).
+// The one way the native addon is loaded, in any thread: once per thread, ABI-checked, with FabricError
+// handed over so native failures are the same typed errors as TypeScript ones. What it exports is
+// declared in addon-types.ts. KVFABRIC_ADDON points at another build of it (the ASan build, the build
+// beside the stand-in CUDA driver); the CUDA backend itself is chosen per pool (KVFABRIC_BACKEND).
 import fs from 'node:fs';
 import path from 'node:path';
 
+import type { NativeAddon } from './addon-types';
 import { FabricError } from './errors';
-import type { BackendInfo, BlockLayout, ContextHandle, IpcChunk, KvAllocator, TierPrimitives } from './types';
-
-/**
- * The addon's pool class, declared once: the allocator contract and the tier primitives as they are
- * (NativeAllocator extends this class, so there is no forwarding layer), plus the few native calls that
- * NativeAllocator turns into properties or friendlier types.
- */
-export interface NativePool extends Omit<KvAllocator, 'layout' | 'scrubPolicy'>, Omit<TierPrimitives, 'pageResidency'> {
-  blockLayout(): BlockLayout;
-  describeBackend(): BackendInfo;
-  /** Each page's native tier: 0 only on disk, 1 device, 2 host. */
-  pageTiers(ctx: ContextHandle): Uint8Array;
-  /** CUDA: each page's block as a device address (an engine's block table); INVALID_STATE on CPU or offloaded. */
-  blockDeviceAddresses(ctx: ContextHandle): BigUint64Array;
-  /** CUDA: the pool's device allocations as IPC handles another process on the same GPU can map. */
-  exportIpcHandles(): IpcChunk[];
-}
-
-/** Whether a CUDA device is usable by this process, and if not why. */
-export interface CudaProbe {
-  usable: boolean;
-  name?: string;
-  reason?: string;
-}
-
-/** One figure of the transfer benchmark (bench/transfer.bench.ts). */
-export interface TransferFigure {
-  way: 'contiguous' | 'copies' | 'kernel';
-  direction: 'd2h' | 'h2d' | 'duplex';
-  blockBytes: number;
-  bytes: number;
-  seconds?: number;
-  gbps?: number;
-  skipped?: string;
-}
-
-interface NativeBinding {
-  NativePool: new (options: object) => NativePool;
-  registerErrorClass(errorClass: typeof FabricError): void;
-  cudaProbe(device?: number): CudaProbe;
-  crc32c(bytes: Uint8Array, previous?: number): number;
-  cudaTransferBench(options: { device: number; totalBytes: number; blockBytes: number[]; repeats: number }): {
-    deviceName: string;
-    kernel: string;
-    figures: TransferFigure[];
-  };
-  abiVersion: number;
-}
 
 const EXPECTED_ABI = 3;
-let binding: NativeBinding | undefined;
+let binding: NativeAddon | undefined;
 
 function packageRoot(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
@@ -63,16 +18,18 @@ function packageRoot(): string {
   }
 }
 
+/** The addon's file: KVFABRIC_ADDON, else the package's own build (scripts/build-native.js). */
 export function addonPath(): string {
   return process.env.KVFABRIC_ADDON ?? path.join(packageRoot(), 'build', 'native', 'kvfabric.node');
 }
 
-export function loadNativeBinding(): NativeBinding {
+/** The addon, loaded on first use in this thread (a worker thread loads its own instance); UNAVAILABLE if it cannot be. */
+export function loadNativeBinding(): NativeAddon {
   if (binding) return binding;
   const file = addonPath();
-  let loaded: NativeBinding;
+  let loaded: NativeAddon;
   try {
-    loaded = require(file) as NativeBinding;
+    loaded = require(file) as NativeAddon;
   } catch (err) {
     throw new FabricError(
       'UNAVAILABLE',

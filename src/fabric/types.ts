@@ -209,10 +209,9 @@ export interface TierPrimitives {
   abortLease(lease: number): void;
   /**
    * An offloaded context whose pages are only on disk: a restore in a new process. checksums (one per
-   * page, from the manifest) are what each page's fill is checked against; without them (a manifest
-   * written before checksums) each fill records the checksum of what it brought back.
+   * page, from the manifest) are what each page's fill is checked against.
    */
-  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array, checksums?: Uint32Array): ContextHandle;
+  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array, checksums: Uint32Array): ContextHandle;
   /** Disk keys of blocks freed (or rewritten) since the last call: their disk copies can be deleted. */
   takeFreedDiskKeys(): Float64Array;
   /** Each page's disk key, 0 where the page has no disk copy. */
@@ -224,7 +223,7 @@ export interface TierPrimitives {
   /**
    * Each page's checksum: CRC-32C of its tokens' bytes in token-major order, kept by the appends that
    * wrote them and checked by every tier move that copies the page (a mismatch fails the move with
-   * INTEGRITY naming the page). INVALID_STATE while a page imported without one is still on disk.
+   * INTEGRITY naming the page).
    */
   pageChecksums(ctx: ContextHandle): Uint32Array;
 }

@@ -4,7 +4,15 @@
 // warning from its own logger and passes every other line on unchanged; a user's Worker with no workflows
 // still warns, since there it may be a mistake.
 import type { MetricMeter } from '@temporalio/common';
-import { Worker, type Logger, type LogLevel, type LogMetadata, type NativeConnection, type Runtime, type WorkerPlugin } from '@temporalio/worker';
+import {
+  Worker,
+  type Logger,
+  type LogLevel,
+  type LogMetadata,
+  type NativeConnection,
+  type Runtime,
+  type WorkerPlugin,
+} from '@temporalio/worker';
 import type { NativeWorkerLike } from '@temporalio/worker/lib/worker';
 import type { CompiledWorkerOptions } from '@temporalio/worker/lib/worker-options';
 import type { WorkflowCreator } from '@temporalio/worker/lib/workflow/interface';
@@ -25,7 +33,17 @@ export class ActivityOnlyWorker extends Worker {
     connection?: NativeConnection,
     isReplayWorker?: boolean,
   ) {
-    super(runtime, nativeWorker, workflowCreator, options, withoutNoWorkflowsWarning(logger), metricMeter, plugins, connection, isReplayWorker);
+    super(
+      runtime,
+      nativeWorker,
+      workflowCreator,
+      options,
+      withoutNoWorkflowsWarning(logger),
+      metricMeter,
+      plugins,
+      connection,
+      isReplayWorker,
+    );
   }
 }
 
@@ -33,7 +51,8 @@ export class ActivityOnlyWorker extends Worker {
 export function withoutNoWorkflowsWarning(logger: Logger): Logger {
   const expected = (level: LogLevel, message: string) => level === 'WARN' && message === NO_WORKFLOWS_WARNING;
   return {
-    log: (level: LogLevel, message: string, meta?: LogMetadata) => (expected(level, message) ? undefined : logger.log(level, message, meta)),
+    log: (level: LogLevel, message: string, meta?: LogMetadata) =>
+      expected(level, message) ? undefined : logger.log(level, message, meta),
     trace: (message: string, meta?: LogMetadata) => logger.trace(message, meta),
     debug: (message: string, meta?: LogMetadata) => logger.debug(message, meta),
     info: (message: string, meta?: LogMetadata) => logger.info(message, meta),

@@ -13,9 +13,9 @@ export interface DrainReport {
 
 export async function drainToDisk(memory: AgentMemory): Promise<DrainReport> {
   const report: DrainReport = { contexts: 0, bytes: 0, failed: [] };
-  for (const contextId of memory.tiers.contextIds()) {
+  for (const contextId of memory.heldContextIds()) {
     try {
-      report.bytes += await memory.offload(contextId, 'disk');
+      report.bytes += await memory.drainContext(contextId);
       report.contexts++;
     } catch {
       report.failed.push(contextId);

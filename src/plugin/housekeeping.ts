@@ -17,14 +17,20 @@ export function startHousekeeping(
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
   const chores: Array<[string, () => Promise<void>]> = [
-    ['orphan sweep', async () => {
-      const deleted = await memory.tiers.sweepOrphanSegments(options.orphanMinAgeMs);
-      if (deleted > 0) options.log('orphan segment files deleted', { deleted });
-    }],
-    ['fenced contexts', async () => {
-      const dropped = await memory.dropFencedContexts();
-      if (dropped.length > 0) options.log('dropped contexts another worker adopted while this one was slow', { contexts: dropped });
-    }],
+    [
+      'orphan sweep',
+      async () => {
+        const deleted = await memory.sweepOrphanSegments(options.orphanMinAgeMs);
+        if (deleted > 0) options.log('orphan segment files deleted', { deleted });
+      },
+    ],
+    [
+      'fenced contexts',
+      async () => {
+        const dropped = await memory.dropFencedContexts();
+        if (dropped.length > 0) options.log('dropped contexts another worker adopted while this one was slow', { contexts: dropped });
+      },
+    ],
   ];
   const round = () => {
     running = running.then(async () => {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Runtime } from '@temporalio/worker';
 
 import { createActivities } from '../activities';
-import type { ContextActivities, LocalActivities, PlacementActivities } from '../activities/types';
+import type { HolderActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import { AgentMemory, CapabilityCheck } from '../agent-memory';
 import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
 import { AuditLog, CapabilityVerifier } from '../security';
@@ -25,7 +25,7 @@ import type { KvFabricWorkerOptions } from './worker-options';
 
 export interface WorkerMemory {
   readonly memory: AgentMemory;
-  readonly activities: { placement: PlacementActivities; context: ContextActivities; local: LocalActivities };
+  readonly activities: { placement: PlacementActivities; holder: HolderActivities; local: LocalActivities };
   readonly metrics: WorkerMetrics;
   readonly model: AgentModel;
   readonly backend: BackendInfo;
@@ -56,7 +56,10 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
     });
     openedPool = pool;
-    const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing: new KeyRing(options.keys, options.activeKeyId) });
+    const cold = await ColdStore.open({
+      directory: join(options.tierDir, 'cold'),
+      keyRing: new KeyRing(options.keys, options.activeKeyId),
+    });
     openedCold = cold;
     const grants = await GrantStore.open(join(options.tierDir, 'grants'));
     const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder);
@@ -72,13 +75,26 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     await audit.open(); // a folder it must refuse stops the worker now, not each denial's line later
     // Public keys only: this process can check capabilities but never mint one.
     const capabilities = new CapabilityCheck(
-      new CapabilityVerifier(options.trustedKeys, options.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: options.maxCapabilityLifetimeS }),
+      new CapabilityVerifier(
+        options.trustedKeys,
+        options.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: options.maxCapabilityLifetimeS },
+      ),
       await EpochStore.open(join(options.tierDir, 'epochs')),
       audit,
       (action) => metrics.denied(action),
     );
     const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
-    const memory = new AgentMemory({ tiers, layout: pool.layout, grants, capabilities, cold, observer: metrics, fences, tenantIds, ...(engine ? { engine } : {}) });
+    const memory = new AgentMemory({
+      tiers,
+      layout: pool.layout,
+      grants,
+      capabilities,
+      cold,
+      observer: metrics,
+      fences,
+      tenantIds,
+      ...(engine ? { engine } : {}),
+    });
     const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
     return {
       memory,
@@ -118,14 +134,17 @@ function poolModel(options: KvFabricWorkerOptions, engine: Engine | undefined): 
   const { shape } = engine.fingerprint;
   const named = options.model;
   if (named && bytesPerTokenOf(named.shape) !== bytesPerTokenOf(shape)) {
-    throw new Error(`--model ${named.name} (${bytesPerTokenOf(named.shape)} bytes per token) does not match the model file (${bytesPerTokenOf(shape)})`);
+    throw new Error(
+      `--model ${named.name} (${bytesPerTokenOf(named.shape)} bytes per token) does not match the model file (${bytesPerTokenOf(shape)})`,
+    );
   }
   return named ?? { name: modelNameOf(shape), shape, tokensPerBlock: DEFAULT_TOKENS_PER_BLOCK };
 }
 
 /** The catalog's name for a shape (so clients can name it), else LxHxDxB. */
 function modelNameOf(shape: ModelShape): string {
-  const same = (m: AgentModel) => (['layers', 'kvHeads', 'headDim', 'dtypeBytes'] as const).every((field) => m.shape[field] === shape[field]);
+  const same = (m: AgentModel) =>
+    (['layers', 'kvHeads', 'headDim', 'dtypeBytes'] as const).every((field) => m.shape[field] === shape[field]);
   const known = Object.values(MODELS).find(same);
   return known?.name ?? `${shape.layers}x${shape.kvHeads}x${shape.headDim}x${shape.dtypeBytes}`;
 }

@@ -21,7 +21,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { Runtime, Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
+import { Runtime, type Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import { CodecKeyRing } from '../security/payload-codec';
@@ -95,7 +95,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     // The holder worker below is created on the same connection: a plugin on that connection reaches it too.
     if (options.taskQueue !== undefined && options.taskQueue === this.holderQueue) return options;
     if (this.holderQueue !== undefined) throw new Error('a KvFabricWorkerPlugin serves one worker: create one per worker');
-    if (!options.taskQueue) throw new TypeError('the kvfabric plugin needs the worker\'s task queue (kvfabric\'s shared queue)');
+    if (!options.taskQueue) throw new TypeError("the kvfabric plugin needs the worker's task queue (kvfabric's shared queue)");
     const holder = `${options.taskQueue}@${this.options.workerId}`;
     this.holderQueue = holder;
     const dataConverter = withKvFabricConverter(options.dataConverter, this.codec());
@@ -112,11 +112,16 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       maxConcurrentActivityTaskExecutions: Math.max(HOLDER_CALLS_TAKEN, running),
       maxHeartbeatThrottleInterval: options.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE_MS,
       taskQueue: holder,
-      activities: queuedCalls(memory.activities.context, running),
+      activities: queuedCalls(memory.activities.holder, running),
       dataConverter,
     };
     this.node = { holder, memory, holderOptions };
-    return withLivenessDefaults({ ...options, ...workflows, dataConverter, activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local } });
+    return withLivenessDefaults({
+      ...options,
+      ...workflows,
+      dataConverter,
+      activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local },
+    });
   }
 
   async configureReplayWorker(options: ReplayWorkerOptions): Promise<ReplayWorkerOptions> {
@@ -130,9 +135,17 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const logger = Runtime.instance().logger;
     // From here until the drain is done a shutdown signal stops the workers, never the process.
     const signals = holdShutdownSignals((signal, first) => {
-      const contexts = this.closed ? 0 : memory.memory.tiers.contextIds().length; // closed: drained, about to return
-      if (first) logger.info(`kvfabric GPU worker stopping on ${signal}: running calls finish, then held contexts drain to the tier directory`, { holder, contexts });
-      else logger.warn(`kvfabric GPU worker still draining: ${signal} does not interrupt it (SIGKILL would, losing what is not on disk yet)`, { holder, contexts });
+      const contexts = this.closed ? 0 : memory.memory.heldContextIds().length; // closed: drained, about to return
+      if (first)
+        logger.info(`kvfabric GPU worker stopping on ${signal}: running calls finish, then held contexts drain to the tier directory`, {
+          holder,
+          contexts,
+        });
+      else
+        logger.warn(`kvfabric GPU worker still draining: ${signal} does not interrupt it (SIGKILL would, losing what is not on disk yet)`, {
+          holder,
+          contexts,
+        });
     });
     try {
       await this.runAndDrain(worker, next);
@@ -200,7 +213,9 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 }
 
 /** The worker's workflow options with the agent workflow among them (see the header). */
-async function withAgentWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
+async function withAgentWorkflow(
+  options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>,
+): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
   if (options.workflowBundle) return {};
   if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath) };
   return { workflowBundle: await agentWorkflowBundle(Runtime.instance().logger) };

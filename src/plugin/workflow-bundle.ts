@@ -24,7 +24,11 @@ export async function agentWorkflowBundle(logger?: Logger): Promise<WorkflowBund
 
 /** The agent workflow with kvfabric's failure converter, which a bundle must carry (the worker cannot add it later). */
 export async function buildAgentWorkflowBundle(logger?: Logger): Promise<{ code: string }> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath(), failureConverterPath: failureConverterPath(), ...(logger ? { logger } : {}) });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: workflowsPath(),
+    failureConverterPath: failureConverterPath(),
+    ...(logger ? { logger } : {}),
+  });
   return { code };
 }
 

@@ -47,5 +47,11 @@ export class AuditLog implements AuditSink {
 
 /** Only the listed fields: a caller passing a richer object cannot leak more into the log. */
 function pick({ agent, tenant, context, action, reason }: Denial): Denial {
-  return { agent: String(agent).slice(0, 128), tenant: String(tenant).slice(0, 64), context: String(context).slice(0, 128), action, reason };
+  return {
+    agent: String(agent).slice(0, 128),
+    tenant: String(tenant).slice(0, 64),
+    context: String(context).slice(0, 128),
+    action,
+    reason,
+  };
 }

@@ -5,7 +5,16 @@ import { randomUUID, sign, type KeyObject } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
 import { CapabilityDenied, CapabilityVerifier, DEFAULT_MAX_CAPABILITY_LIFETIME_S } from './capability-verifier';
-import { CALLER_RIGHTS, CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, CUSTODY, RIGHTS, isRight, type CapabilityClaims, type Right } from './claims';
+import {
+  CALLER_RIGHTS,
+  CAPABILITY_AUDIENCE,
+  CAPABILITY_ISSUER,
+  CUSTODY,
+  RIGHTS,
+  isRight,
+  type CapabilityClaims,
+  type Right,
+} from './claims';
 import { ed25519PrivateKey, ed25519PublicOf, type RawKey } from './key-list';
 
 export const DEFAULT_CAPABILITY_LIFETIME_S = 24 * 60 * 60;
@@ -98,7 +107,14 @@ export class CapabilityIssuer {
     const parent = this.verified(parentToken);
     if (!parent.rights.includes('fork')) throw new FabricError('PERMISSION_DENIED', 'the parent capability has no fork right');
     const rights = (child.rights ?? parent.rights).filter((right) => parent.rights.includes(right));
-    return this.mint({ tenant: parent.ten, agentId: child.agentId, workflowId: child.workflowId, rights, expiresAtS: parent.exp, fork: randomUUID() });
+    return this.mint({
+      tenant: parent.ten,
+      agentId: child.agentId,
+      workflowId: child.workflowId,
+      rights,
+      expiresAtS: parent.exp,
+      fork: randomUUID(),
+    });
   }
 
   /**
@@ -109,7 +125,8 @@ export class CapabilityIssuer {
    */
   mintCustodian(agentToken: string): string {
     const agent = this.verified(agentToken);
-    if (agent.rights.includes(CUSTODY)) throw new FabricError('INVALID_ARGUMENT', 'a custodian token is minted from the agent token, not from another custodian');
+    if (agent.rights.includes(CUSTODY))
+      throw new FabricError('INVALID_ARGUMENT', 'a custodian token is minted from the agent token, not from another custodian');
     return this.mint({
       tenant: agent.ten,
       agentId: agent.sub,
@@ -129,7 +146,8 @@ export class CapabilityIssuer {
    */
   renewal(currentToken: string, options: { rights?: readonly Right[]; lifetimeS?: number } = {}): string {
     const current = this.verified(currentToken);
-    if (current.rights.includes(CUSTODY)) throw new FabricError('PERMISSION_DENIED', 'a custodian token cannot be renewed: renew the agent token');
+    if (current.rights.includes(CUSTODY))
+      throw new FabricError('PERMISSION_DENIED', 'a custodian token cannot be renewed: renew the agent token');
     const rights = (options.rights ?? current.rights).filter((right) => current.rights.includes(right));
     return this.mint({
       tenant: current.ten,
@@ -146,7 +164,8 @@ export class CapabilityIssuer {
     try {
       return this.verifier.verify(token);
     } catch (err) {
-      if (err instanceof CapabilityDenied) throw new FabricError('PERMISSION_DENIED', `cannot derive a capability from this token: ${err.reason}`);
+      if (err instanceof CapabilityDenied)
+        throw new FabricError('PERMISSION_DENIED', `cannot derive a capability from this token: ${err.reason}`);
       throw err;
     }
   }

@@ -48,7 +48,13 @@ export class CapabilityVerifier {
     const [headerPart, payloadPart, signaturePart] = token.split('.') as [string, string, string];
 
     const header = parseJson(headerPart);
-    if (!header || Object.keys(header).sort().join() !== 'alg,kid,typ' || header.alg !== 'EdDSA' || header.typ !== 'JWT' || typeof header.kid !== 'string') {
+    if (
+      !header ||
+      Object.keys(header).sort().join() !== 'alg,kid,typ' ||
+      header.alg !== 'EdDSA' ||
+      header.typ !== 'JWT' ||
+      typeof header.kid !== 'string'
+    ) {
       throw new CapabilityDenied('bad-header');
     }
     const key = this.keys.get(header.kid);
@@ -67,7 +73,8 @@ export class CapabilityVerifier {
     if (claims.exp <= now - CLOCK_SKEW_S) throw new CapabilityDenied('expired');
     if (claims.nbf > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
     // Genuinely signed is not enough: a token for the year 2500 (a misconfigured issuer, a stolen key) is refused.
-    if (claims.exp - claims.iat > this.maxLifetimeS || claims.exp > now + this.maxLifetimeS + CLOCK_SKEW_S) throw new CapabilityDenied('lifetime-too-long');
+    if (claims.exp - claims.iat > this.maxLifetimeS || claims.exp > now + this.maxLifetimeS + CLOCK_SKEW_S)
+      throw new CapabilityDenied('lifetime-too-long');
     return claims;
   }
 }

@@ -2,12 +2,17 @@
 // which actions, until when, at which epoch. Workers accept a token only if every claim matches the
 // call and the context's own records (grant, epoch); the token is necessary, never sufficient.
 
-/** The rights of a caller's token: what the agent's holder may ask for (the default of a minted token). */
-/** `renew` replaces the context's capability and so revokes every older token, the owner's too: a delegate lacks it. */
-export const CALLER_RIGHTS = ['resume', 'read', 'append', 'fork', 'offload', 'release', 'renew'] as const;
+import type { CallerRight } from '../operations/operations';
+
+/**
+ * The rights of a caller's token, each named after the operations it allows (OPERATIONS' `right`): the
+ * default of a minted token. A delegate gets fewer (a resume-only token cannot renew, which would revoke
+ * its owner).
+ */
+export const CALLER_RIGHTS = ['turn', 'resume', 'suspend', 'fork', 'release', 'renew'] as const satisfies readonly CallerRight[];
 /**
  * The only right of a custodian token, the one the agent's workflow carries for what it does on its own
- * (allocation at start, timers, failover): see CUSTODY_ACTIONS (agent-memory/capability-check.ts).
+ * (allocation at start, timers, failover): the operations whose row says `custody` (src/operations).
  */
 export const CUSTODY = 'custody';
 export const RIGHTS = [...CALLER_RIGHTS, CUSTODY] as const;

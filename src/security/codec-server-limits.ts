@@ -58,9 +58,11 @@ export class LimitExceeded extends Error {
 export function codecServerLimits(overrides: Partial<CodecServerLimits> = {}): CodecServerLimits {
   const limits = { ...DEFAULT_CODEC_SERVER_LIMITS, ...overrides };
   for (const [name, value] of Object.entries(limits)) {
-    if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`codec server limit ${name} must be a positive whole number, got ${value}`);
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new RangeError(`codec server limit ${name} must be a positive whole number, got ${value}`);
   }
   // Node refuses a headers timeout beyond the request timeout; say which setting is wrong instead.
-  if (limits.headersTimeoutMs > limits.requestTimeoutMs) throw new RangeError('codec server limit headersTimeoutMs must not exceed requestTimeoutMs');
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    throw new RangeError('codec server limit headersTimeoutMs must not exceed requestTimeoutMs');
   return limits;
 }

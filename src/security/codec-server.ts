@@ -106,7 +106,8 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       const entries = await readPayloads(req, limits);
       result = await convert(entries, path === '/encode' ? 'encode' : 'decode', () => res.destroyed);
     } catch (err) {
-      if (err instanceof LimitExceeded) refuse(res, 413, { code: 'INVALID_ARGUMENT', limit: err.limit, max: err.max, message: err.message });
+      if (err instanceof LimitExceeded)
+        refuse(res, 413, { code: 'INVALID_ARGUMENT', limit: err.limit, max: err.max, message: err.message });
       else if (err instanceof BadBody) refuse(res, 400, { code: 'INVALID_ARGUMENT', message: err.message });
       // The codec's own errors name a key id at most, never payload bytes.
       else if (isFabricError(err)) refuse(res, 400, { code: err.code, message: err.message });
@@ -206,7 +207,11 @@ async function readPayloads(req: IncomingMessage, limits: CodecServerLimits): Pr
     req.once('close', () => reject(new BadBody('the request ended before its body did')));
   });
   if (counter.count > maxValues) {
-    throw new LimitExceeded('json-values', maxValues, `the body holds more than ${maxValues} JSON values (at most ${JSON_VALUES_PER_PAYLOAD} per payload)`);
+    throw new LimitExceeded(
+      'json-values',
+      maxValues,
+      `the body holds more than ${maxValues} JSON values (at most ${JSON_VALUES_PER_PAYLOAD} per payload)`,
+    );
   }
   let body: unknown;
   try {
@@ -216,10 +221,20 @@ async function readPayloads(req: IncomingMessage, limits: CodecServerLimits): Pr
   }
   const entries = (body as { payloads?: unknown } | null)?.payloads;
   if (!Array.isArray(entries)) throw new BadBody('body must be {"payloads": [...]}');
-  if (entries.length > limits.maxPayloads) throw new LimitExceeded('payloads', limits.maxPayloads, `${entries.length} payloads in one request; the limit is ${limits.maxPayloads}`);
+  if (entries.length > limits.maxPayloads)
+    throw new LimitExceeded(
+      'payloads',
+      limits.maxPayloads,
+      `${entries.length} payloads in one request; the limit is ${limits.maxPayloads}`,
+    );
   entries.forEach((entry, i) => {
     const bytes = checkedEntry(entry, i);
-    if (bytes > limits.maxPayloadBytes) throw new LimitExceeded('payload-bytes', limits.maxPayloadBytes, `payload ${i} holds about ${bytes} bytes; the limit is ${limits.maxPayloadBytes}`);
+    if (bytes > limits.maxPayloadBytes)
+      throw new LimitExceeded(
+        'payload-bytes',
+        limits.maxPayloadBytes,
+        `payload ${i} holds about ${bytes} bytes; the limit is ${limits.maxPayloadBytes}`,
+      );
   });
   return entries as JsonPayload[];
 }

@@ -43,7 +43,12 @@ export function keyListText(keys: readonly RawKey[], separator: ',' | '\n' = ','
  * Keys from an inline variable, else the file `<variable>_FILE` names (refused when its mode exposes it:
  * protected-file.ts; `public` for a list of public keys); undefined when neither is set.
  */
-export function keyListFromEnv(env: NodeJS.ProcessEnv, variable: string, sensitivity: FileSensitivity = 'secret', bytes = 32): RawKey[] | undefined {
+export function keyListFromEnv(
+  env: NodeJS.ProcessEnv,
+  variable: string,
+  sensitivity: FileSensitivity = 'secret',
+  bytes = 32,
+): RawKey[] | undefined {
   const inline = env[variable];
   const file = env[`${variable}_FILE`];
   const source = inline ?? (file ? readProtectedFile(file, `${variable}_FILE`, sensitivity) : undefined);

@@ -62,7 +62,10 @@ export class EncryptionCodec implements PayloadCodec {
       const iv = randomBytes(IV_BYTES);
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
-      return { metadata: { [METADATA_ENCODING_KEY]: utf8(ENCRYPTED_ENCODING), [METADATA_KEY_ID]: utf8(keyId), [METADATA_KEY_SALT]: salt }, data: sealed };
+      return {
+        metadata: { [METADATA_ENCODING_KEY]: utf8(ENCRYPTED_ENCODING), [METADATA_KEY_ID]: utf8(keyId), [METADATA_KEY_SALT]: salt },
+        data: sealed,
+      };
     });
   }
 
@@ -75,11 +78,15 @@ export class EncryptionCodec implements PayloadCodec {
     if (encoding !== ENCRYPTED_ENCODING) {
       if (isBareNull(payload)) return payload;
       // Neither the encoding's value nor the bytes go into the error: both are the sender's to choose.
-      throw new FabricError('PERMISSION_DENIED', 'a plaintext payload was refused: payloads must be sealed with a payload codec key this process holds');
+      throw new FabricError(
+        'PERMISSION_DENIED',
+        'a plaintext payload was refused: payloads must be sealed with a payload codec key this process holds',
+      );
     }
     const id = text(payload.metadata?.[METADATA_KEY_ID]);
     const salt = payload.metadata?.[METADATA_KEY_SALT];
-    if (id === undefined || !salt || salt.length !== SALT_BYTES) throw new FabricError('INTEGRITY', 'sealed payload has no key id or no valid key salt');
+    if (id === undefined || !salt || salt.length !== SALT_BYTES)
+      throw new FabricError('INTEGRITY', 'sealed payload has no key id or no valid key salt');
     // The key id is not secret; the payload's bytes never appear in an error.
     const key = this.dataKeys.forOpening(id, Buffer.from(salt));
     if (!key) throw new FabricError('PERMISSION_DENIED', `payload sealed with key '${id.slice(0, 64)}', which this process does not hold`);

@@ -24,7 +24,10 @@ export function readProtectedFile(path: string, setting: string, sensitivity: Fi
     // Non-blocking: a FIFO in a key file's place must be refused below, not wait for a writer forever.
     fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   } catch (err) {
-    throw new FabricError('INVALID_ARGUMENT', `${setting}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `${setting}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
   try {
     // The descriptor's own status: the file checked is the file read, even if the path changes meanwhile.
@@ -33,7 +36,10 @@ export function readProtectedFile(path: string, setting: string, sensitivity: Fi
     const mode = stat.mode & 0o777;
     if ((mode & FORBIDDEN_BITS[sensitivity]) !== 0) {
       const fix = sensitivity === 'secret' ? `chmod 600 ${path}` : `chmod go-w ${path}`;
-      throw new FabricError('PERMISSION_DENIED', `${setting}: ${path} has mode 0${mode.toString(8).padStart(3, '0')}, so ${exposure(mode)}: run ${fix}`);
+      throw new FabricError(
+        'PERMISSION_DENIED',
+        `${setting}: ${path} has mode 0${mode.toString(8).padStart(3, '0')}, so ${exposure(mode)}: run ${fix}`,
+      );
     }
     return readFileSync(fd, 'utf8');
   } finally {
@@ -43,7 +49,12 @@ export function readProtectedFile(path: string, setting: string, sensitivity: Fi
 
 /** Who besides the owner can do what, for the refusal's message. */
 function exposure(mode: number): string {
-  const others = mode & 0o006 ? `other users can ${[mode & 0o004 ? 'read' : '', mode & 0o002 ? 'change' : ''].filter(Boolean).join(' and ')} it` : mode & 0o001 ? 'other users can open it' : '';
+  const others =
+    mode & 0o006
+      ? `other users can ${[mode & 0o004 ? 'read' : '', mode & 0o002 ? 'change' : ''].filter(Boolean).join(' and ')} it`
+      : mode & 0o001
+        ? 'other users can open it'
+        : '';
   const group = mode & 0o020 ? 'its group can change it' : '';
   return [others, group].filter(Boolean).join(', and ');
 }

@@ -8,7 +8,7 @@
 // rest of the activation goes on.
 import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
 
-import { FabricError, isFabricError } from '../fabric/errors';
+import { type FabricError, isFabricError } from '../fabric/errors';
 
 /** Converting a refused payload fails with `Unknown encoding: kvfabric-refused <CODE> (<why>)`. */
 export const REFUSED_ENCODING_PREFIX = 'kvfabric-refused';
@@ -35,5 +35,8 @@ export class RefusalIsolatingCodec implements PayloadCodec {
 }
 
 export function refusedPayload(err: FabricError): Payload {
-  return { metadata: { [METADATA_ENCODING_KEY]: Buffer.from(`${REFUSED_ENCODING_PREFIX} ${err.code} (${err.message})`) }, data: new Uint8Array() };
+  return {
+    metadata: { [METADATA_ENCODING_KEY]: Buffer.from(`${REFUSED_ENCODING_PREFIX} ${err.code} (${err.message})`) },
+    data: new Uint8Array(),
+  };
 }

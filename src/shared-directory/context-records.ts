@@ -25,7 +25,11 @@ export class ContextRecords<T extends { contextId: string }> {
     private readonly parse: (value: Record<string, unknown>) => T | undefined,
   ) {}
 
-  static async open<T extends { contextId: string }>(directory: string, kind: string, parse: (value: Record<string, unknown>) => T | undefined): Promise<ContextRecords<T>> {
+  static async open<T extends { contextId: string }>(
+    directory: string,
+    kind: string,
+    parse: (value: Record<string, unknown>) => T | undefined,
+  ): Promise<ContextRecords<T>> {
     await openPrivateDirectory(directory, `the ${kind} directory`);
     await removeStaleTempFilesIn(directory, STALE_TEMP_AGE_MS);
     return new ContextRecords(directory, kind, parse);
@@ -46,7 +50,8 @@ export class ContextRecords<T extends { contextId: string }> {
     } catch {
       record = undefined;
     }
-    if (!record || record.contextId !== contextId) throw new FabricError('INTEGRITY', `${this.kind} file of context ${contextId} is malformed`);
+    if (!record || record.contextId !== contextId)
+      throw new FabricError('INTEGRITY', `${this.kind} file of context ${contextId} is malformed`);
     return record;
   }
 
@@ -68,7 +73,8 @@ export class ContextRecords<T extends { contextId: string }> {
       // EEXIST: created first by someone else, or by this very link when NFS lost its reply: the record decides.
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw this.unavailable(record.contextId, err);
       const existing = await this.get(record.contextId);
-      if (!existing) throw new FabricError('UNAVAILABLE', `the ${this.kind} of context ${record.contextId} was deleted while it was created`);
+      if (!existing)
+        throw new FabricError('UNAVAILABLE', `the ${this.kind} of context ${record.contextId} was deleted while it was created`);
       return existing;
     } finally {
       await file?.close().catch(() => undefined);
@@ -94,6 +100,8 @@ export class ContextRecords<T extends { contextId: string }> {
   }
 
   private unavailable(contextId: string, err: unknown): FabricError {
-    return err instanceof FabricError ? err : new FabricError('UNAVAILABLE', `the ${this.kind} of context ${contextId}: ${(err as Error).message}`);
+    return err instanceof FabricError
+      ? err
+      : new FabricError('UNAVAILABLE', `the ${this.kind} of context ${contextId}: ${(err as Error).message}`);
   }
 }

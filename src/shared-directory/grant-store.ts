@@ -29,7 +29,12 @@ export class GrantStore {
    * was there already (a retry); PERMISSION_DENIED, nothing changed, when another agent or tenant holds it.
    */
   async put(grant: Grant): Promise<boolean> {
-    const mine: Grant = { contextId: grant.contextId, tenant: grant.tenant, agentId: grant.agentId, ...(grant.fork === undefined ? {} : { fork: grant.fork }) };
+    const mine: Grant = {
+      contextId: grant.contextId,
+      tenant: grant.tenant,
+      agentId: grant.agentId,
+      ...(grant.fork === undefined ? {} : { fork: grant.fork }),
+    };
     const onFile = await this.records.create(mine);
     if (onFile === mine) return true;
     if (onFile.tenant === mine.tenant && onFile.agentId === mine.agentId && onFile.fork === mine.fork) return false;

@@ -63,13 +63,19 @@ export class HolderFences {
    */
   async claim(contextId: string, epoch: number, attempt: number): Promise<void> {
     if (![epoch, attempt].every((n) => Number.isSafeInteger(n) && n >= 1)) {
-      throw new FabricError('INVALID_ARGUMENT', `a fence claim needs a failover and an attempt >= 1, got ${String(epoch)} and ${String(attempt)}`);
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `a fence claim needs a failover and an attempt >= 1, got ${String(epoch)} and ${String(attempt)}`,
+      );
     }
     const mine: Fence = { epoch, attempt, holderTag: this.holderTag };
     const fence = await this.records.raise(contextId, mine, this.holder);
     if (FENCES.compare(fence, mine) === 0) return;
     const holder = (await this.records.contentOf(contextId, fence)) || 'another worker';
-    throw new FabricError('STALE_HANDLE', `context ${contextId} was adopted by ${holder.slice(0, 200)} (failover ${fence.epoch}, attempt ${fence.attempt}), after this claim (failover ${epoch}, attempt ${attempt})`);
+    throw new FabricError(
+      'STALE_HANDLE',
+      `context ${contextId} was adopted by ${holder.slice(0, 200)} (failover ${fence.epoch}, attempt ${fence.attempt}), after this claim (failover ${epoch}, attempt ${attempt})`,
+    );
   }
 
   /** Whether this worker still holds the context: no fence, or the latest fence names this worker. One directory listing. */

@@ -90,12 +90,21 @@ export class RisingRecords<V> {
       if (name.startsWith('.')) continue;
       const value = this.values.valueOf(name);
       // Fail closed: an entry nobody here made means someone else writes in this directory.
-      if (value === undefined) throw new FabricError('INTEGRITY', `the ${this.kind} records of context ${contextId} hold a foreign entry ${JSON.stringify(name.slice(0, 64))}`);
+      if (value === undefined)
+        throw new FabricError(
+          'INTEGRITY',
+          `the ${this.kind} records of context ${contextId} hold a foreign entry ${JSON.stringify(name.slice(0, 64))}`,
+        );
       if (!highest || this.values.compare(value, highest.value) > 0) highest = { name, value };
     }
     if (!highest) return undefined;
     const top = highest;
-    return { highest: top.value, below: names.filter((name) => !name.startsWith('.') && name !== top.name && this.values.compare(this.values.valueOf(name)!, top.value) < 0) };
+    return {
+      highest: top.value,
+      below: names.filter(
+        (name) => !name.startsWith('.') && name !== top.name && this.values.compare(this.values.valueOf(name)!, top.value) < 0,
+      ),
+    };
   }
 
   /** O_EXCL: the name is the record, so an existing entry is this very value, already recorded. */

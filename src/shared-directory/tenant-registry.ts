@@ -85,7 +85,9 @@ export class TenantRegistry {
       return tenant;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return this.ownerOf(id); // someone linked first
-      throw err instanceof FabricError ? err : new FabricError('UNAVAILABLE', `tenant registry ${this.directory}: ${(err as Error).message}`);
+      throw err instanceof FabricError
+        ? err
+        : new FabricError('UNAVAILABLE', `tenant registry ${this.directory}: ${(err as Error).message}`);
     } finally {
       await fsp.rm(temp, { force: true });
     }

@@ -65,8 +65,14 @@ export class DurableCopies {
       for (let start = 0; start < blocks; start += this.blocksPerSegment) {
         // Each block goes from its frame straight into the store's staging memory, checked against its page
         // checksum on the way; the store adds no checksum of its own (fill checks the pages again).
-        const source = { count: Math.min(this.blocksPerSegment, blocks - start), blockBytes, copy: (i: number, target: Uint8Array) => this.pool.spillRead(lease, start + i, target) };
-        written.push(...(await this.cold.writeSegment({ tenant: entry.tenant, contextId, version }, source, { plaintextChecksums: false })));
+        const source = {
+          count: Math.min(this.blocksPerSegment, blocks - start),
+          blockBytes,
+          copy: (i: number, target: Uint8Array) => this.pool.spillRead(lease, start + i, target),
+        };
+        written.push(
+          ...(await this.cold.writeSegment({ tenant: entry.tenant, contextId, version }, source, { plaintextChecksums: false })),
+        );
       }
       // A slow spill's segments may look like garbage to a sweep by now: check them before the bytes
       // they hold leave memory.
@@ -123,7 +129,11 @@ export class DurableCopies {
       for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
         const keys = diskKeys.subarray(start, start + this.blocksPerSegment);
         // Each block from the store's staging memory straight into its frame, checked against its page checksum.
-        await this.cold.readBlocks(Array.from(keys, (key) => this.ledger.ref(key)), entry.tenant, (i, bytes) => this.pool.fillWrite(lease, start + i, bytes));
+        await this.cold.readBlocks(
+          Array.from(keys, (key) => this.ledger.ref(key)),
+          entry.tenant,
+          (i, bytes) => this.pool.fillWrite(lease, start + i, bytes),
+        );
       }
       this.pool.commitFill(lease);
       return diskKeys.length;
@@ -148,7 +158,7 @@ export class DurableCopies {
       throw new FabricError('INVALID_STATE', `context ${contextId} was written for another block layout`);
     }
     const keys = Float64Array.from(manifest.pages, (page) => this.ledger.register(page));
-    const checksums = manifest.pageChecksums ? Uint32Array.from(manifest.pageChecksums) : undefined;
+    const checksums = Uint32Array.from(manifest.pageChecksums);
     const handle: ContextHandle = this.pool.importContext(manifest.tenant, manifest.tokens, keys, checksums);
     this.ledger.retainManifest(manifest.pages);
     return {
@@ -267,4 +277,3 @@ export class DurableCopies {
     }
   }
 }
-

@@ -42,7 +42,13 @@ export class EvictionPolicy {
    * Runs attempt; while it fails for want of room in the tier, evicts least recently used contexts
    * (logging each in `log`), or waits for operations in flight, and tries again.
    */
-  async withRoom(tier: 'device' | 'host', requester: ContextEntry, blocksNeeded: () => number, attempt: () => Promise<void>, log: Eviction[]): Promise<void> {
+  async withRoom(
+    tier: 'device' | 'host',
+    requester: ContextEntry,
+    blocksNeeded: () => number,
+    attempt: () => Promise<void>,
+    log: Eviction[],
+  ): Promise<void> {
     for (;;) {
       try {
         await attempt();

@@ -22,7 +22,13 @@ export class TierMoves {
     const stats = () => this.pool.contextStats(entry.handle);
     const before = stats();
     if (!before.resident) return 0;
-    await this.eviction().withRoom('host', entry, () => stats().devicePages, () => moveNamed(entry.id, () => this.pool.demote(entry.handle)), log);
+    await this.eviction().withRoom(
+      'host',
+      entry,
+      () => stats().devicePages,
+      () => moveNamed(entry.id, () => this.pool.demote(entry.handle)),
+      log,
+    );
     return (before.devicePages - stats().devicePages) * this.pool.layout.blockBytes;
   }
 
@@ -34,12 +40,30 @@ export class TierMoves {
     const room = this.eviction();
     if (before.diskOnlyPages > 0 && before.hostPages === 0) {
       // Straight from disk to the device: no host room needed, and each block is copied once.
-      await room.withRoom('device', entry, () => stats().diskOnlyPages, () => this.fill(entry, 'device'), log);
+      await room.withRoom(
+        'device',
+        entry,
+        () => stats().diskOnlyPages,
+        () => this.fill(entry, 'device'),
+        log,
+      );
     } else {
       if (before.diskOnlyPages > 0) {
-        await room.withRoom('host', entry, () => stats().diskOnlyPages, () => this.fill(entry, 'host'), log);
+        await room.withRoom(
+          'host',
+          entry,
+          () => stats().diskOnlyPages,
+          () => this.fill(entry, 'host'),
+          log,
+        );
       }
-      await room.withRoom('device', entry, () => stats().hostPages, () => moveNamed(entry.id, () => this.pool.promote(entry.handle)), log);
+      await room.withRoom(
+        'device',
+        entry,
+        () => stats().hostPages,
+        () => moveNamed(entry.id, () => this.pool.promote(entry.handle)),
+        log,
+      );
     }
     return (stats().devicePages - before.devicePages) * this.pool.layout.blockBytes;
   }

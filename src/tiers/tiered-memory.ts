@@ -127,7 +127,13 @@ export class TieredMemory {
       this.registry.touch(contextId);
       const log: Eviction[] = [];
       await this.moves.restore(entry, log);
-      await this.eviction.withRoom('device', entry, () => this.appendBlocksNeeded(entry, bytes), () => this.pool.appendAsync(entry.handle, unchangedSince(kv, bytes, contextId)), log);
+      await this.eviction.withRoom(
+        'device',
+        entry,
+        () => this.appendBlocksNeeded(entry, bytes),
+        () => this.pool.appendAsync(entry.handle, unchangedSince(kv, bytes, contextId)),
+        log,
+      );
       if (attachment) entry.attachment = attachment;
       // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
       // beats none if this process dies before then (the caller knows which version it trusts).

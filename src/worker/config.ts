@@ -111,10 +111,16 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
   const logFormat = values['log-format'] ?? env.KVFABRIC_LOG_FORMAT ?? 'text';
   if (!isLogFormat(logFormat)) throw new Error(`--log-format must be ${LOG_FORMATS.join(' or ')}, got '${logFormat}'`);
   const backend = values.backend ?? env.KVFABRIC_BACKEND ?? 'auto';
-  if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda') throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
+  if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda')
+    throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
   const tierDir = values['tier-dir'] ?? env.KVFABRIC_TIER_DIR;
   if (!tierDir) throw new Error('--tier-dir (or KVFABRIC_TIER_DIR) is required: the directory all workers share for the cold tier');
-  const keyFile = values['key-file'] !== undefined ? { path: values['key-file'], setting: '--key-file' } : env.KVFABRIC_KEY_FILE ? { path: env.KVFABRIC_KEY_FILE, setting: 'KVFABRIC_KEY_FILE' } : undefined;
+  const keyFile =
+    values['key-file'] !== undefined
+      ? { path: values['key-file'], setting: '--key-file' }
+      : env.KVFABRIC_KEY_FILE
+        ? { path: env.KVFABRIC_KEY_FILE, setting: 'KVFABRIC_KEY_FILE' }
+        : undefined;
   const keys = parseKeys(env.KVFABRIC_KEYS, keyFile);
   const activeKeyId = values['active-key'] ?? env.KVFABRIC_ACTIVE_KEY ?? keys[0]!.id;
   if (!keys.some((k) => k.id === activeKeyId)) throw new Error(`active key '${activeKeyId}' is not among the keys given`);
@@ -177,6 +183,7 @@ function fraction(text: string | undefined): { deviceMemoryFraction?: number } {
 
 function positiveInteger(flag: string, text: string, zeroAllowed = false): number {
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < (zeroAllowed ? 0 : 1)) throw new Error(`${flag} must be an integer >= ${zeroAllowed ? 0 : 1}, got '${text}'`);
+  if (!Number.isSafeInteger(value) || value < (zeroAllowed ? 0 : 1))
+    throw new Error(`${flag} must be an integer >= ${zeroAllowed ? 0 : 1}, got '${text}'`);
   return value;
 }

@@ -15,8 +15,15 @@ export function workerLogger(format: LogFormat): Logger {
 }
 
 export function jsonLogLine(entry: LogEntry): string {
-  const line = { ts: new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString(), level: entry.level, msg: entry.message, fields: entry.meta ?? {} };
-  return JSON.stringify(line, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value instanceof Error ? { name: value.name, message: value.message } : value));
+  const line = {
+    ts: new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString(),
+    level: entry.level,
+    msg: entry.message,
+    fields: entry.meta ?? {},
+  };
+  return JSON.stringify(line, (_key, value: unknown) =>
+    typeof value === 'bigint' ? value.toString() : value instanceof Error ? { name: value.name, message: value.message } : value,
+  );
 }
 
 function writeJsonLine(entry: LogEntry): void {

@@ -23,7 +23,11 @@ const USAGE_EXIT_CODE = 2;
 
 /** --help and the log format, read leniently before the full check so that its errors use the format. */
 function earlyOptions(argv: string[]): { help: boolean; logFormat: LogFormat } {
-  const { values } = parseArgs({ args: argv, strict: false, options: { help: { type: 'boolean', short: 'h' }, 'log-format': { type: 'string' } } });
+  const { values } = parseArgs({
+    args: argv,
+    strict: false,
+    options: { help: { type: 'boolean', short: 'h' }, 'log-format': { type: 'string' } },
+  });
   const format = values['log-format'] ?? process.env.KVFABRIC_LOG_FORMAT;
   return { help: values.help === true, logFormat: typeof format === 'string' && isLogFormat(format) ? format : 'text' };
 }
@@ -41,7 +45,10 @@ async function main(argv: string[], logger: () => Logger): Promise<void> {
   // The runtime shuts the workers down on SIGINT/SIGTERM; run() then drains and resolves.
   const parent = startedByNpm()
     ? watchParent(PARENT_AT_START, () => {
-        Runtime.instance().logger.info('kvfabric GPU worker stopping: the npm process that started it is gone (npm does not pass signals on through its shell)', { holder: worker.holder, parent: PARENT_AT_START });
+        Runtime.instance().logger.info(
+          'kvfabric GPU worker stopping: the npm process that started it is gone (npm does not pass signals on through its shell)',
+          { holder: worker.holder, parent: PARENT_AT_START },
+        );
         worker.shutdown();
       })
     : undefined;

@@ -6,12 +6,14 @@
 import { ParentClosePolicy, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
 
 import { agentWorkflowId } from '../identity/agent-identity';
-import type { agentWorkflow } from './agent';
 import { initialState, memoOf, searchAttributesOf } from './agent-state';
-import { AGENT_WORKFLOW_TYPE, type AgentInput } from './definitions';
+import { AGENT_WORKFLOW_TYPE, type AgentInput, type AgentWorkflow } from './definitions';
 
-export function startAgentChild(input: AgentInput, options: { parentClosePolicy?: ParentClosePolicy } = {}): Promise<ChildWorkflowHandle<typeof agentWorkflow>> {
-  return startChild<typeof agentWorkflow>(AGENT_WORKFLOW_TYPE, {
+export function startAgentChild(
+  input: AgentInput,
+  options: { parentClosePolicy?: ParentClosePolicy } = {},
+): Promise<ChildWorkflowHandle<AgentWorkflow>> {
+  return startChild<AgentWorkflow>(AGENT_WORKFLOW_TYPE, {
     workflowId: agentWorkflowId(input.agentId),
     args: [input],
     memo: memoOf(input),

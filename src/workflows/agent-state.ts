@@ -20,7 +20,7 @@ export function initialState(input: AgentInput): AgentState {
     pinned: false,
     turns: 0,
     // Replaced by the allocation's digest before any turn; a fork starts from its parent's.
-    digest: parent?.digest ?? { chain: '', chainedTokens: 0, value: '', tokens: 0 },
+    digest: parent?.digest ?? { scheme: 'page-checksums', value: '', tokens: 0 },
     holder: parent?.holder ?? null,
     ...(parent?.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
     nextOperation: 0,
@@ -51,7 +51,7 @@ export function statusOf(input: AgentInput, state: AgentState): AgentStatus {
     failovers: state.failovers,
     denials: state.denials,
     forks: state.forks,
-    ...(state.lastRestore ? { lastRestore: state.lastRestore } : {}),
+    ...(state.lastResume ? { lastResume: state.lastResume } : {}),
     ...(state.durableCopyStale ? { durableCopyStale: true as const } : {}),
   };
 }

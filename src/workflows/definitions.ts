@@ -2,9 +2,9 @@
 // and query, and the defaults of its timers and timeouts. Safe to import outside a workflow.
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
-import type { DigestState, TurnGeneration, TurnReply } from '../activities/types';
+import type { DigestState, GenerationSettings, TurnReply } from '../activities/types';
 
-export type { TurnGeneration, TurnReply } from '../activities/types';
+export type { GenerationSettings, TurnReply } from '../activities/types';
 import type { Tier } from '../fabric/tier';
 import type { ModelShape } from '../fabric/types';
 import type { AgentPhase } from './lifecycle';
@@ -49,12 +49,6 @@ export interface AgentConfig {
    * after a restore and its next offload to disk cannot be recovered.
    */
   durability: 'every-turn' | 'on-offload';
-  /**
-   * `always`: every restore recomputes the digest over every byte (resume of a 1 GiB context from host
-   * memory: about 1.2 s of hashing on this project's machine against 60 ms of copying).
-   * `from-disk`: only restores from disk do; host-tier restores never left this worker's memory.
-   */
-  verifyRestores: 'always' | 'from-disk';
   maxTurnTokens: number;
 }
 
@@ -66,7 +60,6 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   // least every 2 s (src/plugin/liveness.ts), so 10 s means several missed heartbeats, not a slow one.
   timeouts: { holderLossMs: 10_000, attemptMs: 10 * 60_000, heartbeatMs: 10_000, operationMs: 30 * 60_000 },
   durability: 'every-turn',
-  verifyRestores: 'always',
   maxTurnTokens: 131_072,
 };
 
@@ -99,23 +92,22 @@ export interface AgentState {
   failovers: number;
   denials: number;
   forks: number;
-  lastRestore?: RestoreFigures;
+  lastResume?: ResumeFigures;
   /** The highest durable-copy version any activity reported: a failover refuses an older manifest. */
   durableVersion: number;
   /** The last turn's checkpoint found the disk full: the durable copy lacks it until a later one succeeds. */
   durableCopyStale?: boolean;
   /**
    * The token the workflow acts with on its own (timers, failover) once a `renew` replaced the one it
-   * started with (which expires): the replacement's custodian token (runs renewed without one, before
-   * custodian tokens existed: the replacement itself). Sealed by the payload codec like all state.
+   * started with (which expires): the replacement's custodian token. Sealed by the payload codec like all state.
    */
   capability?: string;
 }
 
-export interface RestoreFigures {
+/** The last resume's account: bytes moved to the device, from where, and the time to move and verify them. */
+export interface ResumeFigures {
   bytes: number;
   transferMs: number;
-  verified: boolean;
   verifyMs: number;
   from: Tier;
 }
@@ -126,14 +118,21 @@ export interface AgentInput {
   /**
    * The token the workflow carries for what it does on its own (allocation, timers, failover): the
    * agent's custodian token (`custody` only: CapabilityIssuer.mintCustodian), never the agent's own,
-   * so whoever decodes the history cannot read, append, fork or release the agent with it. Runs started
-   * before custodian tokens carry the agent's full token here, and keep acting with it. Never logged.
+   * so whoever decodes the history cannot read, turn, fork or release the agent with it. Never logged.
    */
   capability: string;
   model: AgentModel;
   config: AgentConfig;
   /** Set on a fork: the parent's worker already made this context, sharing the parent's blocks. */
-  parent?: { agentId: string; holder: string; holderRunsWorkflows?: boolean; digest: DigestState; tier: Tier; blocks: number; sharedBlocks: number };
+  parent?: {
+    agentId: string;
+    holder: string;
+    holderRunsWorkflows?: boolean;
+    digest: DigestState;
+    tier: Tier;
+    blocks: number;
+    sharedBlocks: number;
+  };
   /** Set on continue-as-new: the state to carry on from. */
   carried?: AgentState;
 }
@@ -157,7 +156,7 @@ export interface AgentStatus {
   failovers: number;
   denials: number;
   forks: number;
-  lastRestore?: RestoreFigures;
+  lastResume?: ResumeFigures;
   /**
    * Present (true) while the durable copy lags the context: a turn's checkpoint found the disk full. A
    * worker lost meanwhile takes the newest turns with it; a failover then fails typed, never wrong bytes.
@@ -177,7 +176,7 @@ export interface Credentials {
 export interface TurnArgs extends Credentials {
   tokens?: number;
   message?: string;
-  generation?: TurnGeneration;
+  generation?: GenerationSettings;
 }
 
 /** The agent after a turn, with the model's reply when the turn was a message. */
@@ -197,15 +196,15 @@ export interface ForkArgs extends Credentials {
   childId: string;
   /** The child's own capability, minted by the caller. */
   childCapability: string;
-  /** Its custodian token, minted with it: the child's workflow carries this one (required; absent only in runs recorded before). */
-  childCustodian?: string;
+  /** Its custodian token, minted with it: the child's workflow carries this one. */
+  childCustodian: string;
 }
 
 export interface RenewArgs extends Credentials {
   /** The replacement, minted by the control plane: same agent, context and workflow, no more rights. */
   next: string;
-  /** The replacement's custodian token: the workflow carries it from now on (required; absent only in runs recorded before). */
-  nextCustodian?: string;
+  /** The replacement's custodian token: the workflow carries it from now on. */
+  nextCustodian: string;
 }
 
 export interface ForkOutcome {
@@ -225,3 +224,5 @@ export const renewUpdate = defineUpdate<AgentStatus, [RenewArgs]>('renew');
 export const statusQuery = defineQuery<AgentStatus>('status');
 
 export const AGENT_WORKFLOW_TYPE = 'agentWorkflow';
+/** The agent workflow's signature (agent.ts), for starting it by type name without importing it. */
+export type AgentWorkflow = (input: AgentInput) => Promise<AgentStatus>;

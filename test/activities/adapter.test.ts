@@ -1,6 +1,6 @@
 // The Temporal adapter's own pieces: at-most-once application (the operation journal) and FabricError
 // codes carried as non-retryable or retryable application failures.
-import { ApplicationFailure } from '@temporalio/common';
+import type { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 
 import { toApplicationFailure } from '../../src/activities/failures';

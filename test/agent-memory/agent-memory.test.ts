@@ -8,13 +8,14 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import type { MemoryObserver } from '../../src/agent-memory/agent-memory';
+import type { MemoryObserver, RunAdmitted } from '../../src/agent-memory/agent-memory';
+import type { DigestState } from '../../src/agent-memory/context-digest';
 import { digestOfBytes, emptyDigest, pageDigest } from '../../src/agent-memory/context-digest';
-import { ChainDigest } from '../../src/agent-memory/legacy-chain-digest';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
 import { MODELS } from '../../src/client/models';
-import { openMemory } from '../security/memory-fixture';
+import { GrantStore } from '../../src/shared-directory/grant-store';
+import { openMemory, type MemoryFixture } from '../security/memory-fixture';
 
 const SHAPE = MODELS.tiny!.shape;
 const BPT = 256; // the tiny model's bytes per token
@@ -24,27 +25,32 @@ describe('context digest', () => {
 
   it('is the same however appends slice the tokens, forks share them or copy on write (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 70 }), fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 6 }), fc.integer({ min: 0, max: 10 }), (first, cuts, extra) => {
-        const pool = new NativeAllocator({ shape: SHAPE, blockCount: 64, tokensPerBlock: TPB });
-        try {
-          const total = first + cuts.reduce((a, b) => a + b, 0);
-          const bytes = randomBytes((total + extra) * BPT);
-          const ctx = pool.createContext(1);
-          pool.append(ctx, bytes.subarray(0, first * BPT));
-          const fork = pool.fork(ctx); // its next append copies the shared last page on write
-          let at = first;
-          for (const n of cuts) {
-            pool.append(ctx, bytes.subarray(at * BPT, (at + n) * BPT));
-            at += n;
+      fc.property(
+        fc.integer({ min: 0, max: 70 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 6 }),
+        fc.integer({ min: 0, max: 10 }),
+        (first, cuts, extra) => {
+          const pool = new NativeAllocator({ shape: SHAPE, blockCount: 64, tokensPerBlock: TPB });
+          try {
+            const total = first + cuts.reduce((a, b) => a + b, 0);
+            const bytes = randomBytes((total + extra) * BPT);
+            const ctx = pool.createContext(1);
+            pool.append(ctx, bytes.subarray(0, first * BPT));
+            const fork = pool.fork(ctx); // its next append copies the shared last page on write
+            let at = first;
+            for (const n of cuts) {
+              pool.append(ctx, bytes.subarray(at * BPT, (at + n) * BPT));
+              at += n;
+            }
+            pool.append(fork, bytes.subarray(total * BPT));
+            expect(pageDigest(pool.pageChecksums(ctx), total, TPB)).toEqual(digestOfBytes(bytes.subarray(0, total * BPT), BPT, TPB));
+            const forked = Buffer.concat([bytes.subarray(0, first * BPT), bytes.subarray(total * BPT)]);
+            expect(pageDigest(pool.pageChecksums(fork), first + extra, TPB)).toEqual(digestOfBytes(forked, BPT, TPB));
+          } finally {
+            pool.close();
           }
-          pool.append(fork, bytes.subarray(total * BPT));
-          expect(pageDigest(pool.pageChecksums(ctx), total, TPB)).toEqual(digestOfBytes(bytes.subarray(0, total * BPT), BPT, TPB));
-          const forked = Buffer.concat([bytes.subarray(0, first * BPT), bytes.subarray(total * BPT)]);
-          expect(pageDigest(pool.pageChecksums(fork), first + extra, TPB)).toEqual(digestOfBytes(forked, BPT, TPB));
-        } finally {
-          pool.close();
-        }
-      }),
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -60,26 +66,6 @@ describe('context digest', () => {
     expect(digestOfBytes(swapped, BPT, TPB).value).not.toBe(digest);
     expect(emptyDigest()).toMatchObject({ scheme: 'page-checksums', tokens: 0 });
     expect(() => pageDigest([1, 2], 40, TPB)).toThrow(RangeError);
-  });
-
-  it('checks a digest recorded before page checksums over every byte, then carries the new one', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kvfabric-mem-'));
-    const { memory, close, token, call } = await openMemory(dir, { blockCount: 64 });
-    try {
-      await memory.create(call('old', 'acme', 'allocate', token('old')), true);
-      const kv = syntheticKv('old', 0, 21, BPT);
-      await memory.appendTurn('old', 0, { tokens: 21 }, emptyDigest());
-      const legacy = ChainDigest.fresh(BPT).update(kv).finish();
-      const next = await memory.appendTurn('old', 1, { tokens: 9 }, legacy);
-      const all = Buffer.concat([kv, syntheticKv('old', 1, 9, BPT)]);
-      expect(next.digest).toEqual(digestOfBytes(all, BPT, TPB));
-      await expect(memory.verify('old', ChainDigest.fresh(BPT).update(all).finish())).resolves.toEqual(next.digest);
-      const wrong = ChainDigest.fresh(BPT).update(syntheticKv('other', 0, 30, BPT)).finish();
-      await expect(memory.verify('old', wrong)).rejects.toMatchObject({ code: 'INTEGRITY' });
-    } finally {
-      await close();
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 
@@ -106,34 +92,64 @@ describe('AgentMemory over tiered memory', () => {
     return dir;
   }
 
-  it('appends each turn once, verifies restores, and tells an applied turn from a missing one', async () => {
+  /** A synthetic turn of `tokens` tokens as the agent's own workflow asks for it. */
+  function turn(fx: MemoryFixture, agentId: string, token: string, n: number, tokens: number, before: DigestState) {
+    return fx.memory.turn(fx.call(agentId, 'acme', 'turn', token), { turn: n, tokens, before, checkpoint: false });
+  }
+
+  it('appends each turn once, verifies every resume, and tells an applied turn from a missing one', async () => {
     const dir = tempDir();
     const a = await open(dir);
     const token = a.token('ctx');
-    await a.memory.create(a.call('ctx', 'acme', 'allocate', token), true);
-    const t0 = await a.memory.appendTurn('ctx', 0, { tokens: 21 }, emptyDigest());
-    expect(t0.alreadyApplied).toBe(false);
-    const t1 = await a.memory.appendTurn('ctx', 1, { tokens: 9 }, t0.digest);
+    expect(
+      await a.memory.allocate(a.call('ctx', 'acme', 'allocate', token), { shape: SHAPE, tokensPerBlock: 16, checkpoint: true }),
+    ).toMatchObject({ created: true, tokens: 0, digest: emptyDigest() });
+    const t0 = await turn(a, 'ctx', token, 0, 21, emptyDigest());
+    expect(t0).toMatchObject({ alreadyApplied: false, tokens: 21, tier: 'device' });
+    const t1 = await turn(a, 'ctx', token, 1, 9, t0.digest);
     // The same turn again (its record lost): found in the context, verified, not appended twice.
-    const again = await a.memory.appendTurn('ctx', 1, { tokens: 9 }, t0.digest);
-    expect(again).toEqual({ digest: t1.digest, alreadyApplied: true });
-    expect(a.memory.snapshot('ctx').tokens).toBe(30);
+    const again = await turn(a, 'ctx', token, 1, 9, t0.digest);
+    expect(again).toMatchObject({ digest: t1.digest, alreadyApplied: true, tokens: 30 });
     // A turn the context does not match is an integrity error.
-    await expect(a.memory.appendTurn('ctx', 5, { tokens: 3 }, t0.digest)).rejects.toMatchObject({ code: 'INTEGRITY' });
+    await expect(turn(a, 'ctx', token, 5, 3, t0.digest)).rejects.toMatchObject({ code: 'INTEGRITY' });
+    // A turn is a message or a token count, never neither.
+    await expect(
+      a.memory.turn(a.call('ctx', 'acme', 'turn', token), { turn: 2, before: t1.digest, checkpoint: false }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
 
-    await a.memory.checkpoint('ctx');
-    // Another process adopts it from the cold tier and verifies every byte.
+    const suspended = await a.memory.suspend(a.call('ctx', 'acme', 'suspend', token), 'disk');
+    expect(suspended).toMatchObject({ tier: 'disk', tokens: 30 });
+    expect(suspended.bytes).toBeGreaterThan(0);
+    // Another process adopts it from the cold tier, and every resume checks it against the digest.
     const b = await open(dir);
-    await b.memory.admit(b.call('ctx', 'acme', 'recover', token));
-    await b.memory.recover('ctx', 'acme', 0);
-    await b.memory.restore('ctx');
-    expect(await b.memory.verify('ctx', t1.digest)).toEqual(t1.digest);
-    await expect(b.memory.verify('ctx', t0.digest)).resolves.toEqual(t1.digest); // a verified prefix, and more
-    await expect(b.memory.verify('ctx', { ...t1.digest, value: '00'.repeat(32) })).rejects.toMatchObject({ code: 'INTEGRITY' });
-    await expect(b.memory.admit(b.call('ctx', 'acme', 'restore', b.token('other')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect(
+      await b.memory.recover(b.call('ctx', 'acme', 'recover', token), { minVersion: suspended.durableVersion, epoch: 1, attempt: 1 }),
+    ).toMatchObject({ tokens: 30 });
+    const resumed = await b.memory.resume(b.call('ctx', 'acme', 'resume', token), t1.digest);
+    expect(resumed).toMatchObject({ tier: 'device', tokens: 30, from: 'disk', digest: t1.digest, bytes: 2 * 16 * BPT }); // whole pages
+    expect(resumed.verifyMs).toBeGreaterThanOrEqual(0);
+    // A verified prefix, and more (a turn in flight): the digest of the whole context comes back.
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), t0.digest)).resolves.toMatchObject({
+      from: 'device',
+      bytes: 0,
+      digest: t1.digest,
+    });
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { ...t1.digest, value: '00'.repeat(32) })).rejects.toMatchObject({
+      code: 'INTEGRITY',
+    });
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { ...t1.digest, tokens: 31 })).rejects.toMatchObject({
+      code: 'INTEGRITY',
+    });
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', b.token('other')), t1.digest)).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+    });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.
+    const grants = await GrantStore.open(join(dir, 'grants'));
+    await grants.delete('ctx');
+    await grants.put({ contextId: 'ctx', tenant: 'globex', agentId: 'ctx' });
     const c = await open(dir);
-    await expect(c.memory.recover('ctx', 'globex', 0)).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: 'recover of context ctx denied: foreign-manifest' });
+    const recover = c.memory.recover(c.call('ctx', 'globex', 'recover', c.token('ctx', 'globex')), { minVersion: 0, epoch: 2, attempt: 1 });
+    await expect(recover).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: 'recover of context ctx denied: foreign-manifest' });
     expect(c.memory.holds('ctx')).toBe(false);
     // Audited like any other refusal.
     expect(readFileSync(c.auditFile, 'utf8')).toContain('"reason":"foreign-manifest"');
@@ -142,19 +158,68 @@ describe('AgentMemory over tiered memory', () => {
     await c.close();
   });
 
+  it('runs nothing for a refused call: admission comes before the work its caller hands in', async () => {
+    const fx = await open(tempDir());
+    const owner = fx.token('ctx');
+    await fx.memory.allocate(fx.call('ctx', 'acme', 'allocate', owner), { shape: SHAPE, tokensPerBlock: 16, checkpoint: false });
+    const ran: string[] = [];
+    const run: RunAdmitted = (work) => {
+      ran.push('work');
+      return work();
+    };
+    const stranger = fx.token('ctx', 'acme', { rights: ['resume'] });
+    await expect(
+      fx.memory.turn(fx.call('ctx', 'acme', 'turn', stranger), { turn: 0, tokens: 4, before: emptyDigest(), checkpoint: false }, run),
+    ).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(fx.memory.release(fx.call('ctx', 'acme', 'release', fx.token('ctx', 'globex')), run)).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+    });
+    await expect(fx.memory.pin(fx.call('nobody', 'acme', 'suspend', fx.token('nobody')), run)).rejects.toMatchObject({
+      code: 'STALE_HANDLE',
+    });
+    expect(ran).toEqual([]);
+    await expect(fx.memory.pin(fx.call('ctx', 'acme', 'pin', owner), run)).resolves.toMatchObject({ pinned: true });
+    await expect(fx.memory.release(fx.call('ctx', 'acme', 'release', owner), run)).resolves.toEqual({ releasedTokens: 0 });
+    expect(ran).toEqual(['work', 'work']);
+    expect(fx.memory.holds('ctx')).toBe(false);
+    await fx.close();
+  });
+
+  it('rejects an allocation for a model whose pages do not fit this pool', async () => {
+    const fx = await open(tempDir());
+    const call = fx.call('ctx', 'acme', 'allocate', fx.token('ctx'));
+    await expect(
+      fx.memory.allocate(call, { shape: MODELS['llama-3-8b']!.shape, tokensPerBlock: 16, checkpoint: false }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(fx.memory.allocate(call, { shape: SHAPE, tokensPerBlock: 32, checkpoint: false })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(fx.memory.holds('ctx')).toBe(false);
+    expect(await fx.memory.allocate(call, { shape: SHAPE, tokensPerBlock: 16, checkpoint: false })).toMatchObject({ created: true });
+    expect(await fx.memory.allocate(call, { shape: SHAPE, tokensPerBlock: 16, checkpoint: false })).toMatchObject({ created: false });
+    await fx.close();
+  });
+
   it('reports contexts the tier layer evicts on its own, and denials', async () => {
     const evictions: string[] = [];
     const denials: string[] = [];
-    const observer: MemoryObserver = { transferred: () => undefined, evicted: (from, to) => evictions.push(`${from}->${to}`), denied: (action) => denials.push(action), checkpointSkipped: () => undefined };
-    const { memory, close, token: mint, call } = await open(tempDir(), 8, observer);
-    await memory.create(call('old', 'acme', 'allocate', mint('old')), false);
-    await memory.appendTurn('old', 0, { tokens: 64 }, emptyDigest()); // 4 of 8 device blocks
-    await memory.create(call('new', 'acme', 'allocate', mint('new')), false);
-    await memory.appendTurn('new', 0, { tokens: 96 }, emptyDigest()); // 6 more: 'old' has to make room
-    await memory.tiers.idle();
+    const observer: MemoryObserver = {
+      transferred: () => undefined,
+      evicted: (from, to) => evictions.push(`${from}->${to}`),
+      denied: (action) => denials.push(action),
+      checkpointSkipped: () => undefined,
+    };
+    const fx = await open(tempDir(), 8, observer);
+    const allocate = (id: string) =>
+      fx.memory.allocate(fx.call(id, 'acme', 'allocate', fx.token(id)), { shape: SHAPE, tokensPerBlock: 16, checkpoint: false });
+    await allocate('old');
+    await turn(fx, 'old', fx.token('old'), 0, 64, emptyDigest()); // 4 of 8 device blocks
+    await allocate('new');
+    await turn(fx, 'new', fx.token('new'), 0, 96, emptyDigest()); // 6 more: 'old' has to make room
+    await fx.tiers.idle();
     expect(evictions).toEqual(['device->host']);
-    await expect(memory.admit(call('new', 'acme', 'append', mint('old')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
-    expect(denials).toEqual(['append']);
-    await close();
+    await expect(turn(fx, 'new', fx.token('old'), 1, 4, emptyDigest())).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect(denials).toEqual(['turn']);
+    await fx.close();
   });
 });

@@ -1,6 +1,7 @@
 // The folders of src/ form layers, and an import may only reach down (or stay in its own folder):
 // a lower layer that imports a higher one is how a house turns into a maze. Read from the sources
-// themselves, so a new import that runs back up fails here.
+// themselves (import ... from, import '...', require('...') and import('...') with a literal path, in .ts
+// and .js files alike), so a new import that runs back up fails here.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ const SRC = join(__dirname, '..', '..', 'src');
 /** Lowest first. Folders on one rank do not import each other. */
 const LAYERS: readonly (readonly string[])[] = [
   ['fabric'],
-  ['identity'],
+  ['identity', 'operations'],
   ['tiers'],
   ['security', 'shared-directory', 'engines'],
   ['agent-memory'],
@@ -36,6 +37,9 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
+/** A relative module path as a static import, an import for its effects, require() or import() names it. */
+const RELATIVE_IMPORT = /(?:\bfrom\s*|^\s*import\s*|\brequire\(\s*|\bimport\(\s*)(['"])(\.[^'"]+)\1/gm;
+
 function folderOf(path: string): string {
   return relative(SRC, path).split(sep)[0]!;
 }
@@ -44,11 +48,28 @@ describe('src/ layers', () => {
   const edges: { from: string; to: string; file: string }[] = [];
   for (const file of sourceFiles(SRC)) {
     const from = folderOf(file);
-    for (const [, spec] of readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)) {
+    for (const [, , spec] of readFileSync(file, 'utf8').matchAll(RELATIVE_IMPORT)) {
       const to = folderOf(join(file, '..', spec!));
       if (to !== from) edges.push({ from, to, file: relative(SRC, file) });
     }
   }
+
+  it('reads every form of a relative import, and nothing else', () => {
+    const text = [
+      "import { a } from '../fabric/a';",
+      "import '../tiers/effects';",
+      "const b = require('../security/b');",
+      'const c = await import("../workflows/c");',
+      "import { d } from '@temporalio/common';",
+      'const e = require(name);',
+    ].join('\n');
+    expect([...text.matchAll(RELATIVE_IMPORT)].map((match) => match[2])).toEqual([
+      '../fabric/a',
+      '../tiers/effects',
+      '../security/b',
+      '../workflows/c',
+    ]);
+  });
 
   it('finds the imports it judges', () => {
     expect(edges.length).toBeGreaterThan(20);

@@ -39,13 +39,19 @@ describe('the capability of an agent command', () => {
     const file = capabilityFile('from-file\n');
     expect(parseCommand(['turn', 'a', '--tokens', '3', '--capability-file', file], {})).toMatchObject({ capability: 'from-file' });
     expect(parseCommand(['resume', 'a'], { KVFABRIC_CAPABILITY: 'from-env' })).toMatchObject({ capability: 'from-env' });
-    expect(parseCommand(['resume', 'a', `--capability-file=${file}`], { KVFABRIC_CAPABILITY: 'from-env' })).toMatchObject({ capability: 'from-file' });
+    expect(parseCommand(['resume', 'a', `--capability-file=${file}`], { KVFABRIC_CAPABILITY: 'from-env' })).toMatchObject({
+      capability: 'from-file',
+    });
   });
 
   it('for start, only from --capability-file: a KVFABRIC_CAPABILITY exported for another agent is not used', () => {
     const file = capabilityFile('minted-elsewhere');
     expect(parseCommand(['start', 'a', '--tenant', 'acme'], { KVFABRIC_CAPABILITY: 'other-agent' }).start).not.toHaveProperty('capability');
-    expect(parseCommand(['start', 'a', '--tenant', 'acme', '--capability-file', file], {}).start).toMatchObject({ agentId: 'a', tenant: 'acme', capability: 'minted-elsewhere' });
+    expect(parseCommand(['start', 'a', '--tenant', 'acme', '--capability-file', file], {}).start).toMatchObject({
+      agentId: 'a',
+      tenant: 'acme',
+      capability: 'minted-elsewhere',
+    });
   });
 
   it('follows a symlink to a file only its owner can read (secrets mounted by Kubernetes are such links)', () => {
@@ -64,7 +70,9 @@ describe('the capability of an agent command', () => {
     const err = thrownBy(() => parseCommand(argv, {}));
     expect(err).toBeInstanceOf(CliUsageError);
     expect((err as CliUsageError).command).toBe(argv.find((arg) => ['turn', 'start', 'release'].includes(arg)));
-    expect((err as CliUsageError).message).toMatch(/^--capability is not taken on the command line, where ps shows it to every user: .*--capability-file PATH, or set KVFABRIC_CAPABILITY$/);
+    expect((err as CliUsageError).message).toMatch(
+      /^--capability is not taken on the command line, where ps shows it to every user: .*--capability-file PATH, or set KVFABRIC_CAPABILITY$/,
+    );
     expect((err as CliUsageError).line()).not.toContain('SECRET-TOKEN');
   });
 
@@ -84,17 +92,31 @@ describe('the capability of an agent command', () => {
       const file = capabilityFile('SECRET-TOKEN', mode);
       const err = thrownBy(() => parseCommand(['resume', 'a', '--capability-file', file], { KVFABRIC_CAPABILITY: 'from-env' }));
       expect(err).toBeInstanceOf(FabricError);
-      expect(err).toMatchObject({ code: 'PERMISSION_DENIED', message: `--capability-file: ${file} has mode 0${mode.toString(8)}, so ${exposure}: run chmod 600 ${file}` });
+      expect(err).toMatchObject({
+        code: 'PERMISSION_DENIED',
+        message: `--capability-file: ${file} has mode 0${mode.toString(8)}, so ${exposure}: run chmod 600 ${file}`,
+      });
     }
     // A group may read it: a grant made on purpose (a service group, Kubernetes' fsGroup).
-    expect(parseCommand(['resume', 'a', '--capability-file', capabilityFile('group-readable', 0o640)], {})).toMatchObject({ capability: 'group-readable' });
+    expect(parseCommand(['resume', 'a', '--capability-file', capabilityFile('group-readable', 0o640)], {})).toMatchObject({
+      capability: 'group-readable',
+    });
   });
 
   it('refuses a missing file, an empty one, a directory, and the flag on a command that takes no capability', () => {
-    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', join(scratch, 'none')], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `--capability-file: cannot read ${join(scratch, 'none')} (ENOENT)` });
+    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', join(scratch, 'none')], {}))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `--capability-file: cannot read ${join(scratch, 'none')} (ENOENT)`,
+    });
     const empty = capabilityFile(' \n');
-    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', empty], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `--capability-file: ${empty} is empty` });
-    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', scratch], {}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `--capability-file: ${scratch} is not a regular file` });
+    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', empty], {}))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `--capability-file: ${empty} is empty`,
+    });
+    expect(thrownBy(() => parseCommand(['resume', 'a', '--capability-file', scratch], {}))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `--capability-file: ${scratch} is not a regular file`,
+    });
     const err = thrownBy(() => parseCommand(['status', 'a', '--capability-file', capabilityFile('x')], {}));
     expect(err).toBeInstanceOf(CliUsageError);
     expect((err as Error).message).toMatch(/^--capability-file is for start, turn, suspend/);
@@ -107,11 +129,16 @@ describe('the capability of an agent command', () => {
 
   it('never lets any spelling of --capability through before `--` (fuzz)', () => {
     const word = fc.oneof(fc.constantFrom('turn', 'a', '--tokens', '3', '--json', '--message', 'hi', '--'), fc.string({ maxLength: 6 }));
-    const spelling = fc.oneof(fc.constant('--capability'), fc.string({ maxLength: 8 }).map((value) => `--capability=${value}`));
+    const spelling = fc.oneof(
+      fc.constant('--capability'),
+      fc.string({ maxLength: 8 }).map((value) => `--capability=${value}`),
+    );
     fc.assert(
       fc.property(fc.array(word, { maxLength: 6 }), spelling, fc.array(word, { maxLength: 6 }), (before, flag, after) => {
         fc.pre(!before.includes('--'));
-        expect(() => parseCommand([...before, flag, ...after], { KVFABRIC_CAPABILITY: 'token' })).toThrow(/^--capability is not taken on the command line/);
+        expect(() => parseCommand([...before, flag, ...after], { KVFABRIC_CAPABILITY: 'token' })).toThrow(
+          /^--capability is not taken on the command line/,
+        );
       }),
       { numRuns: 1000 },
     );

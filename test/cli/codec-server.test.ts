@@ -42,12 +42,20 @@ describe('kvfabric codec-server', () => {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', ...headers },
       body: JSON.stringify({
-        payloads: [{ metadata: Object.fromEntries(Object.entries(sealed.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(sealed.data!).toString('base64') }],
+        payloads: [
+          {
+            metadata: Object.fromEntries(Object.entries(sealed.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+            data: Buffer.from(sealed.data!).toString('base64'),
+          },
+        ],
       }),
     });
 
   it('decodes for the bearer token and for the token as the endpoint path', async () => {
-    for (const response of [await decode('/decode', { Authorization: `Bearer ${token}`, Origin: 'http://localhost:18233' }), await decode(`/${token}/decode`)]) {
+    for (const response of [
+      await decode('/decode', { Authorization: `Bearer ${token}`, Origin: 'http://localhost:18233' }),
+      await decode(`/${token}/decode`),
+    ]) {
       expect(response.status).toBe(200);
       const { payloads } = (await response.json()) as { payloads: Array<{ data: string }> };
       expect(JSON.parse(Buffer.from(payloads[0]!.data, 'base64').toString())).toEqual(SECRET);

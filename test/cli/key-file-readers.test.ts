@@ -22,13 +22,17 @@ keygen(['--out', keys], () => undefined);
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 // Each test loosens one file; the next starts from keygen's 0600 again.
 afterEach(() => {
-  for (const name of ['signing.keys', 'trusted.keys', 'codec.keys', 'master.keys', 'codec-server.token']) chmodSync(join(keys, name), 0o600);
+  for (const name of ['signing.keys', 'trusted.keys', 'codec.keys', 'master.keys', 'codec-server.token'])
+    chmodSync(join(keys, name), 0o600);
 });
 
 const file = (name: string) => join(keys, name);
 const workerEnv = { KVFABRIC_TRUSTED_KEYS_FILE: file('trusted.keys'), KVFABRIC_CODEC_KEYS_FILE: file('codec.keys') };
-const worker = (argv: string[] = ['--key-file', file('master.keys')], env: NodeJS.ProcessEnv = workerEnv) => parseWorkerConfig(['--tier-dir', join(scratch, 'tier'), ...argv], env);
-const client = (env: NodeJS.ProcessEnv = { KVFABRIC_SIGNING_KEYS_FILE: file('signing.keys'), KVFABRIC_CODEC_KEYS_FILE: file('codec.keys') }) => clientSecurityFromEnv(env);
+const worker = (argv: string[] = ['--key-file', file('master.keys')], env: NodeJS.ProcessEnv = workerEnv) =>
+  parseWorkerConfig(['--tier-dir', join(scratch, 'tier'), ...argv], env);
+const client = (
+  env: NodeJS.ProcessEnv = { KVFABRIC_SIGNING_KEYS_FILE: file('signing.keys'), KVFABRIC_CODEC_KEYS_FILE: file('codec.keys') },
+) => clientSecurityFromEnv(env);
 
 /** The refusal `read` throws: typed, naming setting, path and fix, with no byte of what the file holds. */
 function expectRefusal(read: () => unknown, setting: string, path: string, fix: string): void {
@@ -43,7 +47,10 @@ function expectRefusal(read: () => unknown, setting: string, path: string, fix: 
   const message = (thrown as Error).message;
   expect(message.startsWith(`${setting}: ${path} has mode 0`)).toBe(true);
   expect(message.endsWith(`: run ${fix} ${path}`)).toBe(true);
-  for (const line of readFileSync(path, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'))) expect(message).not.toContain(line.slice(line.indexOf('=') + 1));
+  for (const line of readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#')))
+    expect(message).not.toContain(line.slice(line.indexOf('=') + 1));
 }
 
 describe('key files that others can read or change', () => {
@@ -56,14 +63,23 @@ describe('key files that others can read or change', () => {
   it('refuses a master key file others can read, naming --key-file or KVFABRIC_KEY_FILE, whichever named it', () => {
     chmodSync(file('master.keys'), 0o644);
     expectRefusal(() => worker(), '--key-file', file('master.keys'), 'chmod 600');
-    expectRefusal(() => worker([], { ...workerEnv, KVFABRIC_KEY_FILE: file('master.keys') }), 'KVFABRIC_KEY_FILE', file('master.keys'), 'chmod 600');
+    expectRefusal(
+      () => worker([], { ...workerEnv, KVFABRIC_KEY_FILE: file('master.keys') }),
+      'KVFABRIC_KEY_FILE',
+      file('master.keys'),
+      'chmod 600',
+    );
   });
 
   it.each([
     ['codec.keys', 'KVFABRIC_CODEC_KEYS_FILE', () => client()],
     ['codec.keys', 'KVFABRIC_CODEC_KEYS_FILE', () => worker()],
     ['signing.keys', 'KVFABRIC_SIGNING_KEYS_FILE', () => client()],
-    ['codec-server.token', 'KVFABRIC_CODEC_SERVER_TOKEN_FILE', () => codecServerTokenFromEnv({ KVFABRIC_CODEC_SERVER_TOKEN_FILE: file('codec-server.token') })],
+    [
+      'codec-server.token',
+      'KVFABRIC_CODEC_SERVER_TOKEN_FILE',
+      () => codecServerTokenFromEnv({ KVFABRIC_CODEC_SERVER_TOKEN_FILE: file('codec-server.token') }),
+    ],
   ])('refuses %s readable by others (%s)', (name, setting, read) => {
     for (const mode of [0o644, 0o604, 0o620]) {
       chmodSync(file(name), mode);
@@ -102,8 +118,17 @@ describe('key files that others can read or change', () => {
       }
       return undefined;
     };
-    expect(refusal(() => worker(['--key-file', fifo]))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `--key-file: ${fifo} is not a regular file` });
-    expect(refusal(() => worker(['--key-file', keys]))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `--key-file: ${keys} is not a regular file` });
-    expect(refusal(() => client({ KVFABRIC_CODEC_KEYS_FILE: join(scratch, 'none') }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `KVFABRIC_CODEC_KEYS_FILE: cannot read ${join(scratch, 'none')} (ENOENT)` });
+    expect(refusal(() => worker(['--key-file', fifo]))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `--key-file: ${fifo} is not a regular file`,
+    });
+    expect(refusal(() => worker(['--key-file', keys]))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `--key-file: ${keys} is not a regular file`,
+    });
+    expect(refusal(() => client({ KVFABRIC_CODEC_KEYS_FILE: join(scratch, 'none') }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `KVFABRIC_CODEC_KEYS_FILE: cannot read ${join(scratch, 'none')} (ENOENT)`,
+    });
   });
 });

@@ -31,7 +31,10 @@ function generated(name: string): { dir: string; printed: string } {
 }
 
 /** The settings a client and a worker take, pointing at the files of `dir`. */
-const clientEnv = (dir: string) => ({ KVFABRIC_SIGNING_KEYS_FILE: join(dir, 'signing.keys'), KVFABRIC_CODEC_KEYS_FILE: join(dir, 'codec.keys') });
+const clientEnv = (dir: string) => ({
+  KVFABRIC_SIGNING_KEYS_FILE: join(dir, 'signing.keys'),
+  KVFABRIC_CODEC_KEYS_FILE: join(dir, 'codec.keys'),
+});
 const workerConfigOf = (dir: string) =>
   parseWorkerConfig(['--tier-dir', join(dir, 'tier'), '--key-file', join(dir, 'master.keys')], {
     KVFABRIC_TRUSTED_KEYS_FILE: join(dir, 'trusted.keys'),
@@ -45,13 +48,22 @@ describe('kvfabric keygen', () => {
   it('writes every key file with mode 0600 in a 0700 directory, and says which setting takes each', () => {
     expect(statSync(first.dir).mode & 0o777).toBe(0o700);
     for (const name of FILES) expect(statSync(join(first.dir, name)).mode & 0o777, name).toBe(0o600);
-    for (const setting of ['KVFABRIC_SIGNING_KEYS_FILE', 'KVFABRIC_TRUSTED_KEYS_FILE', 'KVFABRIC_CODEC_KEYS_FILE', '--key-file or KVFABRIC_KEY_FILE', 'KVFABRIC_CODEC_SERVER_TOKEN_FILE']) {
+    for (const setting of [
+      'KVFABRIC_SIGNING_KEYS_FILE',
+      'KVFABRIC_TRUSTED_KEYS_FILE',
+      'KVFABRIC_CODEC_KEYS_FILE',
+      '--key-file or KVFABRIC_KEY_FILE',
+      'KVFABRIC_CODEC_SERVER_TOKEN_FILE',
+    ]) {
       expect(first.printed).toContain(setting);
     }
     for (const name of FILES) expect(first.printed).toContain(join(first.dir, name));
     // Nothing secret on the screen: no key or token bytes.
     for (const name of FILES) {
-      const secrets = readFileSync(join(first.dir, name), 'utf8').split('\n').filter((line) => line && !line.startsWith('#')).map((line) => line.slice(line.indexOf('=') + 1));
+      const secrets = readFileSync(join(first.dir, name), 'utf8')
+        .split('\n')
+        .filter((line) => line && !line.startsWith('#'))
+        .map((line) => line.slice(line.indexOf('=') + 1));
       for (const secret of secrets) expect(first.printed).not.toContain(secret);
     }
   });
@@ -80,11 +92,15 @@ describe('kvfabric keygen', () => {
   });
 
   it("decodes in the worker what the client's codec key sealed; another set's key cannot", async () => {
-    const sealed = await new EncryptionCodec(clientSecurityFromEnv(clientEnv(first.dir)).codec).encode([defaultPayloadConverter.toPayload({ reply: 'Ada' })]);
+    const sealed = await new EncryptionCodec(clientSecurityFromEnv(clientEnv(first.dir)).codec).encode([
+      defaultPayloadConverter.toPayload({ reply: 'Ada' }),
+    ]);
     const { codecKeys, activeCodecKeyId } = workerConfigOf(first.dir);
     const [opened] = await new EncryptionCodec(new CodecKeyRing(codecKeys, activeCodecKeyId)).decode(sealed);
     expect(defaultPayloadConverter.fromPayload(opened!)).toEqual({ reply: 'Ada' });
-    await expect(new EncryptionCodec(clientSecurityFromEnv(clientEnv(second.dir)).codec).decode(sealed)).rejects.toThrow(/which this process does not hold/);
+    await expect(new EncryptionCodec(clientSecurityFromEnv(clientEnv(second.dir)).codec).decode(sealed)).rejects.toThrow(
+      /which this process does not hold/,
+    );
   });
 
   it("opens the cold store with the master key file: a segment written reads back; another set's ring cannot read it", async () => {

@@ -9,8 +9,16 @@ const env = { KVFABRIC_CAPABILITY: 'token' };
 
 describe('kvfabric CLI arguments', () => {
   it('accepts well-formed calls', () => {
-    expect(parseCommand(['turn', 'agent-1', '--tokens', '128'], env)).toMatchObject({ command: 'turn', agentId: 'agent-1', tokens: 128, capability: 'token', taskQueue: 'kvfabric' });
-    expect(parseCommand(['turn', 'agent-1', '--message', 'Hello', '--max-tokens', '16', '--seed', '7', '--temperature', '0.7'], env)).toMatchObject({
+    expect(parseCommand(['turn', 'agent-1', '--tokens', '128'], env)).toMatchObject({
+      command: 'turn',
+      agentId: 'agent-1',
+      tokens: 128,
+      capability: 'token',
+      taskQueue: 'kvfabric',
+    });
+    expect(
+      parseCommand(['turn', 'agent-1', '--message', 'Hello', '--max-tokens', '16', '--seed', '7', '--temperature', '0.7'], env),
+    ).toMatchObject({
       message: 'Hello',
       generation: { maxTokens: 16, seed: 7, temperature: 0.7 },
     });
@@ -67,7 +75,29 @@ describe('kvfabric CLI arguments', () => {
   it('answers any argument list with a call or a CliUsageError, nothing else (fuzz)', () => {
     const word = fc.oneof(
       fc.constantFrom('start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup', 'help'),
-      fc.constantFrom('--tokens', '--message', '--max-tokens', '--seed', '--temperature', '--tier', '--tenant', '--model', '--capability', '--idle-to-warm', '--warm-to-cold', '--durability', '--verify', '--phase', '--all', '--json', '--address', '--tls', '-x', '--', '--tokens=5', '--tier=disk'),
+      fc.constantFrom(
+        '--tokens',
+        '--message',
+        '--max-tokens',
+        '--seed',
+        '--temperature',
+        '--tier',
+        '--tenant',
+        '--model',
+        '--capability',
+        '--idle-to-warm',
+        '--warm-to-cold',
+        '--durability',
+        '--phase',
+        '--all',
+        '--json',
+        '--address',
+        '--tls',
+        '-x',
+        '--',
+        '--tokens=5',
+        '--tier=disk',
+      ),
       fc.string({ maxLength: 12 }),
       fc.integer().map(String),
     );

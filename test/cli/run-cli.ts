@@ -26,8 +26,15 @@ export function runTsx(entry: string, args: string[], env: Record<string, string
 }
 
 /** Starts a long-running command (codec-server); resolves once its stdout shows `ready`. */
-export async function startCli(args: string[], env: Record<string, string>, ready: RegExp): Promise<{ child: ChildProcess; exited: Promise<number | string>; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startCli(
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<{ child: ChildProcess; exited: Promise<number | string>; output: () => string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
   await new Promise<void>((resolve, reject) => {

@@ -43,13 +43,18 @@ function clientWith(keys: RawKey[], taskQueue = cluster.taskQueue): AgentClient 
 }
 
 async function statusOf(agentId: string): Promise<string> {
-  const { workflowExecutionInfo } = await connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution: { workflowId: agentWorkflowId(agentId) } });
+  const { workflowExecutionInfo } = await connection.workflowService.describeWorkflowExecution({
+    namespace: 'default',
+    execution: { workflowId: agentWorkflowId(agentId) },
+  });
   return temporal.api.enums.v1.WorkflowExecutionStatus[workflowExecutionInfo!.status!]!;
 }
 
 describe('an agent started by a client whose codec key the workers lack', () => {
   it('fails the start with PERMISSION_DENIED naming both keys, and ends the run instead of leaving it retrying', async () => {
-    const refused = await clientWith([OTHER]).start({ agentId: 'foreign-1', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG }).catch((err: unknown) => err);
+    const refused = await clientWith([OTHER])
+      .start({ agentId: 'foreign-1', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })
+      .catch((err: unknown) => err);
     expect(refused).toMatchObject({ name: 'FabricError', code: 'PERMISSION_DENIED' });
     expect((refused as Error).message).toBe(
       `agent foreign-1: this client cannot read its workers' payloads: they are sealed with payload codec key '${WORKERS_KEY}', which this client does not hold ` +
@@ -60,17 +65,31 @@ describe('an agent started by a client whose codec key the workers lack', () => 
   });
 
   it('names the key the workers lack when this client can read their answer (it holds both, seals with the other)', async () => {
-    const refused = await clientWith([OTHER, ...TEST_CODEC_KEYS]).start({ agentId: 'foreign-2', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG }).catch((err: unknown) => err);
+    const refused = await clientWith([OTHER, ...TEST_CODEC_KEYS])
+      .start({ agentId: 'foreign-2', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })
+      .catch((err: unknown) => err);
     expect(refused).toMatchObject({ name: 'FabricError', code: 'PERMISSION_DENIED' });
-    expect((refused as Error).message).toMatch(new RegExp(`^agent foreign-2: its worker cannot read this client's payloads: they are sealed with payload codec key '${OTHER.id}', which the worker does not hold: `));
+    expect((refused as Error).message).toMatch(
+      new RegExp(
+        `^agent foreign-2: its worker cannot read this client's payloads: they are sealed with payload codec key '${OTHER.id}', which the worker does not hold: `,
+      ),
+    );
     expect(await statusOf('foreign-2')).toBe('WORKFLOW_EXECUTION_STATUS_TERMINATED');
   });
 });
 
-describe("a call from a client with another codec key on a healthy agent", () => {
+describe('a call from a client with another codec key on a healthy agent', () => {
   it.each([
-    ['holding only its own key', [OTHER], `this client cannot read its workers' payloads: they are sealed with payload codec key '${WORKERS_KEY}'`],
-    ["holding the workers' key too, sealing with its own", [OTHER, ...TEST_CODEC_KEYS], `its worker cannot read this client's payloads: they are sealed with payload codec key '${OTHER.id}'`],
+    [
+      'holding only its own key',
+      [OTHER],
+      `this client cannot read its workers' payloads: they are sealed with payload codec key '${WORKERS_KEY}'`,
+    ],
+    [
+      "holding the workers' key too, sealing with its own",
+      [OTHER, ...TEST_CODEC_KEYS],
+      `its worker cannot read this client's payloads: they are sealed with payload codec key '${OTHER.id}'`,
+    ],
   ])('is PERMISSION_DENIED naming the key (%s), and the agent is unchanged', async (_what, keys, expected) => {
     const agentId = `healthy-${randomBytes(3).toString('hex')}`;
     const owner = await cluster.agents.start({ agentId, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
@@ -103,18 +122,26 @@ it('ends an agent started while no worker polled once a turn finds that its work
 it('lists what this client can read and skips the rest with a note naming the key (kvfabric list --all)', async () => {
   const readable = await cluster.agents.start({ agentId: 'listed', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
   // Visibility is eventually consistent: wait until the new agent shows.
-  await eventually(async () => ((await cluster.agents.list()).agents.some((a) => a.agentId === 'listed') ? true : undefined), 10_000, 'the agent in a listing');
+  await eventually(
+    async () => ((await cluster.agents.list()).agents.some((a) => a.agentId === 'listed') ? true : undefined),
+    10_000,
+    'the agent in a listing',
+  );
   const env = { KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
   const listed = await runCli(['list', '--all', '--address', cluster.server.address, '--json'], env);
   expect(listed.code).toBe(0);
   const agentIds = (JSON.parse(listed.stdout) as Array<{ agentId: string }>).map((a) => a.agentId);
   expect(agentIds).toContain('listed');
   expect(agentIds).not.toContain('foreign-1');
-  expect(listed.stderr).toContain(`kvfabric: skipped agent foreign-1 (TERMINATED): payload sealed with key '${OTHER.id}', which this client does not hold`);
+  expect(listed.stderr).toContain(
+    `kvfabric: skipped agent foreign-1 (TERMINATED): payload sealed with key '${OTHER.id}', which this client does not hold`,
+  );
 
   const { agents, skipped } = await clientWith([OTHER]).list({ includeClosed: true });
   expect(agents.map((a) => a.agentId)).toEqual(expect.arrayContaining(['foreign-1', 'foreign-2', 'unread']));
   expect(skipped.map((a) => a.agentId)).toContain('listed');
-  expect(skipped.find((a) => a.agentId === 'listed')?.reason).toBe(`payload sealed with key '${WORKERS_KEY}', which this client does not hold`);
+  expect(skipped.find((a) => a.agentId === 'listed')?.reason).toBe(
+    `payload sealed with key '${WORKERS_KEY}', which this client does not hold`,
+  );
   await readable.release();
 });

@@ -37,7 +37,9 @@ it('applies a turn sent twice with one request id once, and answers both with th
   expect(await agent.status()).toMatchObject({ phase: 'resumed', tier: 'device', turns: 4, tokens: 25 });
 
   const history = await cluster.agents.workflow('retried').fetchHistory();
-  const updates = history.events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).map((e) => e.workflowExecutionUpdateAcceptedEventAttributes!.protocolInstanceId);
+  const updates = history
+    .events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes)
+    .map((e) => e.workflowExecutionUpdateAcceptedEventAttributes!.protocolInstanceId);
   expect(updates.filter((id) => id === 'turn/req-1')).toHaveLength(1);
   await agent.release({ requestId: 'release-1' });
   expect(await agent.release({ requestId: 'release-1' })).toMatchObject({ phase: 'released' });

@@ -38,7 +38,15 @@ beforeAll(async () => {
   workerConnection = await NativeConnection.connect({ address: server.address });
   worker = await createGpuWorker({
     connection: workerConnection,
-    config: testWorkerConfig({ address: server.address, taskQueue, tierDir, workerId: 'w-sa', deviceBlocks: 64, hostBlocks: 64, maxConcurrentActivities: 4 }),
+    config: testWorkerConfig({
+      address: server.address,
+      taskQueue,
+      tierDir,
+      workerId: 'w-sa',
+      deviceBlocks: 64,
+      hostBlocks: 64,
+      maxConcurrentActivities: 4,
+    }),
   });
   run = worker.run();
 });
@@ -63,22 +71,36 @@ function clientWithoutAdminRights(): AgentClient {
   const operatorService = new Proxy(connection.operatorService, {
     get: (target, name) => (name === 'addSearchAttributes' ? async () => Promise.reject(denied) : Reflect.get(target, name)),
   });
-  const restricted: ConnectionLike = new Proxy(connection, { get: (target, name) => (name === 'operatorService' ? operatorService : Reflect.get(target, name)) });
+  const restricted: ConnectionLike = new Proxy(connection, {
+    get: (target, name) => (name === 'operatorService' ? operatorService : Reflect.get(target, name)),
+  });
   return new AgentClient(new Client({ connection: restricted, dataConverter: TEST_DATA_CONVERTER }), taskQueue, { issuer });
 }
 
 it('refuses a start it cannot set the namespace up for with INVALID_STATE naming the fix, and starts nothing', async () => {
   expect(await registered()).toEqual([]);
   const agents = clientWithoutAdminRights();
-  const refused = await agents.start({ agentId: 'restricted', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG }).catch((err: unknown) => err);
+  const refused = await agents
+    .start({ agentId: 'restricted', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })
+    .catch((err: unknown) => err);
   expect(refused).toMatchObject({ name: 'FabricError', code: 'INVALID_STATE' });
   const message = (refused as Error).message;
-  expect(message).toMatch(/^namespace default has no search attribute Kv\w+ \(kvfabric's search attributes are not registered\) and this client may not register them/);
+  expect(message).toMatch(
+    /^namespace default has no search attribute Kv\w+ \(kvfabric's search attributes are not registered\) and this client may not register them/,
+  );
   expect(message).toContain(`npx kvfabric setup --address ${server.address} --namespace default`);
   // A listing by tenant needs the attributes too, and says so the same way.
-  await expect(agents.list({ tenant: 'acme' })).rejects.toMatchObject({ code: 'INVALID_STATE', message: expect.stringMatching(/^namespace default has no search attribute KvTenant /) });
+  await expect(agents.list({ tenant: 'acme' })).rejects.toMatchObject({
+    code: 'INVALID_STATE',
+    message: expect.stringMatching(/^namespace default has no search attribute KvTenant /),
+  });
   expect(await registered()).toEqual([]);
-  await expect(connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution: { workflowId: agentWorkflowId('restricted') } })).rejects.toThrow(/not found/i);
+  await expect(
+    connection.workflowService.describeWorkflowExecution({
+      namespace: 'default',
+      execution: { workflowId: agentWorkflowId('restricted') },
+    }),
+  ).rejects.toThrow(/not found/i);
 });
 
 it('registers the search attributes on the first start and the agent runs; a filtered listing then finds it', async () => {

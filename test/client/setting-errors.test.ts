@@ -29,17 +29,35 @@ function thrown(read: () => unknown): unknown {
 }
 
 describe('client settings that fail', () => {
-  it.each(['KVFABRIC_CODEC_KEYS_FILE', 'KVFABRIC_SIGNING_KEYS_FILE'])('%s naming a missing file: INVALID_ARGUMENT naming the setting and the path', (setting) => {
-    const env = { KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'), [setting]: missing };
-    expect(thrown(() => clientSecurityFromEnv(env))).toMatchObject({ name: 'FabricError', code: 'INVALID_ARGUMENT', message: `${setting}: cannot read ${missing} (ENOENT)` });
-  });
+  it.each(['KVFABRIC_CODEC_KEYS_FILE', 'KVFABRIC_SIGNING_KEYS_FILE'])(
+    '%s naming a missing file: INVALID_ARGUMENT naming the setting and the path',
+    (setting) => {
+      const env = { KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'), [setting]: missing };
+      expect(thrown(() => clientSecurityFromEnv(env))).toMatchObject({
+        name: 'FabricError',
+        code: 'INVALID_ARGUMENT',
+        message: `${setting}: cannot read ${missing} (ENOENT)`,
+      });
+    },
+  );
 
   it('no codec key at all, a malformed one, an active key that is not there: INVALID_ARGUMENT naming the setting', () => {
-    expect(thrown(() => clientSecurityFromEnv({}))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^no payload codec key: set KVFABRIC_CODEC_KEYS_FILE /) });
-    expect(thrown(() => clientSecurityFromEnv({ KVFABRIC_CODEC_KEYS: 'k1=notbase64ofthirtytwobytes' }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^KVFABRIC_CODEC_KEYS: key 1 \('k1'\) must be 32 bytes/) });
+    expect(thrown(() => clientSecurityFromEnv({}))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/^no payload codec key: set KVFABRIC_CODEC_KEYS_FILE /),
+    });
+    expect(thrown(() => clientSecurityFromEnv({ KVFABRIC_CODEC_KEYS: 'k1=notbase64ofthirtytwobytes' }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/^KVFABRIC_CODEC_KEYS: key 1 \('k1'\) must be 32 bytes/),
+    });
     const env = { KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'), KVFABRIC_CODEC_ACTIVE_KEY: 'gone' };
-    expect(thrown(() => clientSecurityFromEnv(env))).toMatchObject({ code: 'INVALID_ARGUMENT', message: "KVFABRIC_CODEC_ACTIVE_KEY: 'gone' is not among the payload codec keys given" });
-    expect(thrown(() => clientSecurityFromEnv({ ...env, KVFABRIC_CODEC_ACTIVE_KEY: undefined, KVFABRIC_CAPABILITY_LIFETIME_S: '1.5' }))).toMatchObject({
+    expect(thrown(() => clientSecurityFromEnv(env))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: "KVFABRIC_CODEC_ACTIVE_KEY: 'gone' is not among the payload codec keys given",
+    });
+    expect(
+      thrown(() => clientSecurityFromEnv({ ...env, KVFABRIC_CODEC_ACTIVE_KEY: undefined, KVFABRIC_CAPABILITY_LIFETIME_S: '1.5' })),
+    ).toMatchObject({
       code: 'INVALID_ARGUMENT',
       message: "KVFABRIC_CAPABILITY_LIFETIME_S must be a positive integer (seconds), got '1.5'",
     });
@@ -50,12 +68,19 @@ describe('client settings that fail', () => {
     ['--tls-cert', { tlsCert: missing, tlsKey: join(keys, 'codec.keys') }],
     ['--tls-key', { tlsCert: join(keys, 'trusted.keys'), tlsKey: missing }],
   ])('%s naming a missing file: INVALID_ARGUMENT naming the flag and the path', (flag, flags) => {
-    expect(thrown(() => temporalSettings(flags, {}))).toMatchObject({ name: 'FabricError', code: 'INVALID_ARGUMENT', message: `${flag}: cannot read ${missing} (ENOENT)` });
+    expect(thrown(() => temporalSettings(flags, {}))).toMatchObject({
+      name: 'FabricError',
+      code: 'INVALID_ARGUMENT',
+      message: `${flag}: cannot read ${missing} (ENOENT)`,
+    });
   });
 
   it('a temporal.toml that is not there, or does not parse: INVALID_ARGUMENT naming where it came from', () => {
     // Named on purpose and not there: not a silent fall back to localhost.
-    expect(thrown(() => temporalSettings({}, { TEMPORAL_CONFIG_FILE: missing }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: `TEMPORAL_CONFIG_FILE: cannot read ${missing} (ENOENT)` });
+    expect(thrown(() => temporalSettings({}, { TEMPORAL_CONFIG_FILE: missing }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `TEMPORAL_CONFIG_FILE: cannot read ${missing} (ENOENT)`,
+    });
     const broken = join(scratch, 'broken.toml');
     writeFileSync(broken, '[profile.default\naddress = ');
     expect(thrown(() => temporalSettings({ profile: 'default' }, { TEMPORAL_CONFIG_FILE: broken }))).toMatchObject({

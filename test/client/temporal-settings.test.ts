@@ -1,6 +1,5 @@
 // Connection settings the Temporal way (@temporalio/envconfig): a temporal.toml profile, Temporal's
-// environment variables over it, flags over both; kvfabric's earlier variable names still read. Then the
-// CLI reaches a real dev server through nothing but a profile.
+// environment variables over it, flags over both. Then the CLI reaches a real dev server through nothing but a profile.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -53,7 +52,12 @@ describe('temporal settings', () => {
     const env = { ...home, TEMPORAL_CONFIG_FILE: configFile };
     expect(temporalSettings({}, env)).toEqual({ address: 'default-host:7233', namespace: 'default' });
     const cloud = temporalSettings({ profile: 'cloud' }, env);
-    expect(cloud).toMatchObject({ address: 'acme.tmprl.cloud:7233', namespace: 'acme.prod', apiKey: 'secret-key', metadata: { 'tenant-route': 'eu' } });
+    expect(cloud).toMatchObject({
+      address: 'acme.tmprl.cloud:7233',
+      namespace: 'acme.prod',
+      apiKey: 'secret-key',
+      metadata: { 'tenant-route': 'eu' },
+    });
     expect(cloud.tls?.serverNameOverride).toBe('acme.tmprl.cloud');
     expect(Buffer.from(cloud.tls!.serverRootCACertificate!).toString()).toBe('CA FROM THE PROFILE');
     // TEMPORAL_PROFILE picks it too.
@@ -61,16 +65,25 @@ describe('temporal settings', () => {
     expect(() => temporalSettings({ profile: 'staging' }, env)).toThrow(/Profile 'staging' not found/);
   });
 
-  it('let Temporal\'s environment variables override the profile, and flags override both', () => {
-    const env = { ...home, TEMPORAL_CONFIG_FILE: configFile, TEMPORAL_PROFILE: 'cloud', TEMPORAL_NAMESPACE: 'acme.staging', TEMPORAL_API_KEY: 'other-key' };
+  it("let Temporal's environment variables override the profile, and flags override both", () => {
+    const env = {
+      ...home,
+      TEMPORAL_CONFIG_FILE: configFile,
+      TEMPORAL_PROFILE: 'cloud',
+      TEMPORAL_NAMESPACE: 'acme.staging',
+      TEMPORAL_API_KEY: 'other-key',
+    };
     expect(temporalSettings({}, env)).toMatchObject({ address: 'acme.tmprl.cloud:7233', namespace: 'acme.staging', apiKey: 'other-key' });
-    const flagged = temporalSettingsFromFlags({ address: 'elsewhere:7233', namespace: 'n', 'tls-ca': join(dir, 'ca.pem'), 'tls-server-name': 'elsewhere' }, env);
+    const flagged = temporalSettingsFromFlags(
+      { address: 'elsewhere:7233', namespace: 'n', 'tls-ca': join(dir, 'ca.pem'), 'tls-server-name': 'elsewhere' },
+      env,
+    );
     expect(flagged).toMatchObject({ address: 'elsewhere:7233', namespace: 'n', tls: { serverNameOverride: 'elsewhere' } });
     expect(Buffer.from(flagged.tls!.serverRootCACertificate!).toString()).toBe('CA FROM A FILE');
   });
 
-  it('still read kvfabric\'s earlier variable names, and refuse half a client certificate', () => {
-    const settings = temporalSettings({}, { ...home, TEMPORAL_TLS: 'yes', TEMPORAL_TLS_CA: join(dir, 'ca.pem') });
+  it("read Temporal's own TLS variables, and refuse half a client certificate", () => {
+    const settings = temporalSettings({}, { ...home, TEMPORAL_TLS: 'true', TEMPORAL_TLS_SERVER_CA_CERT_PATH: join(dir, 'ca.pem') });
     expect(Buffer.from(settings.tls!.serverRootCACertificate!).toString()).toBe('CA FROM A FILE');
     expect(() => temporalSettings({ tlsCert: join(dir, 'ca.pem') }, home)).toThrow(/both a client certificate and its key/);
   });
@@ -83,7 +96,11 @@ describe('temporal settings', () => {
       KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
       KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
     };
-    expect(parseWorkerConfig(['--tier-dir', dir, '--profile', 'cloud'], env).temporal).toMatchObject({ address: 'acme.tmprl.cloud:7233', namespace: 'acme.prod', apiKey: 'secret-key' });
+    expect(parseWorkerConfig(['--tier-dir', dir, '--profile', 'cloud'], env).temporal).toMatchObject({
+      address: 'acme.tmprl.cloud:7233',
+      namespace: 'acme.prod',
+      apiKey: 'secret-key',
+    });
   });
 });
 
@@ -98,7 +115,13 @@ describe('the CLI through a profile', () => {
     const file = join(dir, 'dev.toml');
     writeFileSync(file, `[profile.dev]\naddress = "${server.address}"\nnamespace = "${server.namespace}"\n`);
     const cli = join(__dirname, '..', '..', 'src', 'cli', 'kvfabric.ts');
-    const env: NodeJS.ProcessEnv = { ...process.env, ...home, TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'dev', KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...home,
+      TEMPORAL_CONFIG_FILE: file,
+      TEMPORAL_PROFILE: 'dev',
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    };
     delete env.TEMPORAL_ADDRESS;
     delete env.TEMPORAL_NAMESPACE;
     const listed = spawnSync(process.execPath, ['--import', 'tsx', cli, 'list', '--json'], { env, encoding: 'utf8', timeout: 60_000 });

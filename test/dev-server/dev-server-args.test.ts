@@ -14,7 +14,11 @@ describe('dev server command line', () => {
   });
 
   it("keeps a caller's dynamic config, which wins over the defaults", () => {
-    const args = devServerArgs({ dynamicConfig: { 'history.transferProcessorMaxPollRPS': 50, 'limit.historyCount.suggestContinueAsNew': 60 } }, 7233, 8233);
+    const args = devServerArgs(
+      { dynamicConfig: { 'history.transferProcessorMaxPollRPS': 50, 'limit.historyCount.suggestContinueAsNew': 60 } },
+      7233,
+      8233,
+    );
     expect(dynamicConfigOf(args)).toEqual(['history.transferProcessorMaxPollRPS=50', 'limit.historyCount.suggestContinueAsNew=60']);
     expect(args).toContain('--ui-port');
     expect(args).not.toContain('--headless');

@@ -7,7 +7,12 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(__dirname, '..', '..');
-const DOCS = [join(ROOT, 'README.md'), ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => join(ROOT, 'docs', name))];
+const DOCS = [
+  join(ROOT, 'README.md'),
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => join(ROOT, 'docs', name)),
+];
 
 /** The text outside fenced code blocks. */
 function withoutFences(markdown: string): string {
@@ -29,7 +34,10 @@ function headingAnchors(markdown: string): Set<string> {
   const anchors = new Set<string>();
   const seen = new Map<string, number>();
   for (const [, heading] of withoutFences(markdown).matchAll(/^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$/gm)) {
-    const text = heading!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/<[^>]+>/g, '').replace(/`/g, '');
+    const text = heading!
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+      .replace(/<[^>]+>/g, '')
+      .replace(/`/g, '');
     const slug = text
       .toLowerCase()
       .replace(/[^\p{L}\p{N}\s_-]/gu, '')
@@ -62,7 +70,9 @@ describe('markdown links', () => {
   });
 
   it('reads anchors the way GitHub makes them', () => {
-    const anchors = headingAnchors('# Run it\n## Placement, failover, idempotency\n### `kvfabric` CLI\n## Limits\n## Limits\n```\n# not a heading\n```\n');
+    const anchors = headingAnchors(
+      '# Run it\n## Placement, failover, idempotency\n### `kvfabric` CLI\n## Limits\n## Limits\n```\n# not a heading\n```\n',
+    );
     expect([...anchors]).toEqual(['run-it', 'placement-failover-idempotency', 'kvfabric-cli', 'limits', 'limits-1']);
   });
 

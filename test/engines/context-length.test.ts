@@ -35,6 +35,8 @@ it('refuses a context length above what the model was trained for, naming both',
   await expect(LlamaEngine.open({ contextLength: 1_000_000 })).rejects.toMatchObject({
     name: 'FabricError',
     code: 'INVALID_ARGUMENT',
-    message: expect.stringMatching(/^context length \(--context-length, contextLength\) 1000000 is more than the model was trained for \(\d+ tokens\): ask for at most \d+$/),
+    message: expect.stringMatching(
+      /^context length \(--context-length, contextLength\) 1000000 is more than the model was trained for \(\d+ tokens\): ask for at most \d+$/,
+    ),
   });
 });

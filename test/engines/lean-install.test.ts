@@ -25,7 +25,9 @@ describe('the engine install', () => {
 
   it('the lockfile installs no other prebuilt binary on Linux', () => {
     const lock = readJson('package-lock.json');
-    const binaries = Object.entries(lock.packages as Record<string, { version: string; name?: string; os?: string[] }>).filter(([key]) => key.startsWith('node_modules/@node-llama-cpp/'));
+    const binaries = Object.entries(lock.packages as Record<string, { version: string; name?: string; os?: string[] }>).filter(([key]) =>
+      key.startsWith('node_modules/@node-llama-cpp/'),
+    );
     expect(binaries.length).toBeGreaterThan(1);
     for (const [key, entry] of binaries) {
       if (key === 'node_modules/@node-llama-cpp/linux-x64') expect(entry.version).toBe(NODE_LLAMA_CPP_VERSION);

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError, NativeAllocator, type ContextHandle } from '../../src/fabric';
-import type { ContextKv, StoredContext, TurnResult } from '../../src/engines/engine';
+import type { ContextKv, StoredContext, EngineTurnResult } from '../../src/engines/engine';
 import type { EngineFingerprint } from '../../src/engines/fingerprint';
 import { LlamaEngine } from '../../src/engines/llama/llama-engine';
 import { expectSameBytes } from '../fabric/implementations';
@@ -45,7 +45,7 @@ class PooledContext {
     };
   }
 
-  absorb(result: TurnResult): void {
+  absorb(result: EngineTurnResult): void {
     pool.append(this.handle, result.appended.kv);
     const tokens = new Uint32Array(this.tokens.length + result.appended.tokens.length);
     tokens.set(this.tokens);
@@ -62,14 +62,14 @@ class PooledContext {
   }
 }
 
-async function turn(key: string, context: PooledContext, input: string): Promise<TurnResult> {
+async function turn(key: string, context: PooledContext, input: string): Promise<EngineTurnResult> {
   const result = await engine.turn({ key, context: context.stored(), input, generation: { maxTokens: MAX_TOKENS } });
   expect(result.appended.kv.length).toBe(result.appended.tokens.length * 23_040);
   context.absorb(result);
   return result;
 }
 
-function expectSameTurn(a: TurnResult, b: TurnResult): void {
+function expectSameTurn(a: EngineTurnResult, b: EngineTurnResult): void {
   expect(b.reply).toBe(a.reply);
   expect(Array.from(b.appended.tokens)).toEqual(Array.from(a.appended.tokens));
   expectSameBytes(b.appended.kv, a.appended.kv);
@@ -101,7 +101,7 @@ describe('LlamaEngine', () => {
 
   it('a conversation restored from kvfabric pages after the engine let go continues exactly like an uninterrupted one', async () => {
     const straight = new PooledContext();
-    const straightTurns: TurnResult[] = [];
+    const straightTurns: EngineTurnResult[] = [];
     for (const message of MESSAGES) straightTurns.push(await turn('straight', straight, message));
     expect(straightTurns.map((t) => t.resumedFrom)).toEqual(['empty', 'hot', 'hot']);
     expect(straight.loads).toBe(0);
@@ -168,7 +168,10 @@ describe('LlamaEngine', () => {
     const tokensBefore = context.tokens;
     const err = await expectCode(engine.turn({ key: 'long', context: context.stored(), input: 'word '.repeat(600) }), 'OUT_OF_RANGE');
     expect(err.message).toMatch(/context length is 512/);
-    await expectCode(engine.turn({ key: 'long', context: context.stored(), input: 'Hi.', generation: { maxTokens: 1000 } }), 'OUT_OF_RANGE');
+    await expectCode(
+      engine.turn({ key: 'long', context: context.stored(), input: 'Hi.', generation: { maxTokens: 1000 } }),
+      'OUT_OF_RANGE',
+    );
     expect(context.tokens).toBe(tokensBefore);
     expect(pool.contextStats(context.handle).tokens).toBe(tokensBefore.length);
     // Still hot: nothing was evicted or evaluated.
@@ -182,14 +185,29 @@ describe('LlamaEngine', () => {
     await engine.release('corrupt');
     const stored = context.stored();
     const kv = pool.read(context.handle, 0, context.tokens.length);
-    await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, loadKv: async () => kv.subarray(1) }, input: 'Hi.' }), 'INTEGRITY');
+    await expectCode(
+      engine.turn({ key: 'corrupt', context: { ...stored, loadKv: async () => kv.subarray(1) }, input: 'Hi.' }),
+      'INTEGRITY',
+    );
     const badTokens = Uint32Array.from(context.tokens);
     badTokens[3] = 0x7fffffff;
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, tokens: badTokens }, input: 'Hi.' }), 'INTEGRITY');
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, fingerprint: undefined }, input: 'Hi.' }), 'INVALID_ARGUMENT');
     // A store that fails to read is the engine's UNAVAILABLE, as often as it happens: nothing leaks.
     for (let i = 0; i < 3; i++) {
-      await expectCode(engine.turn({ key: `unreadable-${i}`, context: { ...stored, loadKv: async () => { throw new Error('disk gone'); } }, input: 'Hi.' }), 'UNAVAILABLE');
+      await expectCode(
+        engine.turn({
+          key: `unreadable-${i}`,
+          context: {
+            ...stored,
+            loadKv: async () => {
+              throw new Error('disk gone');
+            },
+          },
+          input: 'Hi.',
+        }),
+        'UNAVAILABLE',
+      );
     }
     // The engine is fine afterwards.
     expect((await turn('corrupt', context, MESSAGES[1]!)).resumedFrom).toBe('stored');
@@ -217,7 +235,12 @@ describe('LlamaEngine', () => {
   it('seeded sampling repeats exactly', async () => {
     const results: ContextKv[] = [];
     for (const key of ['seeded-a', 'seeded-b']) {
-      const result = await engine.turn({ key, context: new PooledContext().stored(), input: MESSAGES[2]!, generation: { maxTokens: MAX_TOKENS, temperature: 0.9, seed: 42 } });
+      const result = await engine.turn({
+        key,
+        context: new PooledContext().stored(),
+        input: MESSAGES[2]!,
+        generation: { maxTokens: MAX_TOKENS, temperature: 0.9, seed: 42 },
+      });
       results.push(result.appended);
       await engine.release(key);
     }

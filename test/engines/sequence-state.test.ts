@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FabricError } from '../../src/fabric';
 import { modelFile } from '../../src/engines/llama/default-model';
 import { modelInfoFromMetadata, readModelInfo } from '../../src/engines/llama/gguf-shape';
-import { buildSequenceState, bytesPerToken, parseSequenceState, readSequenceStateFile, type SequenceStateShape } from '../../src/engines/llama/sequence-state';
+import {
+  buildSequenceState,
+  bytesPerToken,
+  parseSequenceState,
+  readSequenceStateFile,
+  type SequenceStateShape,
+} from '../../src/engines/llama/sequence-state';
 import { expectSameBytes } from '../fabric/implementations';
 
 const SHAPE: SequenceStateShape = { layers: 30, kvHeads: 3, headDim: 64, kType: 'f16', vType: 'f16' };
@@ -108,7 +114,8 @@ describe('real llama.cpp sequence states', () => {
     expect(view.getUint32(at, true)).toBe(1); // streams
     expect(view.getUint32(at + 4, true)).toBe(n); // cells
     at += 8;
-    for (let i = 0; i < n; i++, at += 12) expect([view.getInt32(at, true), view.getUint32(at + 4, true), view.getInt32(at + 8, true)]).toEqual([i, 1, 0]);
+    for (let i = 0; i < n; i++, at += 12)
+      expect([view.getInt32(at, true), view.getUint32(at + 4, true), view.getInt32(at + 8, true)]).toEqual([i, 1, 0]);
     expect([view.getUint32(at, true), view.getUint32(at + 4, true)]).toEqual([1, 30]); // v_trans, layers
     expect([view.getInt32(at + 8, true), Number(view.getBigUint64(at + 12, true))]).toEqual([1, 384]); // f16 K rows
     const vStart = at + 8 + 30 * (12 + n * 384);
@@ -120,7 +127,8 @@ describe('real llama.cpp sequence states', () => {
     const on = parseSequenceState(saved.get('true/1')!.file, SHAPE);
     const off = parseSequenceState(saved.get('false/1')!.file, SHAPE);
     const layer0 = 2 * 384;
-    for (let t = 0; t < on.tokens.length; t++) expectSameBytes(on.kv.subarray(t * 23_040, t * 23_040 + layer0), off.kv.subarray(t * 23_040, t * 23_040 + layer0));
+    for (let t = 0; t < on.tokens.length; t++)
+      expectSameBytes(on.kv.subarray(t * 23_040, t * 23_040 + layer0), off.kv.subarray(t * 23_040, t * 23_040 + layer0));
     expect(Buffer.from(on.kv).equals(Buffer.from(off.kv))).toBe(false);
   });
 
@@ -140,8 +148,15 @@ describe('real llama.cpp sequence states', () => {
     expectCode(() => parseSequenceState(hugeCount, SHAPE), 'INTEGRITY');
     expectCode(() => parseSequenceState(file, { ...SHAPE, kType: 'bf16' }), 'INCOMPATIBLE');
     expectCode(() => parseSequenceState(file, { ...SHAPE, layers: 32 }), 'INCOMPATIBLE');
-    expectCode(() => buildSequenceState(Uint32Array.of(1, 2), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 0, seqId: 0 }), 'INVALID_ARGUMENT');
-    expectCode(() => buildSequenceState(Uint32Array.of(1), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 1, seqId: 0 }), 'INVALID_ARGUMENT');
+    expectCode(
+      () =>
+        buildSequenceState(Uint32Array.of(1, 2), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 0, seqId: 0 }),
+      'INVALID_ARGUMENT',
+    );
+    expectCode(
+      () => buildSequenceState(Uint32Array.of(1), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 1, seqId: 0 }),
+      'INVALID_ARGUMENT',
+    );
   });
 });
 
@@ -158,30 +173,43 @@ describe('the converter on random shapes (property)', () => {
 
   it('rows -> state -> rows is the identity, and state -> rows -> state too, for any token count, streams and V layout', () => {
     fc.assert(
-      fc.property(shapes, fc.integer({ min: 0, max: 40 }), fc.integer({ min: 1, max: 4 }), fc.nat(), fc.boolean(), fc.integer(), (s, n, streams, streamPick, vTransposed, seed) => {
-        const layout = { vTransposed, streams, stream: streamPick % streams, seqId: streamPick % 5 };
-        const shape: SequenceStateShape = { ...s, vType: s.kType };
-        const tokens = Uint32Array.from({ length: n }, (_, i) => (seed + i * 7919) >>> 0);
-        const kv = Uint8Array.from({ length: n * bytesPerToken(shape) }, (_, i) => (seed + i * 31) & 0xff);
-        const file = buildSequenceState(tokens, kv, shape, layout);
-        const state = parseSequenceState(file, shape);
-        expect(Array.from(state.tokens)).toEqual(Array.from(tokens));
-        expectSameBytes(state.kv, kv);
-        // An empty sequence writes no layout beyond the stream count.
-        expect(state.layout).toEqual(n > 0 ? layout : { vTransposed: false, streams, stream: 0, seqId: 0 });
-        expectSameBytes(buildSequenceState(state.tokens, state.kv, shape, state.layout), file);
-        const from = Math.floor(n / 2);
-        expectSameBytes(parseSequenceState(file, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
-        fs.writeFileSync(onDisk, file);
-        expectSameBytes(readSequenceStateFile(onDisk, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
-      }),
+      fc.property(
+        shapes,
+        fc.integer({ min: 0, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.nat(),
+        fc.boolean(),
+        fc.integer(),
+        (s, n, streams, streamPick, vTransposed, seed) => {
+          const layout = { vTransposed, streams, stream: streamPick % streams, seqId: streamPick % 5 };
+          const shape: SequenceStateShape = { ...s, vType: s.kType };
+          const tokens = Uint32Array.from({ length: n }, (_, i) => (seed + i * 7919) >>> 0);
+          const kv = Uint8Array.from({ length: n * bytesPerToken(shape) }, (_, i) => (seed + i * 31) & 0xff);
+          const file = buildSequenceState(tokens, kv, shape, layout);
+          const state = parseSequenceState(file, shape);
+          expect(Array.from(state.tokens)).toEqual(Array.from(tokens));
+          expectSameBytes(state.kv, kv);
+          // An empty sequence writes no layout beyond the stream count.
+          expect(state.layout).toEqual(n > 0 ? layout : { vTransposed: false, streams, stream: 0, seqId: 0 });
+          expectSameBytes(buildSequenceState(state.tokens, state.kv, shape, state.layout), file);
+          const from = Math.floor(n / 2);
+          expectSameBytes(parseSequenceState(file, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
+          fs.writeFileSync(onDisk, file);
+          expectSameBytes(readSequenceStateFile(onDisk, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
+        },
+      ),
       { numRuns: 200 },
     );
   });
 
   it('any truncation of a state is INTEGRITY, in memory and read from a file', () => {
     const shape: SequenceStateShape = { layers: 2, kvHeads: 1, headDim: 2, kType: 'f16', vType: 'f16' };
-    const file = buildSequenceState(Uint32Array.of(4, 5, 6), new Uint8Array(3 * bytesPerToken(shape)).fill(9), shape, { vTransposed: true, streams: 2, stream: 1, seqId: 1 });
+    const file = buildSequenceState(Uint32Array.of(4, 5, 6), new Uint8Array(3 * bytesPerToken(shape)).fill(9), shape, {
+      vTransposed: true,
+      streams: 2,
+      stream: 1,
+      seqId: 1,
+    });
     const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-cut.ggsq`);
     try {
       fc.assert(

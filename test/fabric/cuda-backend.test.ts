@@ -46,7 +46,14 @@ describe('backend choice', () => {
   });
 
   it('rejects bad backend, device and deviceMemoryFraction options as INVALID_ARGUMENT', () => {
-    for (const bad of [{ backend: 'gpu' }, { device: -1 }, { device: 1.5 }, { deviceMemoryFraction: 0 }, { deviceMemoryFraction: 1.5 }, { deviceMemoryFraction: 'x' }]) {
+    for (const bad of [
+      { backend: 'gpu' },
+      { device: -1 },
+      { device: 1.5 },
+      { deviceMemoryFraction: 0 },
+      { deviceMemoryFraction: 1.5 },
+      { deviceMemoryFraction: 'x' },
+    ]) {
       expect(() => new NativeAllocator({ shape: tinyShape, blockCount: 4, ...(bad as object) }), JSON.stringify(bad)).toThrow(
         expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
       );
@@ -163,7 +170,12 @@ describe.runIf(onCuda && process.env.KVFABRIC_LIBCUDA?.includes('fakecuda'))('CU
   });
 
   /** A 40-token context (3 pages) on the host tier, then a promote with every block flipped in flight. */
-  async function promoteThroughBadLink(): Promise<{ pool: NativeAllocator; ctx: ContextHandle; bytes: Uint8Array; promoted: Promise<void> }> {
+  async function promoteThroughBadLink(): Promise<{
+    pool: NativeAllocator;
+    ctx: ContextHandle;
+    bytes: Uint8Array;
+    promoted: Promise<void>;
+  }> {
     pool = new NativeAllocator({ shape, tokensPerBlock: 16, blockCount: 8, hostBlockCount: 8 });
     const ctx = pool.createContext(1);
     const bytes = tokenBytes(40, 9, pool.layout.bytesPerToken);
@@ -177,7 +189,10 @@ describe.runIf(onCuda && process.env.KVFABRIC_LIBCUDA?.includes('fakecuda'))('CU
 
   it('fails the promote with INTEGRITY naming the page, moves nothing, and a clean retry restores every byte', async () => {
     const { pool, ctx, bytes, promoted } = await promoteThroughBadLink();
-    await expect(promoted).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringMatching(/page \d+ does not match its checksum/) });
+    await expect(promoted).rejects.toMatchObject({
+      code: 'INTEGRITY',
+      message: expect.stringMatching(/page \d+ does not match its checksum/),
+    });
     delete process.env.KVFABRIC_FAKECUDA_FLIP_UPLOADS;
     expect(pool.pageResidency(ctx)).toEqual(['host', 'host', 'host']);
     await pool.promote(ctx);

@@ -11,7 +11,10 @@ describe('error codes', () => {
   it('native/src/core/status.h names the same codes as ERROR_CODES, in the same order', () => {
     const header = fs.readFileSync(path.join(__dirname, '..', '..', 'native', 'src', 'core', 'status.h'), 'utf8');
     const enumBody = /enum class Code[^{]*\{([^}]*)\}/.exec(header)?.[1] ?? '';
-    const enumerators = enumBody.split(',').map((entry) => entry.replace(/=.*$/, '').trim()).filter(Boolean);
+    const enumerators = enumBody
+      .split(',')
+      .map((entry) => entry.replace(/=.*$/, '').trim())
+      .filter(Boolean);
     const names = [...header.matchAll(/case Code::(k\w+): return "(\w+)";/g)].map((match) => [match[1], match[2]] as const);
     expect(enumerators[0]).toBe('kOk');
     // codeName's cases, in enum order, minus OK.

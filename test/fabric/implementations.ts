@@ -25,7 +25,12 @@ export function tokenBytes(tokens: number, seed: number, bytesPerToken = TINY_BY
 
 /** Byte equality that stays fast on megabytes (deep equality walks element by element) and names the first difference. */
 export function expectSameBytes(actual: Uint8Array, expected: Uint8Array): void {
-  if (Buffer.from(actual.buffer, actual.byteOffset, actual.byteLength).equals(Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength))) return;
+  if (
+    Buffer.from(actual.buffer, actual.byteOffset, actual.byteLength).equals(
+      Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength),
+    )
+  )
+    return;
   let at = 0;
   while (at < Math.min(actual.length, expected.length) && actual[at] === expected[at]) at++;
   throw new Error(`bytes differ at offset ${at} (lengths ${actual.length} and ${expected.length})`);

@@ -39,9 +39,23 @@ describe('native addon fuzz', () => {
     const failures = new Map<string, number>();
 
     const garbage = (): unknown =>
-      [undefined, null, -1, 0.5, Number.NaN, Infinity, 2 ** 53, 2 ** 64, 'x', {}, [], Symbol('s'), 1n, new Uint8Array(3), new Float64Array([0.5, -1])][
-        int(15)
-      ];
+      [
+        undefined,
+        null,
+        -1,
+        0.5,
+        Number.NaN,
+        Infinity,
+        2 ** 53,
+        2 ** 64,
+        'x',
+        {},
+        [],
+        Symbol('s'),
+        1n,
+        new Uint8Array(3),
+        new Float64Array([0.5, -1]),
+      ][int(15)];
     const handle = (): unknown => {
       const r = random();
       if (r < 0.6 && contexts.length) return contexts[int(contexts.length)];
@@ -84,7 +98,14 @@ describe('native addon fuzz', () => {
       ['fillWrite', () => [lease(), count(), random() < 0.5 ? new Uint8Array(allocator.layout.blockBytes) : bytes()]],
       ['commitFill', () => [lease()]],
       ['abortLease', () => [lease()]],
-      ['importContext', () => [1 + int(3), count(), keys()]],
+      [
+        'importContext',
+        () => {
+          const diskKeys = keys();
+          const sums = diskKeys instanceof Float64Array && random() < 0.8 ? new Uint32Array(diskKeys.length) : garbage();
+          return [1 + int(3), count(), diskKeys, sums];
+        },
+      ],
       ['pageDiskKeys', () => [handle()]],
       ['pageTiers', () => [handle()]],
       ['takeFreedDiskKeys', () => []],
@@ -109,7 +130,8 @@ describe('native addon fuzz', () => {
         if (inFlight.length > 32) await Promise.all(inFlight.splice(0, 16));
         continue;
       }
-      if ((method === 'createContext' || method === 'fork' || method === 'importContext') && typeof result === 'number') contexts.push(result);
+      if ((method === 'createContext' || method === 'fork' || method === 'importContext') && typeof result === 'number')
+        contexts.push(result);
       if (method === 'release') {
         const [h] = args() as [number];
         void h; // the handle passed was random; contexts are pruned below via contextStats
@@ -145,7 +167,14 @@ describe('native addon fuzz', () => {
         expect((err as FabricError).code).toBe('STALE_HANDLE');
       }
     }
-    expect(allocator.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 0 }, contexts: 0, sharedBlocks: 0, diskOnlyBlocks: 0, diskCopies: 0 });
+    expect(allocator.stats()).toMatchObject({
+      usedBlocks: 0,
+      host: { usedBlocks: 0 },
+      contexts: 0,
+      sharedBlocks: 0,
+      diskOnlyBlocks: 0,
+      diskCopies: 0,
+    });
     expect(failures.size).toBeGreaterThan(5); // the run reached many different error paths
     allocator.close();
   });

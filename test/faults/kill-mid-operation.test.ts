@@ -40,7 +40,13 @@ afterAll(async () => {
  * fatal call; `fatal` starts it. Kills the worker once paused, starts a survivor, and returns the call's
  * outcome with the survivor. Each scenario has its own queue, flag and workers, so they run concurrently.
  */
-async function killDuring(activity: string, agentId: string, options: { skip?: number; config?: AgentConfigOverrides }, setup: (agent: AgentHandle) => Promise<void>, fatal: (agent: AgentHandle) => Promise<AgentStatus>) {
+async function killDuring(
+  activity: string,
+  agentId: string,
+  options: { skip?: number; config?: AgentConfigOverrides },
+  setup: (agent: AgentHandle) => Promise<void>,
+  fatal: (agent: AgentHandle) => Promise<AgentStatus>,
+) {
   const queue = `kill-${activity}-${randomBytes(3).toString('hex')}`;
   const flag = join(flags, `${agentId}.paused`);
   // A tier directory of its own (shared by the doomed worker and the survivor): concurrent scenarios never see each other's files.
@@ -65,32 +71,56 @@ async function killDuring(activity: string, agentId: string, options: { skip?: n
   expect(await doomed.exited).toBe('SIGKILL');
   injected.push(`${activity} (${agentId})`);
 
-  const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir, housekeepingMs: 250, orphanMinAgeMs: 1000 } });
+  const survivor = await cluster.startWorker({
+    config: { taskQueue: queue, workflows: false, tierDir, housekeepingMs: 250, orphanMinAgeMs: 1000 },
+  });
   const leftOver = (): string[] => contextFiles(tierDir);
   /** Every file of the agent gone (the orphan sweep included), or the files still there after 15 s. */
-  const nothingLeft = async () => eventually(async () => (leftOver().length === 0 ? true : undefined), 15_000, `no files left in ${tierDir} (left: ${leftOver().join(', ')})`);
+  const nothingLeft = async () =>
+    eventually(
+      async () => (leftOver().length === 0 ? true : undefined),
+      15_000,
+      `no files left in ${tierDir} (left: ${leftOver().join(', ')})`,
+    );
   return { agent, status: await outcome, survivor, nothingLeft };
 }
 
 it.concurrent('kill -9 mid-offload over an older durable copy (durability on-offload): a typed error, never the older bytes', async () => {
   const id = 'killed-offload-stale';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, nothingLeft } = await killDuring('offload', id, { skip: 1, config }, async (a) => {
-    await a.turn(40);
-    await a.suspend('disk'); // durable copy: 40 tokens
-    await a.resume();
-    await a.turn(8); // only in the doomed worker's memory
-  }, (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus));
+  const { agent, status, survivor, nothingLeft } = await killDuring(
+    'suspend',
+    id,
+    { skip: 1, config },
+    async (a) => {
+      await a.turn(40);
+      await a.suspend('disk'); // durable copy: 40 tokens
+      await a.resume();
+      await a.turn(8); // only in the doomed worker's memory
+    },
+    (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus),
+  );
   // The newer 8 tokens existed only in the killed worker's memory: the call fails, typed, and the agent
   // refuses to present the older 40-token copy as its context.
   expect(status).toBeInstanceOf(FabricError);
-  console.log(`[kill-mid-operation] offload over an older copy: ${(status as unknown as FabricError).code}: ${(status as unknown as FabricError).message}`);
+  console.log(
+    `[kill-mid-operation] offload over an older copy: ${(status as unknown as FabricError).code}: ${(status as unknown as FabricError).message}`,
+  );
   expect((status as unknown as FabricError).code).toBe('INVALID_STATE');
   // Never the older bytes: a resume either fails typed or brings back exactly the 48 tokens recorded.
   const resumed = await agent.resume().catch((err: unknown) => err);
-  console.log(`[kill-mid-operation] resume after it: ${resumed instanceof FabricError ? `${resumed.code}: ${resumed.message}` : JSON.stringify({ tokens: (resumed as AgentStatus).tokens })}`);
+  console.log(
+    `[kill-mid-operation] resume after it: ${resumed instanceof FabricError ? `${resumed.code}: ${resumed.message}` : JSON.stringify({ tokens: (resumed as AgentStatus).tokens })}`,
+  );
   if (resumed instanceof FabricError) expect(['INTEGRITY', 'INVALID_STATE']).toContain(resumed.code);
-  else expect(resumed).toMatchObject({ tokens: 48, digest: expectedDigest([[id, 0, 40], [id, 1, 8]]) });
+  else
+    expect(resumed).toMatchObject({
+      tokens: 48,
+      digest: expectedDigest([
+        [id, 0, 40],
+        [id, 1, 8],
+      ]),
+    });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
   await nothingLeft();
@@ -98,27 +128,55 @@ it.concurrent('kill -9 mid-offload over an older durable copy (durability on-off
 
 it.concurrent('kill -9 during a restore from disk: the resume completes on another worker, verified', async () => {
   const id = 'killed-restore';
-  const { agent, status, survivor, nothingLeft } = await killDuring('restore', id, {}, async (a) => {
-    await a.turn(56);
-    await a.suspend('disk');
-  }, (a) => a.resume());
+  const { agent, status, survivor, nothingLeft } = await killDuring(
+    'resume',
+    id,
+    {},
+    async (a) => {
+      await a.turn(56);
+      await a.suspend('disk');
+    },
+    (a) => a.resume(),
+  );
   expect(status).toMatchObject({ holder: survivor.holder, phase: 'resumed', tier: 'device', tokens: 56, failovers: 1 });
-  expect(status.lastRestore).toMatchObject({ verified: true });
+  expect(status.lastResume).toMatchObject({ from: 'disk' });
   expect(status.digest).toBe(expectedDigest([[id, 0, 56]]));
-  expect(await agent.turn(4)).toMatchObject({ tokens: 60, digest: expectedDigest([[id, 0, 56], [id, 1, 4]]) });
+  expect(await agent.turn(4)).toMatchObject({
+    tokens: 60,
+    digest: expectedDigest([
+      [id, 0, 56],
+      [id, 1, 4],
+    ]),
+  });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
   await nothingLeft();
 });
 
-it.concurrent('kill -9 during a turn\'s append (its durable copy half written): the turn is applied once, on another worker', async () => {
+it.concurrent("kill -9 during a turn's append (its durable copy half written): the turn is applied once, on another worker", async () => {
   const id = 'killed-append';
-  const { agent, status, survivor, nothingLeft } = await killDuring('appendTurn', id, { skip: 1 }, (a) => a.turn(37).then(() => undefined), (a) => a.turn(20));
-  const digest = expectedDigest([[id, 0, 37], [id, 1, 20]]);
+  const { agent, status, survivor, nothingLeft } = await killDuring(
+    'turn',
+    id,
+    { skip: 1 },
+    (a) => a.turn(37).then(() => undefined),
+    (a) => a.turn(20),
+  );
+  const digest = expectedDigest([
+    [id, 0, 37],
+    [id, 1, 20],
+  ]);
   expect(status).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 57, turns: 2, failovers: 1, digest });
   await agent.suspend('disk');
   expect((await agent.resume()).digest).toBe(digest);
-  expect(await agent.turn(11)).toMatchObject({ tokens: 68, digest: expectedDigest([[id, 0, 37], [id, 1, 20], [id, 2, 11]]) });
+  expect(await agent.turn(11)).toMatchObject({
+    tokens: 68,
+    digest: expectedDigest([
+      [id, 0, 37],
+      [id, 1, 20],
+      [id, 2, 11],
+    ]),
+  });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
   // The segment the killed worker wrote before its manifest goes with the survivor's orphan sweep.
@@ -128,9 +186,15 @@ it.concurrent('kill -9 during a turn\'s append (its durable copy half written): 
 it.concurrent('kill -9 mid-offload with no durable copy at all (durability on-offload): a typed error, never wrong bytes', async () => {
   const id = 'killed-offload-volatile';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, nothingLeft } = await killDuring('offload', id, { config }, async (a) => {
-    await a.turn(64);
-  }, (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus));
+  const { agent, status, survivor, nothingLeft } = await killDuring(
+    'suspend',
+    id,
+    { config },
+    async (a) => {
+      await a.turn(64);
+    },
+    (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus),
+  );
   expect(status).toBeInstanceOf(FabricError);
   expect(status).toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('manifest is missing') });
   // Nothing is left to adopt, so release ends what remains (grant, tokens, files) and the workflow completes.

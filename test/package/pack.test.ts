@@ -72,7 +72,10 @@ async function userWorker(): Promise<RunningProgram> {
 /** The kvfabric CLI with the client's environment from the README (codec and signing keys). */
 async function cli(args: string[], capability?: string): Promise<Record<string, unknown>> {
   const env = { ...newcomerEnv(quick.runClient), ...(capability ? { KVFABRIC_CAPABILITY: capability } : {}) };
-  return JSON.parse(await execOk(bin('kvfabric'), [...args, '--json'], { cwd: project, env, timeoutMs: 180_000 })) as Record<string, unknown>;
+  return JSON.parse(await execOk(bin('kvfabric'), [...args, '--json'], { cwd: project, env, timeoutMs: 180_000 })) as Record<
+    string,
+    unknown
+  >;
 }
 
 beforeAll(async () => {
@@ -105,7 +108,9 @@ describe('the package, installed by the README', () => {
       expect(statSync(join(ROOT, built)).mtimeMs, built).toBeGreaterThanOrEqual(packStarted - 1000);
     }
     const listed = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).split('\n');
-    expect(listed).toEqual(expect.arrayContaining(['package/dist/src/cli/kvfabric.js', 'package/dist/src/worker/main.js', 'package/build/workflow-bundle.js']));
+    expect(listed).toEqual(
+      expect.arrayContaining(['package/dist/src/cli/kvfabric.js', 'package/dist/src/worker/main.js', 'package/build/workflow-bundle.js']),
+    );
   });
 
   it(`installs lean: node_modules under 450 MB, node-llama-cpp ${NODE_LLAMA_CPP_VERSION} with its CPU build alone, Temporal whole`, () => {
@@ -131,7 +136,9 @@ describe('the package, installed by the README', () => {
   });
 
   it('gives a TypeScript user the types of its entry points', async () => {
-    writeFileSync(join(project, 'check.ts'), `
+    writeFileSync(
+      join(project, 'check.ts'),
+      `
       import { KvFabricWorkerPlugin, type KvFabricWorkerPluginOptions } from 'kvfabric/plugin';
       import { AgentClient, type CallOptions } from 'kvfabric/client';
       import type { AgentStatus } from 'kvfabric/workflows';
@@ -142,8 +149,13 @@ describe('the package, installed by the README', () => {
       export type Options = KvFabricWorkerPluginOptions['tierDir'];
       // @ts-expect-error: a turn's options take a request id, nothing else
       export const wrong: CallOptions = { updateId: 'x' };
-    `);
-    await execOk(process.execPath, [TSC, '--noEmit', '--strict', '--skipLibCheck', '--module', 'node16', '--moduleResolution', 'node16', 'check.ts'], { cwd: project, env: newcomerEnv() });
+    `,
+    );
+    await execOk(
+      process.execPath,
+      [TSC, '--noEmit', '--strict', '--skipLibCheck', '--module', 'node16', '--moduleResolution', 'node16', 'check.ts'],
+      { cwd: project, env: newcomerEnv() },
+    );
   }, 120_000);
 
   it('answers --help from both command lines', async () => {
@@ -178,30 +190,60 @@ describe('without node-llama-cpp', () => {
         resolved: require.resolve('kvfabric/plugin'),
       }));
       pool.close();`;
-    const out = JSON.parse(await execOk(process.execPath, ['-e', script], { cwd: project, env: newcomerEnv() })) as { kinds: string[]; freeBlocks: number; resolved: string };
+    const out = JSON.parse(await execOk(process.execPath, ['-e', script], { cwd: project, env: newcomerEnv() })) as {
+      kinds: string[];
+      freeBlocks: number;
+      resolved: string;
+    };
     expect(out.kinds).toEqual(Array(8).fill('function'));
     expect(out.freeBlocks).toBe(8);
     expect(out.resolved).toMatch(/node_modules\/kvfabric\/dist\/src\/plugin\/index\.js$/);
   });
 
   it('a llama worker stops at once with one line that names the package and its install command', async () => {
-    const worker = await exec(bin('kvfabric-worker'), ['--tier-dir', join(scratch, 'kv-no-llama')], { cwd: project, env: newcomerEnv(quick.runWorker), timeoutMs: 120_000 });
+    const worker = await exec(bin('kvfabric-worker'), ['--tier-dir', join(scratch, 'kv-no-llama')], {
+      cwd: project,
+      env: newcomerEnv(quick.runWorker),
+      timeoutMs: 120_000,
+    });
     expect(worker.code, worker.stderr).toBe(1);
-    expect(worker.stderr).toContain(`node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, which is not installed: npm install node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`);
+    expect(worker.stderr).toContain(
+      `node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, which is not installed: npm install node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`,
+    );
     expect(worker.stderr).toMatch(/\(UNAVAILABLE\)$/m);
     expect(worker.stderr).not.toMatch(/^\s+at /m); // no stack trace
   }, 150_000);
 
   it('a synthetic worker runs a turn, from the prebuilt workflow bundle instead of bundling', async () => {
-    const worker = new RunningProgram(bin('kvfabric-worker'), ['--engine', 'synthetic', '--model', 'tiny', '--device-blocks', '64', '--host-blocks', '64', '--task-queue', 'packaged', '--tier-dir', join(scratch, 'kv-synthetic')], {
-      cwd: project,
-      env: newcomerEnv(quick.runWorker),
-    });
+    const worker = new RunningProgram(
+      bin('kvfabric-worker'),
+      [
+        '--engine',
+        'synthetic',
+        '--model',
+        'tiny',
+        '--device-blocks',
+        '64',
+        '--host-blocks',
+        '64',
+        '--task-queue',
+        'packaged',
+        '--tier-dir',
+        join(scratch, 'kv-synthetic'),
+      ],
+      {
+        cwd: project,
+        env: newcomerEnv(quick.runWorker),
+      },
+    );
     running.push(worker);
     syntheticWorker = worker;
     await worker.waitFor(/kvfabric GPU worker ready/, 120_000);
     const started = await cli(['start', 'packed', '--tenant', 'acme', '--model', 'tiny', '--task-queue', 'packaged']);
-    const turned = await cli(['turn', 'packed', '--tokens', '20', '--request-id', 'r1', '--task-queue', 'packaged'], started.capability as string);
+    const turned = await cli(
+      ['turn', 'packed', '--tokens', '20', '--request-id', 'r1', '--task-queue', 'packaged'],
+      started.capability as string,
+    );
     expect(turned).toMatchObject({ tokens: 20, turns: 1 });
     expect(turned.holder).toMatch(/^packaged@/);
     expect(worker.output).not.toMatch(/Workflow bundle created/);
@@ -218,9 +260,15 @@ describe("without llama.cpp's CPU build (node-llama-cpp alone)", () => {
   });
 
   it('a llama worker stops at once with one line that names the binary package to install', async () => {
-    const worker = await exec(bin('kvfabric-worker'), ['--tier-dir', join(scratch, 'kv-no-binary')], { cwd: project, env: newcomerEnv(quick.runWorker), timeoutMs: 120_000 });
+    const worker = await exec(bin('kvfabric-worker'), ['--tier-dir', join(scratch, 'kv-no-binary')], {
+      cwd: project,
+      env: newcomerEnv(quick.runWorker),
+      timeoutMs: 120_000,
+    });
     expect(worker.code, worker.stderr).toBe(1);
-    expect(worker.stderr).toContain(`found no prebuilt llama.cpp binary for this machine (CPU): npm install @node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`);
+    expect(worker.stderr).toContain(
+      `found no prebuilt llama.cpp binary for this machine (CPU): npm install @node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`,
+    );
     expect(worker.stderr).toMatch(/\(UNAVAILABLE\)$/m);
     expect(worker.stderr).not.toMatch(/^\s+at /m);
   }, 150_000);
@@ -232,7 +280,11 @@ describe("the README's quick start, as a user runs it", () => {
 
   it('compiles both snippets, as copied, under the TypeScript settings the docs recommend', async () => {
     // The user's own activities and workflows, which the worker snippet imports.
-    writeFileSync(join(project, 'activities.ts'), 'export async function greet(name: string): Promise<string> {\n  return `Hello, ${name}`;\n}\n');
+    writeFileSync(
+      join(project, 'activities.ts'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: TypeScript source text, written to a file
+      'export async function greet(name: string): Promise<string> {\n  return `Hello, ${name}`;\n}\n',
+    );
     writeFileSync(
       join(project, 'workflows.ts'),
       "import { proxyActivities } from '@temporalio/workflow';\nimport type * as activities from './activities';\n\n" +
@@ -246,16 +298,23 @@ describe("the README's quick start, as a user runs it", () => {
       // The user's own @types/node: kvfabric's stands in for it here.
       typeRoots: [join(ROOT, 'node_modules', '@types')],
     };
-    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: [workerSource, clientSource, 'activities.ts', 'workflows.ts'] }, null, 2));
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions, files: [workerSource, clientSource, 'activities.ts', 'workflows.ts'] }, null, 2),
+    );
     await execOk(process.execPath, [TSC, '-p', 'tsconfig.json'], { cwd: project, env: newcomerEnv() });
     expect(existsSync(join(project, quick.runWorker.argv[1]!))).toBe(true);
   }, 180_000);
 
   it("runs the user's worker and client: the client prints the model's reply and the agent's status", async () => {
     const worker = await userWorker();
-    const clientRun = await exec(quick.runClient.argv[0]!, quick.runClient.argv.slice(1), { cwd: project, env: newcomerEnv(quick.runClient), timeoutMs: 240_000 });
+    const clientRun = await exec(quick.runClient.argv[0]!, quick.runClient.argv.slice(1), {
+      cwd: project,
+      env: newcomerEnv(quick.runClient),
+      timeoutMs: 240_000,
+    });
     expect(clientRun.code, `${clientRun.stdout}\n${clientRun.stderr}\n--- worker:\n${worker.output}`).toBe(0);
-    // console.log(reply, status.tier, status.tokens, status.lastRestore?.transferMs)
+    // console.log(reply, status.tier, status.tokens, status.lastResume?.transferMs)
     const printed = /^([\s\S]*\S)\s+device\s+(\d+)\s+(\d+(?:\.\d+)?(?:e-?\d+)?)\s*$/.exec(clientRun.stdout);
     expect(printed, clientRun.stdout).not.toBeNull();
     expect(printed![1]!.trim().length).toBeGreaterThan(0);
@@ -284,7 +343,7 @@ describe("the README's quick start, as a user runs it", () => {
     await userWorker();
     const resumed = await cli(['resume', 'keeper'], capability);
     expect(resumed).toMatchObject({ tier: 'device', tokens: turned.tokens });
-    expect((resumed.lastRestore as { from: string }).from).toBe('disk');
+    expect((resumed.lastResume as { from: string }).from).toBe('disk');
     const again = await cli(['turn', 'keeper', '--message', 'Which word did I give you?', '--max-tokens', '12'], capability);
     expect(again.turns).toBe(2);
     expect(again.tokens as number).toBeGreaterThan(turned.tokens as number);
@@ -305,7 +364,8 @@ describe("the README's quick start, as a user runs it", () => {
     expect(mismatch.stderr).toMatch(new RegExp(`key '(${theirs}|${ours})'`));
     expect(mismatch.ms).toBeLessThan(CODEC_MISMATCH_WITHIN_MS);
     // No workflow left failing its tasks over and over, and the listing (with the right keys) reads past it.
-    const listing = (args: string[]) => execOk(bin('kvfabric'), ['list', ...args], { cwd: project, env: newcomerEnv(quick.runClient), timeoutMs: 120_000 });
+    const listing = (args: string[]) =>
+      execOk(bin('kvfabric'), ['list', ...args], { cwd: project, env: newcomerEnv(quick.runClient), timeoutMs: 120_000 });
     expect((JSON.parse(await listing(['--json'])) as Array<{ agentId: string }>).map((agent) => agent.agentId)).not.toContain('planner');
     expect((await listing(['--all'])).split('\n').some((line) => line.startsWith('keeper '))).toBe(true);
   }, 240_000);

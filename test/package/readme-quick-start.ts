@@ -38,21 +38,35 @@ export function quickStartOf(markdown: string): QuickStart {
   const blocks = fencedBlocks(section);
   const shell = blocks.filter((block) => ['sh', 'bash', 'shell'].includes(block.lang)).flatMap((block) => shellLines(block.body));
   const snippets = blocks.filter((block) => block.lang === 'ts' || block.lang === 'typescript').map((block) => block.body);
-  const worker = only(snippets.filter((code) => code.includes('KvFabricWorkerPlugin')), 'TypeScript snippet with KvFabricWorkerPlugin');
-  const client = only(snippets.filter((code) => code.includes('AgentClient.connect')), 'TypeScript snippet with AgentClient.connect');
+  const worker = only(
+    snippets.filter((code) => code.includes('KvFabricWorkerPlugin')),
+    'TypeScript snippet with KvFabricWorkerPlugin',
+  );
+  const client = only(
+    snippets.filter((code) => code.includes('AgentClient.connect')),
+    'TypeScript snippet with AgentClient.connect',
+  );
 
   const pack = shell.find((line) => /\bnpm pack\b/.test(line));
   const parsed = shell.filter((line) => line !== pack).map(parseShellLine);
   const programs = parsed.filter((line) => line.argv[0] === 'node');
-  const runWorker = only(programs.filter((line) => line.argv[1] === 'worker.js'), 'shell line `node worker.js ...`');
-  const runClient = only(programs.filter((line) => line !== runWorker), 'shell line that runs the client (`node client.js`)');
+  const runWorker = only(
+    programs.filter((line) => line.argv[1] === 'worker.js'),
+    'shell line `node worker.js ...`',
+  );
+  const runClient = only(
+    programs.filter((line) => line !== runWorker),
+    'shell line that runs the client (`node client.js`)',
+  );
   return { pack, setup: parsed.filter((line) => !programs.includes(line)), runWorker, runClient, worker, client };
 }
 
 /** The `compilerOptions` of the one ```json block in docs/plugin.md's "TypeScript settings". */
 export function recommendedCompilerOptions(pluginDoc: string): Record<string, unknown> {
   const blocks = fencedBlocks(sectionOf(pluginDoc, TYPESCRIPT_SETTINGS_HEADING)).filter((block) => block.lang === 'json');
-  const { compilerOptions } = JSON.parse(only(blocks, 'json block', 'docs/plugin.md "TypeScript settings"').body) as { compilerOptions?: Record<string, unknown> };
+  const { compilerOptions } = JSON.parse(only(blocks, 'json block', 'docs/plugin.md "TypeScript settings"').body) as {
+    compilerOptions?: Record<string, unknown>;
+  };
   if (!compilerOptions) throw new Error('docs/plugin.md "TypeScript settings": its json block has no compilerOptions');
   return compilerOptions;
 }
@@ -123,7 +137,8 @@ function shellLines(body: string): string[] {
 }
 
 export function parseShellLine(text: string): ShellLine {
-  if (/['"`$|;&<>()*?\\]/.test(text)) throw new Error(`README quick start: \`${text}\` needs a shell; the newcomer test runs plain \`NAME=value command args\` lines`);
+  if (/['"`$|;&<>()*?\\]/.test(text))
+    throw new Error(`README quick start: \`${text}\` needs a shell; the newcomer test runs plain \`NAME=value command args\` lines`);
   const words = text.split(/\s+/);
   const env: Record<string, string> = {};
   while (words.length > 0 && /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[0]!)) {

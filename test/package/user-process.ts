@@ -43,7 +43,8 @@ export function exec(command: string, args: string[], options: RunOptions): Prom
 /** A command that must succeed: its stdout, or an error that carries everything it printed. */
 export async function execOk(command: string, args: string[], options: RunOptions): Promise<string> {
   const done = await exec(command, args, options);
-  if (done.code !== 0) throw new Error(`${command} ${args.join(' ')} failed (${done.code ?? done.signal}) in ${options.cwd}:\n${done.stdout}\n${done.stderr}`);
+  if (done.code !== 0)
+    throw new Error(`${command} ${args.join(' ')} failed (${done.code ?? done.signal}) in ${options.cwd}:\n${done.stdout}\n${done.stderr}`);
   return done.stdout;
 }
 
@@ -58,7 +59,9 @@ export class RunningProgram {
     this.child.stdout!.on('data', append);
     this.child.stderr!.on('data', append);
     // A shell's number for a death by signal (SIGTERM: 143), which is what a user running it would see.
-    this.exit = new Promise((resolve) => this.child.once('close', (code, signal) => resolve(code ?? (signal ? 128 + constants.signals[signal] : null))));
+    this.exit = new Promise((resolve) =>
+      this.child.once('close', (code, signal) => resolve(code ?? (signal ? 128 + constants.signals[signal] : null))),
+    );
   }
 
   /** stdout and stderr as they came, interleaved. */
@@ -74,7 +77,8 @@ export class RunningProgram {
   async waitFor(pattern: RegExp, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!pattern.test(this.text)) {
-      if (!this.running) throw new Error(`the program exited (${this.child.exitCode ?? this.child.signalCode}) before printing ${pattern}:\n${this.text}`);
+      if (!this.running)
+        throw new Error(`the program exited (${this.child.exitCode ?? this.child.signalCode}) before printing ${pattern}:\n${this.text}`);
       if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${this.text}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }

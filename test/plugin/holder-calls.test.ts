@@ -103,7 +103,10 @@ describe('a busy holder on a real dev server', () => {
     connection = await Connection.connect({ address: server.address });
     client = new Client({ connection });
     workerConnection = await NativeConnection.connect({ address: server.address });
-    bundle = await bundleWorkflowCode({ workflowsPath: join(__dirname, 'fixtures', 'busy-holder-workflow.ts'), logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } });
+    bundle = await bundleWorkflowCode({
+      workflowsPath: join(__dirname, 'fixtures', 'busy-holder-workflow.ts'),
+      logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} },
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -139,7 +142,9 @@ describe('a busy holder on a real dev server', () => {
       maxConcurrentActivityTaskExecutions: slotsTaken,
       maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MS,
     });
-    return worker.runUntil(client.workflow.execute<typeof busyHolder>('busyHolder', { taskQueue, workflowId: taskQueue, args: [timeouts] }));
+    return worker.runUntil(
+      client.workflow.execute<typeof busyHolder>('busyHolder', { taskQueue, workflowId: taskQueue, args: [timeouts] }),
+    );
   }
 
   it('serves a call that waited behind the busy slot past its schedule-to-start and heartbeat timeouts', async () => {
@@ -150,7 +155,7 @@ describe('a busy holder on a real dev server', () => {
     expect((short as { started: number }).started).toBeGreaterThanOrEqual((long as { ended: number }).ended);
   }, 60_000);
 
-  it('without the queue, the same call times out unserved (schedule-to-start), as a lost holder\'s would', async () => {
+  it("without the queue, the same call times out unserved (schedule-to-start), as a lost holder's would", async () => {
     const [long, short] = await callBusyHolder(calls, 1);
     expect(long).toMatchObject({ started: expect.any(Number) });
     expect(short).toBe('TimeoutFailure: SCHEDULE_TO_START');

@@ -45,9 +45,22 @@ it("drops the no-workflows warning of the GPU worker's own queue, and logs every
   const taskQueue = `kvfabric-quiet-${randomBytes(3).toString('hex')}`;
   const worker = await createGpuWorker({
     connection,
-    config: testWorkerConfig({ address: server.address, taskQueue, tierDir, workerId: 'quiet', deviceBlocks: 16, hostBlocks: 16, maxConcurrentActivities: 2, shutdownGraceMs: 1000 }),
+    config: testWorkerConfig({
+      address: server.address,
+      taskQueue,
+      tierDir,
+      workerId: 'quiet',
+      deviceBlocks: 16,
+      hostBlocks: 16,
+      maxConcurrentActivities: 2,
+      shutdownGraceMs: 1000,
+    }),
   });
-  await runBriefly(() => worker.run(), () => worker.shutdown(), worker.holder);
+  await runBriefly(
+    () => worker.run(),
+    () => worker.shutdown(),
+    worker.holder,
+  );
   const holderLines = lines.filter((l) => l.meta?.taskQueue === worker.holder);
   expect(holderLines.length).toBeGreaterThan(0); // its other lines still reach the log
   expect(lines.filter((l) => l.message === NO_WORKFLOWS_WARNING)).toEqual([]);
@@ -57,6 +70,10 @@ it("drops the no-workflows warning of the GPU worker's own queue, and logs every
 it("still warns for a user's Worker that has no workflows", async () => {
   const taskQueue = `user-${randomBytes(3).toString('hex')}`;
   const worker = await Worker.create({ connection, taskQueue, activities: { noop: async () => undefined } });
-  await runBriefly(() => worker.run(), () => worker.shutdown(), taskQueue);
+  await runBriefly(
+    () => worker.run(),
+    () => worker.shutdown(),
+    taskQueue,
+  );
   expect(lines.filter((l) => l.message === NO_WORKFLOWS_WARNING && l.meta?.taskQueue === taskQueue)).toHaveLength(1);
 });

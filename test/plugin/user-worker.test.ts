@@ -51,7 +51,13 @@ afterAll(async () => {
 
 async function startUserWorker(workerId: string, taskQueue = cluster.taskQueue): Promise<UserWorker> {
   const config = cluster.workerConfig({ workerId });
-  const user = await createUserWorker({ address: cluster.server.address, taskQueue, kvfabric: config, security, connection: workerConnection });
+  const user = await createUserWorker({
+    address: cluster.server.address,
+    taskQueue,
+    kvfabric: config,
+    security,
+    connection: workerConnection,
+  });
   userWorkers.push(user);
   runs.push(user.worker.run());
   return user;
@@ -61,11 +67,17 @@ function ticket(id: string, input: Parameters<typeof supportTicket>[0], taskQueu
   return client.workflow.execute<typeof supportTicket>('supportTicket', { taskQueue, workflowId: `ticket-${id}`, args: [input] });
 }
 
-it('runs a user\'s workflow that starts an agent and talks to it, on a worker made with the plugin, through suspend, resume, failover and a denial', async () => {
+it("runs a user's workflow that starts an agent and talks to it, on a worker made with the plugin, through suspend, resume, failover and a denial", async () => {
   // The first user worker runs as a process of its own, so its kill is real.
   const doomed = await cluster.spawnWorker({ workerId: 'user-a', entry: join(__dirname, 'fixtures', 'user-worker-main.ts') });
   const capability = agents.mintCapability('helper', 'acme');
-  const newAgent: AgentInput = { agentId: 'helper', tenant: 'acme', capability: agents.mintCustodian(capability), model: TINY, config: agentConfig(TEST_AGENT_CONFIG) };
+  const newAgent: AgentInput = {
+    agentId: 'helper',
+    tenant: 'acme',
+    capability: agents.mintCustodian(capability),
+    model: TINY,
+    config: agentConfig(TEST_AGENT_CONFIG),
+  };
 
   // The user's ticket starts the agent as its child and asks it two questions.
   const answers = await ticket('1', { newAgent, agentId: 'helper', capability, questions: [40, 8] });
@@ -77,7 +89,8 @@ it('runs a user\'s workflow that starts an agent and talks to it, on a worker ma
   expect(await helper.status()).toMatchObject({ phase: 'idle', tier: 'device', tokens: 48, turns: 2, holder: doomed.holder });
 
   // The ticket's history is sealed by the plugins' codec, the user's workflow's input as well as the agent's.
-  const started = (await cluster.rawClient.workflow.getHandle('ticket-1').fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+  const started = (await cluster.rawClient.workflow.getHandle('ticket-1').fetchHistory()).events![0]!
+    .workflowExecutionStartedEventAttributes!;
   expect(Buffer.from(started.input!.payloads![0]!.metadata!.encoding!).toString()).toBe(ENCRYPTED_ENCODING);
 
   // Suspend and resume, through the client made with the client plugin.
@@ -86,7 +99,10 @@ it('runs a user\'s workflow that starts an agent and talks to it, on a worker ma
 
   // A wrong capability (another agent's, same tenant) is refused by the plugin's activities.
   const other = agents.mintCapability('stranger', 'acme');
-  const denied = await agents.agent('helper', other).turn(1).catch((err: unknown) => err);
+  const denied = await agents
+    .agent('helper', other)
+    .turn(1)
+    .catch((err: unknown) => err);
   expect(denied).toBeInstanceOf(FabricError);
   expect(denied).toMatchObject({ code: 'PERMISSION_DENIED' });
 
@@ -97,9 +113,11 @@ it('runs a user\'s workflow that starts an agent and talks to it, on a worker ma
   expect(await doomed.exited).toBe('SIGKILL');
   const afterKill = await helper.turn(5);
   expect(afterKill).toMatchObject({ holder: survivor.plugin.holder, tokens: 53, turns: 3, failovers: 1, denials: 1 });
-  expect(afterKill.lastRestore).toMatchObject({ from: 'disk' });
-  expect(await ticket('2', { agentId: 'helper', capability, questions: [7] })).toEqual([{ holder: survivor.plugin.holder, tokens: 60, turns: 4 }]);
-  expect(survivor.plugin.memory.tiers.contextIds()).toContain('helper');
+  expect(afterKill.lastResume).toMatchObject({ from: 'disk' });
+  expect(await ticket('2', { agentId: 'helper', capability, questions: [7] })).toEqual([
+    { holder: survivor.plugin.holder, tokens: 60, turns: 4 },
+  ]);
+  expect(survivor.plugin.memory.heldContextIds()).toContain('helper');
 
   await helper.release();
 }, 120_000);
@@ -109,8 +127,16 @@ it('drains the agents a user worker holds to the cold tier when that worker shut
   const queue = `drain-${randomBytes(3).toString('hex')}`;
   const leaving = await startUserWorker('user-c', queue);
   const capability = agents.mintCapability('drained', 'acme');
-  const newAgent: AgentInput = { agentId: 'drained', tenant: 'acme', capability: agents.mintCustodian(capability), model: TINY, config: agentConfig({ ...TEST_AGENT_CONFIG, durability: 'on-offload' }) };
-  expect(await ticket('3', { newAgent, agentId: 'drained', capability, questions: [12] }, queue)).toEqual([{ holder: leaving.plugin.holder, tokens: 12, turns: 1 }]);
+  const newAgent: AgentInput = {
+    agentId: 'drained',
+    tenant: 'acme',
+    capability: agents.mintCustodian(capability),
+    model: TINY,
+    config: agentConfig({ ...TEST_AGENT_CONFIG, durability: 'on-offload' }),
+  };
+  expect(await ticket('3', { newAgent, agentId: 'drained', capability, questions: [12] }, queue)).toEqual([
+    { holder: leaving.plugin.holder, tokens: 12, turns: 1 },
+  ]);
   leaving.worker.shutdown();
   await runs.at(-1);
   expect(leaving.plugin.drained).toMatchObject({ contexts: 1, failed: [] });
@@ -119,7 +145,13 @@ it('drains the agents a user worker holds to the cold tier when that worker shut
 
 it('stops cleanly when shut down before it polls: nothing runs, nothing is left holding the connection', async () => {
   const config = cluster.workerConfig({ workerId: 'user-early' });
-  const user = await createUserWorker({ address: cluster.server.address, taskQueue: `early-${randomBytes(3).toString('hex')}`, kvfabric: config, security, connection: workerConnection });
+  const user = await createUserWorker({
+    address: cluster.server.address,
+    taskQueue: `early-${randomBytes(3).toString('hex')}`,
+    kvfabric: config,
+    security,
+    connection: workerConnection,
+  });
   userWorkers.push(user);
   user.plugin.shutdown(); // while run() has yet to create the holder's Worker
   await user.worker.run();
@@ -136,7 +168,9 @@ it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker mad
     args: ['--engine', 'llama', '--model', 'smollm2-135m', '--context-length', '512'],
   });
   const timeouts = { ...TEST_AGENT_CONFIG.timeouts!, attemptMs: 120_000, operationMs: 240_000 };
-  const agent = await new KvFabricClientPlugin(security).agents(client, queue).start({ agentId: 'talker', tenant: 'acme', model: 'smollm2-135m', config: { ...TEST_AGENT_CONFIG, timeouts } });
+  const agent = await new KvFabricClientPlugin(security)
+    .agents(client, queue)
+    .start({ agentId: 'talker', tenant: 'acme', model: 'smollm2-135m', config: { ...TEST_AGENT_CONFIG, timeouts } });
   const outcome = await agent.turn({ message: 'My name is Ada and I design bridges.', generation: { maxTokens: 12 } });
   expect(outcome).toMatchObject({ holder: user.holder, turns: 1 });
   expect(outcome.reply!.reply.length).toBeGreaterThan(0);
@@ -146,9 +180,16 @@ it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker mad
 
 it('frees its memory on close() when the worker it configured is never created', async () => {
   const plugin = new KvFabricWorkerPlugin(cluster.workerConfig({ workerId: 'user-failed' }));
-  const failsAfter = { name: 'fails-after-kvfabric', configureWorker: (): never => { throw new Error('a later plugin fails'); } };
-  await expect(Worker.create({ connection: workerConnection, taskQueue: `failed-${randomBytes(3).toString('hex')}`, plugins: [plugin, failsAfter] })).rejects.toThrow(/a later plugin fails/);
-  expect(plugin.memory.tiers.stats().contexts).toBe(0);
+  const failsAfter = {
+    name: 'fails-after-kvfabric',
+    configureWorker: (): never => {
+      throw new Error('a later plugin fails');
+    },
+  };
+  await expect(
+    Worker.create({ connection: workerConnection, taskQueue: `failed-${randomBytes(3).toString('hex')}`, plugins: [plugin, failsAfter] }),
+  ).rejects.toThrow(/a later plugin fails/);
+  expect(plugin.memory.stats().contexts).toBe(0);
   await plugin.close();
-  expect(() => plugin.memory.tiers.stats()).toThrow();
+  expect(() => plugin.memory.stats()).toThrow();
 });

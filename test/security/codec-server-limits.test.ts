@@ -46,9 +46,19 @@ describe('JSON value counter', () => {
 describe('codec server limits', () => {
   it('has defaults for a UI or CLI behind it, and refuses nonsense', () => {
     expect(codecServerLimits()).toEqual(DEFAULT_CODEC_SERVER_LIMITS);
-    expect(DEFAULT_CODEC_SERVER_LIMITS).toMatchObject({ maxBodyBytes: 4 * 1024 * 1024, maxPayloads: 4096, maxPayloadBytes: 2 * 1024 * 1024, maxConnections: 128 });
+    expect(DEFAULT_CODEC_SERVER_LIMITS).toMatchObject({
+      maxBodyBytes: 4 * 1024 * 1024,
+      maxPayloads: 4096,
+      maxPayloadBytes: 2 * 1024 * 1024,
+      maxConnections: 128,
+    });
     expect(codecServerLimits({ maxConnections: 4 }).maxConnections).toBe(4);
-    for (const bad of [{ maxPayloads: 0 }, { idleTimeoutMs: -1 }, { maxBodyBytes: 1.5 }, { headersTimeoutMs: 10_000, requestTimeoutMs: 5000 }]) {
+    for (const bad of [
+      { maxPayloads: 0 },
+      { idleTimeoutMs: -1 },
+      { maxBodyBytes: 1.5 },
+      { headersTimeoutMs: 10_000, requestTimeoutMs: 5000 },
+    ]) {
       expect(() => codecServerLimits(bad)).toThrow(RangeError);
     }
   });

@@ -3,7 +3,10 @@
 import { join } from 'node:path';
 
 import { AgentMemory, type MemoryObserver } from '../../src/agent-memory/agent-memory';
-import { CapabilityCheck, type Action, type Presented } from '../../src/agent-memory/capability-check';
+import { CapabilityCheck, type Presented } from '../../src/agent-memory/capability-check';
+import type { DigestState } from '../../src/agent-memory/context-digest';
+import type { Allocated, TurnResult } from '../../src/agent-memory/operation-results';
+import type { Operation } from '../../src/operations/operations';
 import { GrantStore } from '../../src/shared-directory/grant-store';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
@@ -23,12 +26,18 @@ export interface MemoryFixture {
   issuer: CapabilityIssuer;
   auditFile: string;
   capabilities: CapabilityCheck;
+  /** The tier layer under `memory` (AgentMemory keeps its own private): what a test inspects or arranges directly. */
+  tiers: TieredMemory;
   /** Every tier-layer method AgentMemory called, in order: a denied call must add none. */
   tierCalls: string[];
   /** A token for `agentId` (its own context and workflow, every right) with any claim overridden. */
   token(agentId: string, tenant?: string, overrides?: Partial<MintRequest>): string;
   /** A call as an activity of the agent's own workflow presents it. */
-  call(agentId: string, tenant: string, action: Action, token: unknown): Presented;
+  call(agentId: string, tenant: string, action: Operation, token: unknown): Presented;
+  /** Allocates the agent's context with `token`, as its workflow's start does (the tiny model's pages). */
+  allocate(agentId: string, token: unknown, options?: { tenant?: string; checkpoint?: boolean }): Promise<Allocated>;
+  /** A synthetic turn of `tokens` tokens, as the agent's workflow asks for it with `token`. */
+  turn(agentId: string, token: unknown, turn: number, tokens: number, before: DigestState, tenant?: string): Promise<TurnResult>;
   close(): Promise<void>;
 }
 
@@ -47,8 +56,9 @@ export async function openMemory(
     (action) => options.observer?.denied(action),
   );
   const tierCalls: string[] = [];
+  const tiers = new TieredMemory({ pool, cold });
   const memory = new AgentMemory({
-    tiers: recorded(new TieredMemory({ pool, cold }), tierCalls),
+    tiers: recorded(tiers, tierCalls),
     layout: pool.layout,
     grants,
     capabilities,
@@ -57,14 +67,32 @@ export async function openMemory(
     ...(options.observer ? { observer: options.observer } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
+  const call = (agentId: string, tenant: string, action: Operation, token: unknown): Presented => ({
+    contextId: agentId,
+    agentId,
+    tenant,
+    workflowId: agentWorkflowId(agentId),
+    action,
+    token,
+  });
   return {
     memory,
     issuer,
     auditFile,
     capabilities,
+    tiers,
     tierCalls,
-    token: (agentId, tenant = 'acme', overrides = {}) => issuer.mint({ tenant, agentId, workflowId: agentWorkflowId(agentId), ...overrides }),
-    call: (agentId, tenant, action, token) => ({ contextId: agentId, agentId, tenant, workflowId: agentWorkflowId(agentId), action, token }),
+    token: (agentId, tenant = 'acme', overrides = {}) =>
+      issuer.mint({ tenant, agentId, workflowId: agentWorkflowId(agentId), ...overrides }),
+    call,
+    allocate: (agentId, token, { tenant = 'acme', checkpoint = false } = {}) =>
+      memory.allocate(call(agentId, tenant, 'allocate', token), {
+        shape: MODELS.tiny!.shape,
+        tokensPerBlock: MODELS.tiny!.tokensPerBlock,
+        checkpoint,
+      }),
+    turn: (agentId, token, turn, tokens, before, tenant = 'acme') =>
+      memory.turn(call(agentId, tenant, 'turn', token), { turn, tokens, before, checkpoint: false }),
     close: async () => {
       await cold.close();
       pool.close();

@@ -16,7 +16,9 @@ const k1 = { id: 'c1', key: randomBytes(32) };
 const k2 = { id: 'c2', key: randomBytes(32) };
 const SECRET = { capability: 'eyJhbGciOiJFZERTQSJ9.secret-capability.sig', digest: 'ab'.repeat(32) };
 const payload = (): Payload => defaultPayloadConverter.toPayload(SECRET);
-const text = (p: Payload) => Buffer.from(p.data ?? []).toString('latin1') + JSON.stringify(p.metadata, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString('latin1') : v));
+const text = (p: Payload) =>
+  Buffer.from(p.data ?? []).toString('latin1') +
+  JSON.stringify(p.metadata, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString('latin1') : v));
 
 describe('payload codec', () => {
   it('seals payloads so neither data nor metadata shows, and opens them again', async () => {
@@ -35,7 +37,10 @@ describe('payload codec', () => {
     const [fresh] = await rotated.encode([payload()]);
     expect(Buffer.from(fresh!.metadata![METADATA_KEY_ID]!).toString()).toBe('c2');
     expect((await rotated.decode([old!, fresh!])).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual([SECRET, SECRET]);
-    await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining("'c1'") });
+    await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+      message: expect.stringContaining("'c1'"),
+    });
   });
 
   it('detects tampering and relabelled key ids', async () => {
@@ -47,10 +52,12 @@ describe('payload codec', () => {
     await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toMatchObject({ code: 'INTEGRITY' });
     await expect(codec.decode([{ ...sealed!, data: flipped.subarray(0, 20) }])).rejects.toMatchObject({ code: 'INTEGRITY' });
     // Same key bytes under another id: the key id goes into the data key's derivation.
-    await expect(codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }])).rejects.toMatchObject({ code: 'INTEGRITY' });
+    await expect(
+      codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }]),
+    ).rejects.toMatchObject({ code: 'INTEGRITY' });
   });
 
-  it('refuses a payload it did not seal (PERMISSION_DENIED), except the SDK\'s bare binary/null', async () => {
+  it("refuses a payload it did not seal (PERMISSION_DENIED), except the SDK's bare binary/null", async () => {
     const codec = new EncryptionCodec(new CodecKeyRing([k1]));
     const bareNull = defaultPayloadConverter.toPayload(undefined);
     expect(Buffer.from(bareNull.metadata!.encoding!).toString()).toBe('binary/null');
@@ -80,7 +87,9 @@ describe('data converter', () => {
     const [sealed] = await new EncryptionCodec(ring).encode([payload()]);
     const [opened, refused] = await codec!.decode([sealed!, payload()]);
     expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(SECRET);
-    expect(() => defaultPayloadConverter.fromPayload(refused!)).toThrow(/Unknown encoding: kvfabric-refused PERMISSION_DENIED \(a plaintext payload was refused/);
+    expect(() => defaultPayloadConverter.fromPayload(refused!)).toThrow(
+      /Unknown encoding: kvfabric-refused PERMISSION_DENIED \(a plaintext payload was refused/,
+    );
     // Nothing of the refused payload is kept: it cannot be read back by another converter either.
     expect(refused!.data).toHaveLength(0);
     expect(text(refused!)).not.toContain('secret-capability');
@@ -105,20 +114,37 @@ describe('codec server', () => {
 
   const body = () =>
     JSON.stringify({
-      payloads: [{ metadata: Object.fromEntries(Object.entries(sealed.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(sealed.data!).toString('base64') }],
+      payloads: [
+        {
+          metadata: Object.fromEntries(Object.entries(sealed.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+          data: Buffer.from(sealed.data!).toString('base64'),
+        },
+      ],
     });
   const post = (path: string, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', ...headers }, body: body() });
+    fetch(`${server.url}${path}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', ...headers },
+      body: body(),
+    });
 
   it('refuses requests without credentials or with wrong ones, saying nothing of the payloads', async () => {
-    for (const response of [await post('/decode'), await post('/decode', { Authorization: 'Bearer wrong-token-wrong-token' }), await post('/wrong-token-wrong-token/decode'), await post('/decode', { Authorization: `Basic ${token}` })]) {
+    for (const response of [
+      await post('/decode'),
+      await post('/decode', { Authorization: 'Bearer wrong-token-wrong-token' }),
+      await post('/wrong-token-wrong-token/decode'),
+      await post('/decode', { Authorization: `Basic ${token}` }),
+    ]) {
       expect(response.status).toBe(401);
       expect(await response.text()).not.toContain('secret-capability');
     }
   });
 
   it('decodes for a bearer token, and for the token as the endpoint path (UIs without an access token)', async () => {
-    for (const response of [await post('/decode', { Authorization: `Bearer ${token}`, Origin: uiOrigin }), await post(`/${token}/decode`)]) {
+    for (const response of [
+      await post('/decode', { Authorization: `Bearer ${token}`, Origin: uiOrigin }),
+      await post(`/${token}/decode`),
+    ]) {
       expect(response.status).toBe(200);
       const { payloads } = (await response.json()) as { payloads: Array<{ data: string }> };
       expect(JSON.parse(Buffer.from(payloads[0]!.data, 'base64').toString())).toEqual(SECRET);
@@ -130,7 +156,14 @@ describe('codec server', () => {
 
   it("answers CORS preflight for the UI's origin only", async () => {
     const preflight = (origin: string) =>
-      fetch(`${server.url}/decode`, { method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type,x-namespace' } });
+      fetch(`${server.url}/decode`, {
+        method: 'OPTIONS',
+        headers: {
+          Origin: origin,
+          'Access-Control-Request-Method': 'POST',
+          'Access-Control-Request-Headers': 'authorization,content-type,x-namespace',
+        },
+      });
     const ok = await preflight(uiOrigin);
     expect(ok.status).toBe(204);
     expect(ok.headers.get('access-control-allow-origin')).toBe(uiOrigin);

@@ -86,7 +86,9 @@ describe('epoch store', () => {
           const contextId = `ctx-${trial++}`;
           // The scheduler decides when each raise starts relative to the others' steps; the steps
           // themselves are real file-system calls that overlap in libuv's thread pool.
-          const running = raises.map(([store, epoch]) => s.schedule(Promise.resolve(), `raise ${epoch}`).then(() => stores[store]!.raise(contextId, epoch)));
+          const running = raises.map(([store, epoch]) =>
+            s.schedule(Promise.resolve(), `raise ${epoch}`).then(() => stores[store]!.raise(contextId, epoch)),
+          );
           await s.waitAll();
           await Promise.all(running);
           const highest = Math.max(...raises.map(([, epoch]) => epoch));
@@ -124,13 +126,17 @@ describe('epoch store across processes', () => {
     const dir = join(root, 'three-processes');
     const epochs = await EpochStore.open(dir);
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 2 ** 53 }), { minLength: 3, maxLength: 3 }), fc.context(), async (values, ctx) => {
-        const contextId = `ctx-${values.join('-')}`;
-        const results = await racers.race(values.map((value) => ({ op: 'raise' as const, dir, contextId, value })));
-        ctx.log(JSON.stringify(results));
-        expect(results.every((result) => result.ok)).toBe(true);
-        expect(await epochs.minimum(contextId)).toBe(Math.max(...values));
-      }),
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 1, max: 2 ** 53 }), { minLength: 3, maxLength: 3 }),
+        fc.context(),
+        async (values, ctx) => {
+          const contextId = `ctx-${values.join('-')}`;
+          const results = await racers.race(values.map((value) => ({ op: 'raise' as const, dir, contextId, value })));
+          ctx.log(JSON.stringify(results));
+          expect(results.every((result) => result.ok)).toBe(true);
+          expect(await epochs.minimum(contextId)).toBe(Math.max(...values));
+        },
+      ),
       { numRuns: 100 },
     );
   });

@@ -28,7 +28,10 @@ describe('holder fences', () => {
     await b.claim('planner', 1, 2);
     expect([await a.stillHolder('planner'), await b.stillHolder('planner')]).toEqual([false, true]);
     const entries = readdirSync(join(dir, readdirSync(dir)[0]!));
-    await expect(a.claim('planner', 1, 1)).rejects.toMatchObject({ code: 'STALE_HANDLE', message: expect.stringContaining('worker-b (failover 1, attempt 2)') });
+    await expect(a.claim('planner', 1, 1)).rejects.toMatchObject({
+      code: 'STALE_HANDLE',
+      message: expect.stringContaining('worker-b (failover 1, attempt 2)'),
+    });
     expect(readdirSync(join(dir, readdirSync(dir)[0]!))).toEqual(entries); // the refused claim wrote nothing
     await a.claim('planner', 2, 1);
     expect([await a.stillHolder('planner'), await b.stillHolder('planner')]).toEqual([true, false]);
@@ -37,7 +40,12 @@ describe('holder fences', () => {
 
   it('refuses counts that are not positive integers with INVALID_ARGUMENT', async () => {
     const fences = await HolderFences.open(join(root, 'bad'), 'worker-a');
-    for (const [epoch, attempt] of [[0, 1], [1, 0], [1.5, 1], [1, Number.NaN]] as const) {
+    for (const [epoch, attempt] of [
+      [0, 1],
+      [1, 0],
+      [1.5, 1],
+      [1, Number.NaN],
+    ] as const) {
       await expect(fences.claim('planner', epoch, attempt)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
     expect(await fences.stillHolder('planner')).toBe(true);
@@ -59,7 +67,12 @@ describe('holder fences', () => {
         async (claims, s) => {
           const contextId = `ctx-${trial++}`;
           const outcomes = claims.map(([who, epoch, attempt]) =>
-            s.schedule(Promise.resolve(), `claim ${holders[who]} ${epoch}.${attempt}`).then(() => fences[who]!.claim(contextId, epoch, attempt).then(() => 'ok', (err: { code?: string }) => err.code)),
+            s.schedule(Promise.resolve(), `claim ${holders[who]} ${epoch}.${attempt}`).then(() =>
+              fences[who]!.claim(contextId, epoch, attempt).then(
+                () => 'ok',
+                (err: { code?: string }) => err.code,
+              ),
+            ),
           );
           await s.waitAll();
           const results = await Promise.all(outcomes);

@@ -32,15 +32,36 @@ const OPENERS: { folder: string; open: (tierDir: string) => Promise<unknown> }[]
   { folder: 'tenants', open: (tier) => TenantRegistry.open(join(tier, 'tenants')) },
   {
     folder: 'cold/manifests',
-    open: async (tier) => (await ColdStore.open({ directory: join(tier, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'), cryptoThreads: 1 })).close(),
+    open: async (tier) =>
+      (
+        await ColdStore.open({
+          directory: join(tier, 'cold'),
+          keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'),
+          cryptoThreads: 1,
+        })
+      ).close(),
   },
   {
     folder: 'cold/segments',
-    open: async (tier) => (await ColdStore.open({ directory: join(tier, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'), cryptoThreads: 1 })).close(),
+    open: async (tier) =>
+      (
+        await ColdStore.open({
+          directory: join(tier, 'cold'),
+          keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'),
+          cryptoThreads: 1,
+        })
+      ).close(),
   },
   {
     folder: 'audit',
-    open: (tier) => new AuditLog(join(tier, 'audit', 'denials.jsonl'), 'worker-a').denied({ agent: 'planner', tenant: 'acme', context: 'planner', action: 'append', reason: 'revoked' }),
+    open: (tier) =>
+      new AuditLog(join(tier, 'audit', 'denials.jsonl'), 'worker-a').denied({
+        agent: 'planner',
+        tenant: 'acme',
+        context: 'planner',
+        action: 'append',
+        reason: 'revoked',
+      }),
   },
 ];
 
@@ -81,23 +102,35 @@ describe('private folders of the shared directory', () => {
     },
   );
 
-  it.skipIf(!ROOT).each(OPENERS)('$folder: one another user owns is refused PERMISSION_DENIED, even 0700, and left as it was', async ({ folder, open }) => {
-    const tier = tierDir();
-    const path = join(tier, folder);
-    mkdirSync(path, { recursive: true, mode: 0o700 });
-    chownSync(path, STRANGER, STRANGER);
-    await expect(open(tier)).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining(`belongs to user ${STRANGER}`) });
-    expect(statSync(path)).toMatchObject({ uid: STRANGER, gid: STRANGER });
-    expect(modeOf(path)).toBe(0o700);
-    expect(readdirSync(path)).toEqual([]);
-  });
+  it.skipIf(!ROOT).each(OPENERS)(
+    '$folder: one another user owns is refused PERMISSION_DENIED, even 0700, and left as it was',
+    async ({ folder, open }) => {
+      const tier = tierDir();
+      const path = join(tier, folder);
+      mkdirSync(path, { recursive: true, mode: 0o700 });
+      chownSync(path, STRANGER, STRANGER);
+      await expect(open(tier)).rejects.toMatchObject({
+        code: 'PERMISSION_DENIED',
+        message: expect.stringContaining(`belongs to user ${STRANGER}`),
+      });
+      expect(statSync(path)).toMatchObject({ uid: STRANGER, gid: STRANGER });
+      expect(modeOf(path)).toBe(0o700);
+      expect(readdirSync(path)).toEqual([]);
+    },
+  );
 
   it('refuses a file where a folder belongs with UNAVAILABLE (unusable storage, as for the cold tier)', async () => {
     const tier = tierDir();
     mkdirSync(tier);
     writeFileSync(join(tier, 'grants'), '');
-    await expect(GrantStore.open(join(tier, 'grants'))).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('EEXIST') });
-    await expect(openPrivateDirectory(join(tier, 'grants', 'below'), 'a folder')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('ENOTDIR') });
+    await expect(GrantStore.open(join(tier, 'grants'))).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('EEXIST'),
+    });
+    await expect(openPrivateDirectory(join(tier, 'grants', 'below'), 'a folder')).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringContaining('ENOTDIR'),
+    });
   });
 
   it.skipIf(!ROOT)('another user can list a 0755 grants folder before a worker opens it, and not after', async () => {

@@ -20,7 +20,7 @@ const SHORT_TIMERS = { ...TEST_AGENT_CONFIG, timers: { idleToWarmMs: 1200, warmT
 const bytesPerToken = 2 * 2 * 2 * 16 * 2;
 
 describe('agent lifecycle', () => {
-  it('runs created -> active <-> idle -> warm -> cold -> resumed -> released, with timers and a verified restore', async () => {
+  it('runs created -> active <-> idle -> warm -> cold -> resumed -> released, with timers and a verified resume', async () => {
     const agent = await cluster.agents.start({ agentId: 'life-1', tenant: 'acme', model: TINY, config: SHORT_TIMERS });
     const created = await eventually(async () => ((await agent.status()).tier === 'device' ? agent.status() : undefined));
     expect(created).toMatchObject({ phase: 'created', tokens: 0, blocks: 0 });
@@ -35,18 +35,31 @@ describe('agent lifecycle', () => {
     const cold = await eventually(async () => ((await agent.status()).phase === 'cold' ? agent.status() : undefined), 15_000, 'cold');
     expect(cold).toMatchObject({ tier: 'disk', tokens: 48 });
     // Timer moves publish the agent's search attributes too: the UI finds it among cold agents.
-    const listed = await eventually(async () => (await cluster.agents.list({ tier: 'disk', phase: 'cold' })).agents.find((a) => a.agentId === 'life-1'));
+    const listed = await eventually(async () =>
+      (await cluster.agents.list({ tier: 'disk', phase: 'cold' })).agents.find((a) => a.agentId === 'life-1'),
+    );
     expect(listed).toMatchObject({ tenant: 'acme', tokens: 48, blocks: 3 });
 
     const resumed = await agent.resume();
     expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 48 });
-    expect(resumed.lastRestore).toMatchObject({ from: 'disk' });
-    expect(resumed.lastRestore!.bytes).toBeGreaterThan(0);
-    expect(resumed.digest).toBe(expectedDigest([['life-1', 0, 40], ['life-1', 1, 8]]));
+    expect(resumed.lastResume).toMatchObject({ from: 'disk' });
+    expect(resumed.lastResume!.bytes).toBeGreaterThan(0);
+    expect(resumed.digest).toBe(
+      expectedDigest([
+        ['life-1', 0, 40],
+        ['life-1', 1, 8],
+      ]),
+    );
 
     const active = await agent.turn(3);
     expect(active).toMatchObject({ phase: 'idle', tokens: 51, turns: 3 });
-    expect(active.digest).toBe(expectedDigest([['life-1', 0, 40], ['life-1', 1, 8], ['life-1', 2, 3]]));
+    expect(active.digest).toBe(
+      expectedDigest([
+        ['life-1', 0, 40],
+        ['life-1', 1, 8],
+        ['life-1', 2, 3],
+      ]),
+    );
 
     const released = await agent.release();
     expect(released).toMatchObject({ phase: 'released', tier: 'none' });
@@ -54,14 +67,14 @@ describe('agent lifecycle', () => {
     await recordHistory(cluster.client, 'lifecycle-timers', agentWorkflowId('life-1'));
   });
 
-  it('suspends on request and turns a cold agent back on with a verified restore first', async () => {
+  it('suspends on request and turns a cold agent back on with a verified resume first', async () => {
     const agent = await cluster.agents.start({ agentId: 'life-2', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
     await agent.turn(20);
     expect(await agent.suspend('host')).toMatchObject({ phase: 'warm', tier: 'host' });
     expect(await agent.suspend('disk')).toMatchObject({ phase: 'cold', tier: 'disk' });
     const next = await agent.turn(4);
     expect(next).toMatchObject({ phase: 'idle', tier: 'device', tokens: 24 });
-    expect(next.lastRestore?.from).toBe('disk');
+    expect(next.lastResume?.from).toBe('disk');
     expect(await agent.pin()).toMatchObject({ pinned: true });
     await expect(agent.suspend('disk')).rejects.toMatchObject({ code: 'INVALID_STATE' });
     expect(await agent.unpin()).toMatchObject({ pinned: false });
@@ -94,8 +107,18 @@ describe('fork', () => {
     expect(childAfter).toMatchObject({ tokens: 50, blocks: 4, sharedBlocks: 2 });
     const parentAfter = await parent.turn(2);
     expect(parentAfter).toMatchObject({ tokens: 42, blocks: 3, sharedBlocks: 2 });
-    expect(childAfter.digest).toBe(expectedDigest([['planner', 0, 40], ['researcher', 0, 10]]));
-    expect(parentAfter.digest).toBe(expectedDigest([['planner', 0, 40], ['planner', 1, 2]]));
+    expect(childAfter.digest).toBe(
+      expectedDigest([
+        ['planner', 0, 40],
+        ['researcher', 0, 10],
+      ]),
+    );
+    expect(parentAfter.digest).toBe(
+      expectedDigest([
+        ['planner', 0, 40],
+        ['planner', 1, 2],
+      ]),
+    );
 
     // The child is an agent of its own: found by its search attributes, with its own workflow.
     const listed = await eventually(async () => {
@@ -125,9 +148,16 @@ describe('fork that cannot start its child', () => {
     const parent = await cluster.agents.start({ agentId: 'fork-blocked', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
     await parent.turn(40);
     // Something else already runs under the child's workflow id: startChild fails after share made the child context.
-    const squatter = await cluster.client.workflow.start('agentWorkflow', { taskQueue: 'nobody-polls-this', workflowId: agentWorkflowId('fork-blocked-child'), args: [] });
+    const squatter = await cluster.client.workflow.start('agentWorkflow', {
+      taskQueue: 'nobody-polls-this',
+      workflowId: agentWorkflowId('fork-blocked-child'),
+      args: [],
+    });
     try {
-      await expect(parent.fork('fork-blocked-child')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('cannot start agent fork-blocked-child') });
+      await expect(parent.fork('fork-blocked-child')).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('cannot start agent fork-blocked-child'),
+      });
       const holder = cluster.workers.find((w) => w.memory.holds('fork-blocked'))!;
       expect(holder.memory.holds('fork-blocked-child')).toBe(false);
       expect(await parent.status()).toMatchObject({ forks: 0, sharedBlocks: 0, tokens: 40 });
@@ -146,7 +176,10 @@ describe('capabilities', () => {
     await owner.turn(30);
     await owner.suspend('disk');
     const started = Date.now();
-    const denied = await cluster.agents.agent('owner', other.capability).resume().catch((err: unknown) => err);
+    const denied = await cluster.agents
+      .agent('owner', other.capability)
+      .resume()
+      .catch((err: unknown) => err);
     expect(denied).toBeInstanceOf(FabricError);
     expect(denied).toMatchObject({ code: 'PERMISSION_DENIED' });
     expect(Date.now() - started).toBeLessThan(3000); // not retried
@@ -155,7 +188,10 @@ describe('capabilities', () => {
     const history = await cluster.agents.workflow('owner').fetchHistory();
     const failed = history.events!.filter((e) => e.activityTaskFailedEventAttributes);
     expect(failed).toHaveLength(1);
-    expect(failed[0]!.activityTaskFailedEventAttributes!.failure!.applicationFailureInfo).toMatchObject({ type: 'PERMISSION_DENIED', nonRetryable: true });
+    expect(failed[0]!.activityTaskFailedEventAttributes!.failure!.applicationFailureInfo).toMatchObject({
+      type: 'PERMISSION_DENIED',
+      nonRetryable: true,
+    });
     expect((await owner.resume()).tokens).toBe(30);
     await recordHistory(cluster.client, 'denied-resume', agentWorkflowId('owner'));
     await owner.release();
@@ -167,15 +203,20 @@ describe('idempotency', () => {
   it('returns the recorded result when an activity is retried after its side effect', async () => {
     const agent = await cluster.agents.start({ agentId: 'retry-1', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
     await agent.turn(10);
-    faults.failOnceAfter('retry-1', 'appendTurn');
+    faults.failOnceAfter('retry-1', 'turn');
     const status = await agent.turn(7);
-    expect(faults.injected).toContainEqual(expect.stringMatching(/^retry-1\/appendTurn@/));
+    expect(faults.injected).toContainEqual(expect.stringMatching(/^retry-1\/turn@/));
     expect(status).toMatchObject({ tokens: 17, turns: 2 });
-    expect(status.digest).toBe(expectedDigest([['retry-1', 0, 10], ['retry-1', 1, 7]]));
+    expect(status.digest).toBe(
+      expectedDigest([
+        ['retry-1', 0, 10],
+        ['retry-1', 1, 7],
+      ]),
+    );
 
-    faults.failOnceAfter('retry-1', 'offload');
+    faults.failOnceAfter('retry-1', 'suspend');
     expect(await agent.suspend('disk')).toMatchObject({ tier: 'disk' });
-    faults.failOnceAfter('retry-1', 'restore');
+    faults.failOnceAfter('retry-1', 'resume');
     expect(await agent.resume()).toMatchObject({ tier: 'device', tokens: 17, digest: status.digest });
     faults.failOnceAfter('retry-1', 'release');
     expect(await agent.release()).toMatchObject({ phase: 'released' });
@@ -227,7 +268,7 @@ describe('metrics', () => {
     expect(text).toMatch(/kvfabric_pool_blocks\{[^}]*tier="host"/);
     expect(text).toMatch(/kvfabric_pool_blocks\{[^}]*tier="disk"/);
     expect(text).toMatch(/kvfabric_transfer_bytes\{[^}]*direction="to-disk"/);
-    expect(text).toMatch(/kvfabric_denials\{[^}]*action="restore"/);
+    expect(text).toMatch(/kvfabric_denials\{[^}]*action="resume"/);
     expect(text).toMatch(/temporal_activity_execution_latency|temporal_request/);
   });
 });

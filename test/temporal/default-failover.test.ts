@@ -26,9 +26,10 @@ beforeAll(async () => {
 afterAll(async () => cluster?.close());
 
 const msOf = (time: HistoryEvent['eventTime']): number => Number(time!.seconds) * 1000 + Math.round((time!.nanos ?? 0) / 1e6);
-const secondsOf = (duration: { seconds?: unknown; nanos?: number | null } | null | undefined): number => Number(duration?.seconds ?? 0) + (duration?.nanos ?? 0) / 1e9;
+const secondsOf = (duration: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
+  Number(duration?.seconds ?? 0) + (duration?.nanos ?? 0) / 1e9;
 
-it('fails over a killed worker\'s agent with default settings: phases from the history', async () => {
+it("fails over a killed worker's agent with default settings: phases from the history", async () => {
   const queue = `defaults-${randomBytes(3).toString('hex')}`;
   const agents = new AgentClient(cluster.client, queue, cluster.agents.security);
   // The only worker at first: it runs the agent's workflow tasks (its sticky queue) and holds the context.
@@ -44,32 +45,51 @@ it('fails over a killed worker\'s agent with default settings: phases from the h
   const turned = await agent.turn(5);
   const totalMs = Date.now() - killedAt;
   expect(turned).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 53, failovers: 1 });
-  expect(turned.digest).toBe(expectedDigest([['defaults', 0, 40], ['defaults', 1, 8], ['defaults', 2, 5]]));
+  expect(turned.digest).toBe(
+    expectedDigest([
+      ['defaults', 0, 40],
+      ['defaults', 1, 8],
+      ['defaults', 2, 5],
+    ]),
+  );
 
   const history = await cluster.client.workflow.getHandle(agentWorkflowId('defaults')).fetchHistory();
   const events = (history.events ?? []).filter((e) => msOf(e.eventTime) >= killedAt - 1000);
   const scheduled = (name: string, queueName: string) =>
-    events.find((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes!.activityType!.name === name && e.activityTaskScheduledEventAttributes!.taskQueue!.name === queueName);
+    events.find(
+      (e) =>
+        e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+        e.activityTaskScheduledEventAttributes!.activityType!.name === name &&
+        e.activityTaskScheduledEventAttributes!.taskQueue!.name === queueName,
+    );
   const closing = (of: HistoryEvent) =>
-    events.find((e) => [e.activityTaskCompletedEventAttributes, e.activityTaskTimedOutEventAttributes, e.activityTaskFailedEventAttributes].some((a) => a && Number(a.scheduledEventId) === Number(of.eventId)));
+    events.find((e) =>
+      [e.activityTaskCompletedEventAttributes, e.activityTaskTimedOutEventAttributes, e.activityTaskFailedEventAttributes].some(
+        (a) => a && Number(a.scheduledEventId) === Number(of.eventId),
+      ),
+    );
 
   // The turn on the dead worker's queue: the default holder-loss and heartbeat timeouts, and it timed out unserved.
-  const onDead = scheduled('appendTurn', doomed.holder)!;
-  expect(secondsOf(onDead.activityTaskScheduledEventAttributes!.scheduleToStartTimeout)).toBe(DEFAULT_AGENT_CONFIG.timeouts.holderLossMs / 1000);
+  const onDead = scheduled('turn', doomed.holder)!;
+  expect(secondsOf(onDead.activityTaskScheduledEventAttributes!.scheduleToStartTimeout)).toBe(
+    DEFAULT_AGENT_CONFIG.timeouts.holderLossMs / 1000,
+  );
   expect(secondsOf(onDead.activityTaskScheduledEventAttributes!.heartbeatTimeout)).toBe(DEFAULT_AGENT_CONFIG.timeouts.heartbeatMs / 1000);
   const lost = closing(onDead)!;
-  expect(lost.activityTaskTimedOutEventAttributes!.failure!.timeoutFailureInfo!.timeoutType).toBe(temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START);
+  expect(lost.activityTaskTimedOutEventAttributes!.failure!.timeoutFailureInfo!.timeoutType).toBe(
+    temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+  );
   // The adoption from disk on the shared queue, then the turn on the survivor's queue.
   const recover = scheduled('recover', queue)!;
   const recovered = closing(recover)!;
   expect(recovered.eventType).toBe(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED);
-  const onSurvivor = scheduled('appendTurn', survivor.holder)!;
+  const onSurvivor = scheduled('turn', survivor.holder)!;
   const turnDone = closing(onSurvivor)!;
   expect(turnDone.eventType).toBe(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED);
 
   const phases = {
     'kill -> workflow task on a live worker (sticky queue)': msOf(onDead.eventTime) - killedAt,
-    'holder-loss timeout on the dead worker\'s queue': msOf(lost.eventTime) - msOf(onDead.eventTime),
+    "holder-loss timeout on the dead worker's queue": msOf(lost.eventTime) - msOf(onDead.eventTime),
     'workflow task -> recover scheduled': msOf(recover.eventTime) - msOf(lost.eventTime),
     'recover: adoption from disk on the survivor': msOf(recovered.eventTime) - msOf(recover.eventTime),
     'workflow task -> turn scheduled on the survivor': msOf(onSurvivor.eventTime) - msOf(recovered.eventTime),

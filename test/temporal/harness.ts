@@ -67,7 +67,10 @@ export const TEST_DATA_CONVERTER = dataConverterOf(new CodecKeyRing(TEST_CODEC_K
  * A test worker's whole configuration: the synthetic engine on the tiny shape, the test keys, no
  * housekeeping; `address`, `taskQueue` and `tierDir` say where, anything else may be overridden.
  */
-export function testWorkerConfig({ address, ...overrides }: Partial<WorkerConfig> & { address: string; taskQueue: string; tierDir: string }): WorkerConfig {
+export function testWorkerConfig({
+  address,
+  ...overrides
+}: Partial<WorkerConfig> & { address: string; taskQueue: string; tierDir: string }): WorkerConfig {
   const keys = overrides.keys ?? [{ id: 'master', key: randomBytes(32) }];
   return {
     temporal: { address, namespace: 'default' },
@@ -112,7 +115,13 @@ export interface TestCluster {
   startWorkflowWorker(taskQueue?: string): Promise<Worker>;
   /** A GPU worker in a child process (src/worker/main.ts), to be killed for real. */
   /** `entry`: a wrapper around the worker's main (a fault-injecting one), instead of main itself. */
-  spawnWorker(options: { workerId: string; taskQueue?: string; args?: string[]; env?: Record<string, string>; entry?: string }): Promise<WorkerProcess>;
+  spawnWorker(options: {
+    workerId: string;
+    taskQueue?: string;
+    args?: string[];
+    env?: Record<string, string>;
+    entry?: string;
+  }): Promise<WorkerProcess>;
   workerConfig(overrides?: Partial<WorkerConfig>): WorkerConfig;
   /**
    * Stops the dev server (SIGTERM: graceful; SIGKILL: at once) and starts it again on the same port and
@@ -122,7 +131,9 @@ export interface TestCluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(options: { dynamicConfig?: Record<string, string | number | boolean>; persistent?: boolean } = {}): Promise<TestCluster> {
+export async function startCluster(
+  options: { dynamicConfig?: Record<string, string | number | boolean>; persistent?: boolean } = {},
+): Promise<TestCluster> {
   const metrics = await installRuntime();
   const serverDir = options.persistent ? mkdtempSync(join(tmpdir(), 'kvfabric-server-')) : undefined;
   const serverOptions = {
@@ -180,7 +191,12 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
       return worker;
     },
     async startWorkflowWorker(queue = taskQueue) {
-      const worker = await Worker.create({ connection: workerConnection, taskQueue: queue, workflowsPath: workflowsPath(), dataConverter: TEST_DATA_CONVERTER });
+      const worker = await Worker.create({
+        connection: workerConnection,
+        taskQueue: queue,
+        workflowsPath: workflowsPath(),
+        dataConverter: TEST_DATA_CONVERTER,
+      });
       workflowWorkers.push(worker);
       runs.push(worker.run());
       return worker;
@@ -188,15 +204,33 @@ export async function startCluster(options: { dynamicConfig?: Record<string, str
     async spawnWorker({ workerId, taskQueue: queue = taskQueue, args = [], env = {}, entry }) {
       const flags = [
         ...['--address', server.address, '--task-queue', queue],
-        ...['--engine', 'synthetic', '--model', 'tiny', '--device-blocks', '256', '--host-blocks', '256', '--tier-dir', tierDir, '--shutdown-grace-ms', '2000'],
+        ...[
+          '--engine',
+          'synthetic',
+          '--model',
+          'tiny',
+          '--device-blocks',
+          '256',
+          '--host-blocks',
+          '256',
+          '--tier-dir',
+          tierDir,
+          '--shutdown-grace-ms',
+          '2000',
+        ],
         ...args,
       ];
-      const worker = await spawnWorkerProcess(workerId, flags, {
-        KVFABRIC_KEYS: keys,
-        KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
-        KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
-        ...env,
-      }, entry);
+      const worker = await spawnWorkerProcess(
+        workerId,
+        flags,
+        {
+          KVFABRIC_KEYS: keys,
+          KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+          KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+          ...env,
+        },
+        entry,
+      );
       processes.push(worker.child);
       return { ...worker, holder: `${queue}@${workerId}` };
     },
@@ -275,7 +309,11 @@ export async function recordHistory(client: Client, name: string, workflowId: st
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   // The proto package's own codec both ways (see replay.test.ts): the SDK's historyToJSON trips over the
   // second protobufjs copy that @temporalio/common carries.
-  const json = temporal.api.history.v1.History.toObject(history as temporal.api.history.v1.History, { longs: String, enums: String, bytes: String });
+  const json = temporal.api.history.v1.History.toObject(history as temporal.api.history.v1.History, {
+    longs: String,
+    enums: String,
+    bytes: String,
+  });
   mkdirSync(directory, { recursive: true });
   writeFileSync(join(directory, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
 }
@@ -302,10 +340,10 @@ export async function decodedPayloadsOf(client: Client, agentId: string): Promis
   const walk = async (value: unknown): Promise<void> => {
     if (!value || typeof value !== 'object' || value instanceof Uint8Array) return;
     const payloads = (value as { payloads?: unknown }).payloads;
-    if (Array.isArray(payloads)) for (const payload of await codec.decode(payloads)) texts.push(Buffer.from(payload.data ?? []).toString('utf8'));
+    if (Array.isArray(payloads))
+      for (const payload of await codec.decode(payloads)) texts.push(Buffer.from(payload.data ?? []).toString('utf8'));
     for (const child of Object.values(value)) await walk(child);
   };
   await walk(history);
   return texts.join('\n');
 }
-

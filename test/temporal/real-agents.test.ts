@@ -50,7 +50,7 @@ describe('real agents (SmolLM2-135M through llama.cpp)', () => {
 
     worker = await cluster.spawnWorker({ workerId: 'llama-survivor', args: LLAMA_WORKER });
     const resumed = await agent.resume();
-    expect(resumed).toMatchObject({ holder: worker.holder, tier: 'device', failovers: 1, lastRestore: { from: 'disk', verified: true } });
+    expect(resumed).toMatchObject({ holder: worker.holder, tier: 'device', failovers: 1, lastResume: { from: 'disk' } });
     const last = await agent.say(CONVERSATION[2]!, GENERATION);
     replies.push(last.reply);
 
@@ -65,7 +65,7 @@ describe('real agents (SmolLM2-135M through llama.cpp)', () => {
     const agent = await start('host-sleeper');
     const replies = [(await agent.say(CONVERSATION[0]!, GENERATION)).reply];
     expect(await agent.suspend('host')).toMatchObject({ tier: 'host' });
-    expect(await agent.resume()).toMatchObject({ tier: 'device', lastRestore: { from: 'host' } });
+    expect(await agent.resume()).toMatchObject({ tier: 'device', lastResume: { from: 'host' } });
     replies.push((await agent.say(CONVERSATION[1]!, GENERATION)).reply);
     expect(replies).toEqual(await freshReplies('host-sleeper-uninterrupted', CONVERSATION.slice(0, 2)));
     await agent.release();

@@ -33,18 +33,22 @@ describe('LruOrder', () => {
 
   it('visits each key once when the walk itself touches keys', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.integer({ min: 0, max: 50 }), { minLength: 1, maxLength: 30 }), fc.array(fc.integer({ min: 0, max: 60 })), (keys, touches) => {
-        const lru = new LruOrder<number>();
-        keys.forEach((k) => lru.touch(k));
-        const visited: number[] = [];
-        let i = 0;
-        for (const key of lru.fromOldest()) {
-          visited.push(key);
-          if (i < touches.length) lru.touch(touches[i++]!); // a touch mid-walk, sometimes of a new key
-        }
-        expect(new Set(visited).size).toBe(visited.length);
-        for (const key of keys) expect(visited).toContain(key);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 0, max: 50 }), { minLength: 1, maxLength: 30 }),
+        fc.array(fc.integer({ min: 0, max: 60 })),
+        (keys, touches) => {
+          const lru = new LruOrder<number>();
+          keys.forEach((k) => lru.touch(k));
+          const visited: number[] = [];
+          let i = 0;
+          for (const key of lru.fromOldest()) {
+            visited.push(key);
+            if (i < touches.length) lru.touch(touches[i++]!); // a touch mid-walk, sometimes of a new key
+          }
+          expect(new Set(visited).size).toBe(visited.length);
+          for (const key of keys) expect(visited).toContain(key);
+        },
+      ),
     );
   });
 });

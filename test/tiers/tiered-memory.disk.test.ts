@@ -72,10 +72,24 @@ describe('TieredMemory with the disk tier', () => {
     expect(adopter.attachment('a')).toEqual({ ids: [1, 2, 3, 4, 5] });
   });
 
-  it('refuses a manifest whose attachment is not a JSON object, writing nothing', async () => {
+  it('refuses a manifest whose attachment is not a JSON object, or without its page checksums, writing nothing', async () => {
     const { cold } = await open();
-    const manifest = { contextId: 'x', tenant: 1, version: 1, tokens: 0, layout: { bytesPerToken: 1, tokensPerBlock: 1, blockBytes: 1 }, pages: [], createdAt: 'now' };
+    const manifest = {
+      contextId: 'x',
+      tenant: 1,
+      version: 1,
+      tokens: 0,
+      layout: { bytesPerToken: 1, tokensPerBlock: 1, blockBytes: 1 },
+      pages: [],
+      pageChecksums: [],
+      createdAt: 'now',
+    };
     await expect(cold.writeManifest({ ...manifest, attachment: [1, 2] as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const { pageChecksums: _, ...withoutChecksums } = manifest;
+    await expect(cold.writeManifest(withoutChecksums as never)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/pageChecksums/),
+    });
     await expect(cold.readManifest('x')).rejects.toThrow(/manifest is missing/);
   });
 
@@ -224,7 +238,10 @@ describe('TieredMemory with the disk tier', () => {
   describe('damaged files give INTEGRITY naming the context, never wrong bytes, and lose nothing', () => {
     async function offloadedPair() {
       const opened = await open();
-      for (const [id, seed] of [['left', 1], ['right', 2]] as const) {
+      for (const [id, seed] of [
+        ['left', 1],
+        ['right', 2],
+      ] as const) {
         opened.memory.create(id, 1);
         await opened.memory.append(id, tokenBytes(8, seed));
         await opened.memory.offload(id, 'disk');
@@ -247,7 +264,12 @@ describe('TieredMemory with the disk tier', () => {
       await fsp.writeFile(segment!, bytes);
       const outcomes: string[] = [];
       for (const id of ['left', 'right']) {
-        outcomes.push(await memory.restore(id).then(() => 'restored', (err: { code: string }) => err.code));
+        outcomes.push(
+          await memory.restore(id).then(
+            () => 'restored',
+            (err: { code: string }) => err.code,
+          ),
+        );
       }
       expect([...outcomes].sort()).toEqual(['INTEGRITY', 'restored']); // exactly the context that owned the segment
       const damaged = outcomes.indexOf('INTEGRITY') === 0 ? 'left' : 'right';
@@ -289,9 +311,16 @@ describe('TieredMemory with the disk tier', () => {
     expect(manifest.pageChecksums).toHaveLength(3);
     expect(manifest.pages.every((page) => page.checksum === undefined)).toBe(true); // the allocator checks, not the store
     await memory.dropLocalCopy('a');
-    await store.writeManifest({ ...manifest, version: manifest.version + 1, pageChecksums: manifest.pageChecksums!.map((sum, i) => (i === 1 ? (sum ^ 1) >>> 0 : sum)) });
+    await store.writeManifest({
+      ...manifest,
+      version: manifest.version + 1,
+      pageChecksums: manifest.pageChecksums!.map((sum, i) => (i === 1 ? (sum ^ 1) >>> 0 : sum)),
+    });
     await memory.recover('a');
-    await expect(memory.restore('a')).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringMatching(/^context a: page 1 does not match its checksum/) });
+    await expect(memory.restore('a')).rejects.toMatchObject({
+      code: 'INTEGRITY',
+      message: expect.stringMatching(/^context a: page 1 does not match its checksum/),
+    });
     expect(memory.contextStats('a')).toMatchObject({ resident: false, diskOnlyPages: 3 });
     // The recorded checksums back: every byte comes back.
     await memory.dropLocalCopy('a');
@@ -313,7 +342,12 @@ describe('TieredMemory with the disk tier', () => {
     }
     try {
       // 64 KiB of disk, blocks of 2 KiB tokens x 4: a 40-token context does not fit.
-      pool = new NativeAllocator({ shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 }, tokensPerBlock: 4, blockCount: 16, hostBlockCount: 16 });
+      pool = new NativeAllocator({
+        shape: { layers: 4, kvHeads: 2, headDim: 64, dtypeBytes: 2 },
+        tokensPerBlock: 4,
+        blockCount: 16,
+        hostBlockCount: 16,
+      });
       cold = await ColdStore.open({ directory: mount, keyRing: new KeyRing([{ id: 'k1', key }], 'k1') });
       const memory = new TieredMemory({ pool, cold, deviceLowWatermark: 0, hostLowWatermark: 0 });
       const kv = tokenBytes(40, 3, pool.layout.bytesPerToken);
@@ -437,7 +471,10 @@ describe('TieredMemory: segment files nobody uses', () => {
     await memory.append('a', tokenBytes(13, 4));
     await memory.offload('a', 'disk');
     expect(swept).toBe(true);
-    const other = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8 }), cold });
+    const other = new TieredMemory({
+      pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8 }),
+      cold,
+    });
     await other.recover('a');
     expectSameBytes(await other.read('a', 0, 13), tokenBytes(13, 4));
   });

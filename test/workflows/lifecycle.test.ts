@@ -35,12 +35,30 @@ describe('lifecycle', () => {
     expect(() => next('active', 'idle-timeout')).toThrow(/active cannot take 'idle-timeout'/);
     expect(() => next('warm', 'suspended-host')).toThrow(LifecycleError);
     expect(() => next('idle', 'resumed')).toThrow(LifecycleError);
-    const events: LifecycleEvent[] = ['turn-started', 'turn-finished', 'idle-timeout', 'warm-timeout', 'suspended-host', 'suspended-disk', 'resumed', 'holder-lost', 'released'];
+    const events: LifecycleEvent[] = [
+      'turn-started',
+      'turn-finished',
+      'idle-timeout',
+      'warm-timeout',
+      'suspended-host',
+      'suspended-disk',
+      'resumed',
+      'holder-lost',
+      'released',
+    ];
     for (const event of events) expect(canTake('released', event)).toBe(false);
     for (const phase of PHASES.filter((p) => p !== 'released')) expect(canTake(phase, 'released')).toBe(true);
   });
 
   it('runs the idle timer while resident (a turn keeps its class), the warm timer while warm, none otherwise', () => {
-    expect(PHASES.map((phase) => timerOf(phase))).toEqual(['idle-timeout', 'idle-timeout', 'idle-timeout', 'warm-timeout', undefined, 'idle-timeout', undefined]);
+    expect(PHASES.map((phase) => timerOf(phase))).toEqual([
+      'idle-timeout',
+      'idle-timeout',
+      'idle-timeout',
+      'warm-timeout',
+      undefined,
+      'idle-timeout',
+      undefined,
+    ]);
   });
 });

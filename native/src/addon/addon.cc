@@ -1,5 +1,5 @@
-// Module entry: exports the NativePool class, the CUDA probe and transfer benchmark, and registerErrorClass(), through which the TypeScript
-// layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
+// Module entry: exports the NativePool class, the CUDA probe and transfer benchmark, and registerErrorClass(), through
+// which the TypeScript layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
 #include <napi.h>
 
 #include "aes_gcm.h"

@@ -1,8 +1,8 @@
 // AES-256-GCM in place for the cold tier's crypto threads, through the OpenSSL that Node itself carries.
-// Node's own crypto API returns a new buffer for every chunk it encrypts or decrypts, and that copy plus
-// the allocation cost as much as AES-GCM itself (docs/benchmarks.md, "The cold tier"); OpenSSL works in
-// place. The functions are looked up in the running process (dlsym), not linked: a Node built without
-// them exported leaves gcmAvailable false, and the crypto threads keep to Node's API.
+// Node's own crypto API returns a new buffer for every chunk it encrypts or decrypts, an allocation and a
+// copy on top of the cipher (docs/cold-tier.md, "Threads and I/O"); OpenSSL works in place. The
+// functions are looked up in the running process (dlsym), not linked: a Node built without them exported
+// leaves gcmAvailable false, and the crypto threads keep to Node's API.
 #include "aes_gcm.h"
 
 #include <dlfcn.h>
@@ -149,7 +149,8 @@ bool crypt(bool seal, const uint8_t* key, uint8_t* bytes, const Item& item, uint
   if (e.ctrl(ctx, kSetIvLength, static_cast<int>(kIvBytes), nullptr) != 1) return false;
   if (init(ctx, nullptr, nullptr, key, item.iv.data()) != 1) return false;
   int written = 0;
-  if (!item.aad.empty() && update(ctx, nullptr, &written, item.aad.data(), static_cast<int>(item.aad.size())) != 1) return false;
+  if (!item.aad.empty() && update(ctx, nullptr, &written, item.aad.data(), static_cast<int>(item.aad.size())) != 1)
+    return false;
   for (size_t at = 0; at < item.length; at += kStepBytes) {
     const int step = static_cast<int>(std::min(kStepBytes, item.length - at));
     uint8_t* p = bytes + item.offset + at;

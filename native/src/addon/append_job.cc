@@ -46,7 +46,9 @@ void takeNextPiece(Napi::Env env, const std::shared_ptr<AppendJob>& job);
 class PieceWorker final : public Napi::AsyncWorker {
  public:
   PieceWorker(Napi::Env env, std::shared_ptr<AppendJob> job)
-      : Napi::AsyncWorker(env, "kvfabric.append"), job_(std::move(job)), last_(job_->lease.tokensLeft() == job_->pieceTokens) {}
+      : Napi::AsyncWorker(env, "kvfabric.append"),
+        job_(std::move(job)),
+        last_(job_->lease.tokensLeft() == job_->pieceTokens) {}
 
   void Execute() override {
     job_->lease.copyNext(job_->piece.get(), job_->pieceTokens);
@@ -122,7 +124,8 @@ void startAppend(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_pt
   const uint64_t pieceBytes = std::min(job->tokensPerPiece, job->lease.tokens()) * job->bytesPerToken;
   job->piece.reset(new (std::nothrow) uint8_t[pieceBytes]);
   if (!job->piece) {
-    fail(job, env, Status(Code::kOutOfMemory, "cannot hold a piece of " + std::to_string(pieceBytes) + " bytes of an append"));
+    fail(job, env,
+         Status(Code::kOutOfMemory, "cannot hold a piece of " + std::to_string(pieceBytes) + " bytes of an append"));
     return;
   }
   takeNextPiece(env, job);

@@ -9,8 +9,8 @@ namespace kvfabric::addon {
 Napi::Error fabricError(Napi::Env env, const Status& status) {
   auto* data = env.GetInstanceData<AddonData>();
   if (data && !data->errorClass.IsEmpty()) {
-    Napi::Object err = data->errorClass.New({Napi::String::New(env, codeName(status.code())),
-                                             Napi::String::New(env, status.message())});
+    Napi::Object err = data->errorClass.New(
+        {Napi::String::New(env, codeName(status.code())), Napi::String::New(env, status.message())});
     return Napi::Error(env, err);
   }
   Napi::Error err = Napi::Error::New(env, status.message());
@@ -76,11 +76,10 @@ ScrubPolicy scrubOption(Napi::Env env, Napi::Value value) {
 
 cuda::BackendRequest backendOption(Napi::Env env, Napi::Object options) {
   cuda::BackendRequest request;
-  request.kind = choiceValue(env, options.Get("backend"), request.kind,
-                             {{"auto", cuda::BackendKind::kAuto},
-                              {"cpu", cuda::BackendKind::kCpu},
-                              {"cuda", cuda::BackendKind::kCuda}},
-                             "backend must be 'auto', 'cpu' or 'cuda'");
+  request.kind = choiceValue(
+      env, options.Get("backend"), request.kind,
+      {{"auto", cuda::BackendKind::kAuto}, {"cpu", cuda::BackendKind::kCpu}, {"cuda", cuda::BackendKind::kCuda}},
+      "backend must be 'auto', 'cpu' or 'cuda'");
   Napi::Value device = options.Get("device");
   if (!device.IsUndefined()) request.device = static_cast<int>(integerValue(env, device, "device", 0, 1023));
   Napi::Value fraction = options.Get("deviceMemoryFraction");

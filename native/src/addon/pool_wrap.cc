@@ -207,7 +207,8 @@ Napi::Value PoolWrap::append(const Napi::CallbackInfo& info) {
     try {
       copy.assign(kv.Data(), kv.Data() + kv.ByteLength());
     } catch (const std::bad_alloc&) {
-      throwStatus(env, Status(Code::kOutOfMemory, "cannot copy " + std::to_string(kv.ByteLength()) + " shared bytes to append"));
+      throwStatus(env, Status(Code::kOutOfMemory,
+                              "cannot copy " + std::to_string(kv.ByteLength()) + " shared bytes to append"));
     }
     check(env, pool->append(ctx, copy.data(), copy.size()));
   } else {
@@ -308,7 +309,9 @@ Napi::Value PoolWrap::perPageValues(const Napi::CallbackInfo& info, PerPageView 
   return out;
 }
 
-Napi::Value PoolWrap::blockTable(const Napi::CallbackInfo& info) { return perPageValues(info, &PagedAllocator::blockTable); }
+Napi::Value PoolWrap::blockTable(const Napi::CallbackInfo& info) {
+  return perPageValues(info, &PagedAllocator::blockTable);
+}
 
 Napi::Value PoolWrap::stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -448,7 +451,8 @@ Napi::Value PoolWrap::spillRead(const Napi::CallbackInfo& info) {
   const uint64_t blockBytes = pool->layout().blockBytes;
   // Into the caller's bytes when given (a staging slot the disk tier encrypts in place), else a new buffer.
   Napi::Uint8Array into = info[2].IsUndefined() ? viewOf(env, newBuffer(env, blockBytes)) : bytesArg(info, 2, "into");
-  if (into.ByteLength() != blockBytes) throwInvalid(env, "into must be exactly one block (" + std::to_string(blockBytes) + " bytes)");
+  if (into.ByteLength() != blockBytes)
+    throwInvalid(env, "into must be exactly one block (" + std::to_string(blockBytes) + " bytes)");
   check(env, lease.copyBlock(static_cast<size_t>(index), into.Data()));
   check(env, pool->memoryFault());
   return into;
@@ -517,20 +521,17 @@ Napi::Value PoolWrap::importContext(const Napi::CallbackInfo& info) {
   const uint32_t tenant = u32Arg(info, 0, "tenant", 1);
   const uint64_t tokens = integerArg(info, 1, "tokens", 0, kMaxSafeInteger);
   const std::vector<uint64_t> keys = diskKeysArg(info, 2);
-  // Checksums, one per page, from the manifest; absent for a manifest written before they existed.
+  // Checksums, one per page, from the manifest.
   std::vector<uint32_t> checksums;
-  if (!info[3].IsUndefined()) {
-    Napi::Value v = info[3];
-    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) {
-      throwInvalid(env, "checksums must be a Uint32Array");
-    }
-    Napi::Uint32Array given = v.As<Napi::Uint32Array>();
-    if (given.ElementLength() != keys.size()) throwInvalid(env, "checksums must have one entry per disk key");
-    checksums.assign(given.Data(), given.Data() + given.ElementLength());
+  Napi::Value v = info[3];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) {
+    throwInvalid(env, "checksums must be a Uint32Array");
   }
+  Napi::Uint32Array given = v.As<Napi::Uint32Array>();
+  if (given.ElementLength() != keys.size()) throwInvalid(env, "checksums must have one entry per disk key");
+  checksums.assign(given.Data(), given.Data() + given.ElementLength());
   Handle ctx;
-  check(env, pool->importContext(tenant, tokens, keys.data(), checksums.empty() ? nullptr : checksums.data(),
-                                 keys.size(), &ctx));
+  check(env, pool->importContext(tenant, tokens, keys.data(), checksums.data(), keys.size(), &ctx));
   return Napi::Number::New(env, static_cast<double>(ctx));
 }
 
@@ -552,7 +553,9 @@ Napi::Value PoolWrap::pageTiers(const Napi::CallbackInfo& info) {
   return out;
 }
 
-Napi::Value PoolWrap::pageChecksums(const Napi::CallbackInfo& info) { return perPageValues(info, &PagedAllocator::pageChecksums); }
+Napi::Value PoolWrap::pageChecksums(const Napi::CallbackInfo& info) {
+  return perPageValues(info, &PagedAllocator::pageChecksums);
+}
 
 Napi::Value PoolWrap::forgetDiskCopies(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

@@ -21,7 +21,9 @@ inline Status staleContext() { return Status(Code::kStaleHandle, "context handle
 inline Status busyContext() { return Status(Code::kBusy, "context has an append or tier move in flight"); }
 inline Status busyBlocks() { return Status(Code::kBusy, "a block of the context is being read or moved"); }
 inline Status outOfMemory() { return Status(Code::kOutOfMemory, "host memory exhausted for allocator metadata"); }
-inline Status offloaded() { return Status(Code::kInvalidState, "context is offloaded; restore it to the device first"); }
+inline Status offloaded() {
+  return Status(Code::kInvalidState, "context is offloaded; restore it to the device first");
+}
 inline Status tierFull(const char* tier, size_t needed, uint32_t free) {
   return Status(Code::kPoolExhausted, std::string(tier) + " tier needs " + std::to_string(needed) + " blocks, " +
                                           std::to_string(free) + " free");

@@ -2,8 +2,8 @@
 // instruction (three independent lanes, so its latency is hidden) or by a table; the GF(2) shift that
 // joins CRCs (zlib's crc32_combine, for the Castagnoli polynomial); and the block copy that sums while
 // it copies. The copy's stores bypass the cache (non-temporal): a moved block is read next by another
-// tier or the engine, not by this core, and the copy then runs faster than memcpy's (measured in
-// bench/tiers.bench.ts against memcpy in the same run).
+// tier or the engine, not by this core, so caching it would only evict what this core does read
+// (bench/tiers.bench.ts sets the copy against memcpy in the same run).
 #include "block_checksum.h"
 
 #include <algorithm>
@@ -96,7 +96,8 @@ __attribute__((target("sse4.2"))) uint32_t registerBySse42(uint32_t reg, const u
 // count + piece]), and, with dst, the bytes copied with stores that bypass the cache. Eight-byte loads
 // feed the CRC instruction straight from memory (vector loads would need shuffles to reach it, and those
 // were the bottleneck); three independent lanes hide its three-cycle latency.
-__attribute__((target("sse4.2"))) void threeRuns(uint8_t* const* dst, const uint8_t* const* src, size_t length, uint32_t count, uint32_t* crcs) {
+__attribute__((target("sse4.2"))) void threeRuns(uint8_t* const* dst, const uint8_t* const* src, size_t length,
+                                                 uint32_t count, uint32_t* crcs) {
   const uint8_t* sa = src[0];
   const uint8_t* sb = src[1];
   const uint8_t* sc = src[2];
@@ -136,14 +137,16 @@ __attribute__((target("sse4.2"))) void threeRuns(uint8_t* const* dst, const uint
 // Copies n bytes (a multiple of 32) to a 32-byte aligned dst with stores that bypass the cache.
 __attribute__((target("avx2"))) void streamAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
   for (size_t i = 0; i < n; i += 32) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
   }
 }
 
 // Copies n bytes (a multiple of 64) to a 64-byte aligned dst with stores that bypass the cache: one
 // store fills a whole line, so no line is ever written to memory in part.
 __attribute__((target("avx512f"))) void streamAvx512(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+  for (size_t i = 0; i < n; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
 }
 
 // Folding: a 128-bit lane of data D bits before the lane it joins moves forward by carry-less multiplies,
@@ -184,16 +187,19 @@ KVFABRIC_FOLD_TARGET inline uint32_t reduceFold(__m512i x) {
   last = foldOnto(last, lanes[0], kFold.by384);
   last = foldOnto(last, lanes[1], kFold.by256);
   last = foldOnto(last, lanes[2], kFold.by128);
-  const uint64_t r = _mm_crc32_u64(_mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(last))), static_cast<uint64_t>(_mm_extract_epi64(last, 1)));
+  const uint64_t r = _mm_crc32_u64(_mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(last))),
+                                   static_cast<uint64_t>(_mm_extract_epi64(last, 1)));
   return ~static_cast<uint32_t>(r);
 }
 
 // threeRuns by folding, for `length` a multiple of 64 and, with dst, 64-byte aligned destinations. Each
 // lane keeps one accumulator (a multiply's latency, hidden by the three lanes); loads and whole-line
-// streamed stores are 64 bytes, and folding sums about twice as fast as the CRC instruction, so the copy,
-// not the sum, sets the pace.
-KVFABRIC_FOLD_TARGET void threeFolds(uint8_t* const* dst, const uint8_t* const* src, size_t length, uint32_t count, uint32_t* crcs) {
-  const __m512i k = _mm512_set_epi64(kFold.by512[1], kFold.by512[0], kFold.by512[1], kFold.by512[0], kFold.by512[1], kFold.by512[0], kFold.by512[1], kFold.by512[0]);
+// streamed stores are 64 bytes, and folding sums faster than the copy moves bytes, so the copy, not the
+// sum, sets the pace.
+KVFABRIC_FOLD_TARGET void threeFolds(uint8_t* const* dst, const uint8_t* const* src, size_t length, uint32_t count,
+                                     uint32_t* crcs) {
+  const __m512i k = _mm512_set_epi64(kFold.by512[1], kFold.by512[0], kFold.by512[1], kFold.by512[0], kFold.by512[1],
+                                     kFold.by512[0], kFold.by512[1], kFold.by512[0]);
   const __m512i initial = _mm512_castsi128_si512(_mm_cvtsi32_si128(-1));  // the register before any byte
   const uint8_t* s[3] = {src[0], src[1], src[2]};
   uint8_t* d[3] = {nullptr, nullptr, nullptr};
@@ -219,9 +225,12 @@ KVFABRIC_FOLD_TARGET void threeFolds(uint8_t* const* dst, const uint8_t* const* 
         _mm512_stream_si512(reinterpret_cast<__m512i*>(d[1] + i), v);
         _mm512_stream_si512(reinterpret_cast<__m512i*>(d[2] + i), w);
       }
-      a = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), u, 0x96);
-      b = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(b, k, 0x00), _mm512_clmulepi64_epi128(b, k, 0x11), v, 0x96);
-      c = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(c, k, 0x00), _mm512_clmulepi64_epi128(c, k, 0x11), w, 0x96);
+      a = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), u,
+                                    0x96);
+      b = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(b, k, 0x00), _mm512_clmulepi64_epi128(b, k, 0x11), v,
+                                    0x96);
+      c = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(c, k, 0x00), _mm512_clmulepi64_epi128(c, k, 0x11), w,
+                                    0x96);
     }
     crcs[piece] = reduceFold(a);
     crcs[count + piece] = reduceFold(b);
@@ -313,7 +322,8 @@ uint32_t BlockChecksum::run(uint8_t* dst, const uint8_t* src, uint32_t fill, boo
   for (auto& lane : rows) std::fill(lane, lane + fill, 0u);
 #if defined(__x86_64__)
   // Streamed stores need destinations aligned to their width: frames are, when pieces are.
-  const bool folded = kHasVectorFold && length % 64 == 0 && (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 64 == 0);
+  const bool folded =
+      kHasVectorFold && length % 64 == 0 && (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 64 == 0);
   const bool wide = kHasSse42 && length % 8 == 0 && (dst == nullptr || reinterpret_cast<uintptr_t>(dst) % 8 == 0);
 #else
   const bool folded = false;
@@ -358,7 +368,8 @@ uint32_t BlockChecksum::run(uint8_t* dst, const uint8_t* src, uint32_t fill, boo
   }
   finishCopy(dst);
   uint32_t crc = 0;
-  for (uint32_t t = 0; t < fill; ++t) crc = token_(crc) ^ (thirdLane_(secondLane_(rows[0][t]) ^ rows[1][t]) ^ rows[2][t]);
+  for (uint32_t t = 0; t < fill; ++t)
+    crc = token_(crc) ^ (thirdLane_(secondLane_(rows[0][t]) ^ rows[1][t]) ^ rows[2][t]);
   return crc;
 }
 
@@ -373,7 +384,8 @@ uint32_t BlockChecksum::tokenWalk(uint8_t* dst, const uint8_t* src, uint32_t fil
       crc = piece_(crc) ^ crc32c(0, src + at, length);
     }
   }
-  for (uint32_t p = 0; dst != nullptr && p < layout_.planes; ++p) copyRest(dst + p * planeBytes, src + p * planeBytes, uint64_t{fill} * length);
+  for (uint32_t p = 0; dst != nullptr && p < layout_.planes; ++p)
+    copyRest(dst + p * planeBytes, src + p * planeBytes, uint64_t{fill} * length);
   finishCopy(dst);
   return crc;
 }

@@ -36,7 +36,9 @@ class BlockChecksum {
   // Copies a whole block (every slot: the destination frame is not scrubbed) and returns the checksum
   // of its first `fill` tokens, each source byte read once. Without `sum` it only copies, with the same
   // stores, so a benchmark can show what the checksum itself costs.
-  uint32_t copy(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum = true) const { return run(dst, src, fill, sum); }
+  uint32_t copy(uint8_t* dst, const uint8_t* src, uint32_t fill, bool sum = true) const {
+    return run(dst, src, fill, sum);
+  }
 
   // The device kernel's share (src/cuda/kernels/sum_planes.cu), for memory the CPU cannot read. It sums
   // each plane's pieces, shifting past the other planes' pieces of each token, with these tables:

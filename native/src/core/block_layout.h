@@ -29,8 +29,7 @@ struct BlockLayout {
 
   // Validates in 64-bit arithmetic so no product can overflow before it is checked.
   static Status make(const ModelShape& shape, uint32_t tokensPerBlock, BlockLayout* out) {
-    if (shape.layers == 0 || shape.kvHeads == 0 || shape.headDim == 0 || shape.dtypeBytes == 0 ||
-        tokensPerBlock == 0) {
+    if (shape.layers == 0 || shape.kvHeads == 0 || shape.headDim == 0 || shape.dtypeBytes == 0 || tokensPerBlock == 0) {
       return Status(Code::kInvalidArgument, "model shape fields and tokensPerBlock must be >= 1");
     }
     BlockLayout l;

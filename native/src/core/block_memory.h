@@ -47,7 +47,8 @@ class BlockMemory {
   // sums[i] = BlockChecksum::of frame frames[i]'s first fills[i] tokens. When sumsInPlace() is false the
   // caller sums a host copy instead. A failure is kept for fault().
   virtual bool sumsInPlace() const { return false; }
-  virtual void sumBlocks(const uint32_t* /*frames*/, const uint32_t* /*fills*/, size_t /*count*/, uint32_t* /*sums*/) const {}
+  virtual void sumBlocks(const uint32_t* /*frames*/, const uint32_t* /*fills*/, size_t /*count*/,
+                         uint32_t* /*sums*/) const {}
 };
 
 // Memory the CPU addresses directly (the CPU backend's tiers, CUDA's pinned host tier): every operation

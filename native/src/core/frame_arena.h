@@ -1,7 +1,7 @@
 // FrameArena: the physical side of one tier (device or host). Frames are block-sized extents of the
 // tier's BlockMemory; the arena hands them out LIFO and remembers each free frame's last tenant (0: it
-// is clean) so the allocator can zero it before its next owner sees it (ScrubPolicy). Not thread-safe: PagedAllocator holds its
-// lock around every call.
+// is clean) so the allocator can zero it before its next owner sees it (ScrubPolicy). Not thread-safe: PagedAllocator
+// holds its lock around every call.
 #pragma once
 
 #include <cstdint>

@@ -17,8 +17,8 @@ Status HostBlockMemory::create(const BlockLayout& layout, uint32_t blockCount, s
     return Status(Code::kOutOfMemory, "pool of " + std::to_string(bytes) + " bytes cannot be mapped");
   }
   // Aligned to a huge page and advised to use them: where transparent huge pages are "madvise" (the
-  // default on many distributions), 4 KiB pages made every copy pay TLB misses and a first touch cost
-  // a fault per 4 KiB (bench/tiers.bench.ts, docs/benchmarks.md). The slack around the aligned range is
+  // default on many distributions), a plain mapping gets 4 KiB pages, and every copy then pays TLB misses
+  // and every first touch a fault per 4 KiB (bench/tiers.bench.ts). The slack around the aligned range is
   // returned at once.
   const size_t size = static_cast<size_t>(bytes);
   const size_t mapped = size + kHugePage;

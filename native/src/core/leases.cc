@@ -21,9 +21,8 @@ constexpr size_t kRunsPerThread = 8;  // runs handed out per thread, on average:
 
 // Runs body(begin, end) over [0, count) on up to that many threads (this one included), handing out
 // runs of a few blocks from one counter: a thread the system preempts (a worker's core is shared with
-// the Temporal SDK and the server) leaves its share to the others instead of holding the whole move up,
-// as a fixed half each did. A thread the system will not start is simply not there: never an exception
-// out of here.
+// the Temporal SDK and the server) leaves its share to the others instead of holding the whole move up.
+// A thread the system will not start is simply not there: never an exception out of here.
 template <typename Body>
 void inSlices(size_t count, uint64_t bytes, const Body& body) {
   static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -244,7 +243,8 @@ void MoveLease::copy() {
 }
 
 void MoveLease::sumPinnedSources() {
-  for (Move& move : moves_) move.sum = pool_->checksum_.of(pool_->host_.memory().hostAddress(move.fromFrame), move.fill);
+  for (Move& move : moves_)
+    move.sum = pool_->checksum_.of(pool_->host_.memory().hostAddress(move.fromFrame), move.fill);
 }
 
 void MoveLease::sumOnDeviceTier() {
@@ -273,12 +273,12 @@ Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
   if (!pool_ || kind_ != Kind::kFill) return Status(Code::kInvalidState, "not a fill in progress");
   if (index >= moves_.size()) return Status(Code::kOutOfRange, "fill has " + std::to_string(moves_.size()) + " blocks");
   if (length != pool_->layout_.blockBytes) {
-    return Status(Code::kInvalidArgument, "a block is " + std::to_string(pool_->layout_.blockBytes) + " bytes, got " +
-                                              std::to_string(length));
+    return Status(Code::kInvalidArgument,
+                  "a block is " + std::to_string(pool_->layout_.blockBytes) + " bytes, got " + std::to_string(length));
   }
   Move& move = moves_[index];
   BlockMemory& memory = pool_->arena(move.to.tier).memory();
-  const bool sum = pool_->verifyMoves_ || !move.known;  // an unknown checksum is learnt here either way
+  const bool sum = pool_->verifyMoves_;
   if (uint8_t* to = memory.hostAddress(move.to.frame)) {
     move.sum = pool_->checksum_.copy(to, src, move.fill, sum);
   } else {
@@ -286,7 +286,7 @@ Status MoveLease::write(size_t index, const uint8_t* src, uint64_t length) {
     memory.writeBlock(move.to.frame, src);
   }
   move.written = true;  // a frame written is scrubbed if the fill is undone, matching or not
-  if (pool_->verifyMoves_ && move.known && move.sum != move.expected) return mismatch(move);
+  if (pool_->verifyMoves_ && move.sum != move.expected) return mismatch(move);
   return Status::ok();
 }
 
@@ -306,7 +306,7 @@ Status MoveLease::commit() {
   }
   if (pool_->verifyMoves_) {  // after the fault: a failed copy explains a wrong sum, not the other way round
     for (const Move& move : moves_) {
-      if (move.known && move.sum != move.expected) {
+      if (move.sum != move.expected) {
         const Status bad = mismatch(move);
         reset();  // the context stays where it was, its bytes there untouched
         return bad;
@@ -359,7 +359,8 @@ Status SpillLease::copyBlock(size_t index, uint8_t* dst) const {
     sum = verify ? checksum.of(dst, fills_[index]) : 0;
   }
   // What goes to disk must be what was appended: a block changed in memory is not written as if it were.
-  if (verify && sum != checksums_[index]) return detail::checksumMismatch(pages_[index], run.block, checksums_[index], sum);
+  if (verify && sum != checksums_[index])
+    return detail::checksumMismatch(pages_[index], run.block, checksums_[index], sum);
   return Status::ok();
 }
 

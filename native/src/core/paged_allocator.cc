@@ -343,8 +343,8 @@ Status PagedAllocator::beginAppend(Handle ctx, uint64_t bytes, AppendLease* leas
       target = lease->cowBlock_;
     }
     const uint64_t count = std::min(remaining, tpb - partial);
-    lease->runs_.push_back({target, Tier::kDevice, blocks_[target].frame, static_cast<uint32_t>(partial),
-                            static_cast<uint32_t>(count)});
+    lease->runs_.push_back(
+        {target, Tier::kDevice, blocks_[target].frame, static_cast<uint32_t>(partial), static_cast<uint32_t>(count)});
     lease->sums_.push_back(blocks_[c->pages.back()].checksum);  // a copy-on-write copy starts from its source's
     remaining -= count;
   }
@@ -628,8 +628,8 @@ Status PagedAllocator::allocateBlocks(uint32_t tenant, uint32_t count, Handle* o
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (count > device_.freeFrames()) {  // checked before anything is sized by count
-      return Status(Code::kPoolExhausted, std::to_string(count) + " blocks requested, " +
-                                              std::to_string(device_.freeFrames()) + " free");
+      return Status(Code::kPoolExhausted,
+                    std::to_string(count) + " blocks requested, " + std::to_string(device_.freeFrames()) + " free");
     }
     Status st = reserveBlockIdsLocked(count);
     if (!st.isOk()) return st;
@@ -677,8 +677,8 @@ Status PagedAllocator::freeBlocks(const Handle* handles, size_t count) {
       const uint32_t b = handleIndex(handles[marked]);
       if (b >= blocks_.size() || blocks_[b].kind == BlockKind::kFree ||
           blocks_[b].generation != handleGeneration(handles[marked]) || blocks_[b].batchMark) {
-        verdict = Status(Code::kStaleHandle, "block handle at position " + std::to_string(marked) +
-                                                 " is unknown, freed or repeated");
+        verdict = Status(Code::kStaleHandle,
+                         "block handle at position " + std::to_string(marked) + " is unknown, freed or repeated");
         break;
       }
       if (blocks_[b].kind != BlockKind::kRaw) {

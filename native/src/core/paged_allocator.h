@@ -10,7 +10,7 @@
 //    reads and spills), tier + frame (where its bytes are: a device frame, a host frame, or none when
 //    only the disk copy remains), diskKey (the TS disk tier's key for a clean copy on disk, 0 = none),
 //    moving (a tier move is in flight), checksum (block_checksum.h: CRC-32C of its filled tokens, set by
-//    the append that writes them; unknown only for a page imported without one, until its fill).
+//    the append that writes them, or by the manifest an imported context comes with).
 //  - Every tier move checks each block it copies against its checksum while copying it (verifyMoves), so
 //    bytes that changed at rest or in flight fail the move with kIntegrity naming the page, and the
 //    context stays where it was.
@@ -218,7 +218,6 @@ class MoveLease {
     uint32_t page;      // its index in the context's page table, for the error that names it
     uint32_t fill;      // tokens its checksum covers
     uint32_t expected;  // its checksum when the move began
-    bool known;         // false: imported without one; the fill's sum becomes it
     uint32_t sum;       // what the copy summed
   };
   void reset();
@@ -277,8 +276,8 @@ class PagedAllocator {
                        std::unique_ptr<PagedAllocator>* out) {
     return create(config, std::move(memory), nullptr, out);
   }
-  static Status create(const PoolConfig& config, std::unique_ptr<BlockMemory> device,
-                       std::unique_ptr<BlockMemory> host, std::unique_ptr<PagedAllocator>* out);
+  static Status create(const PoolConfig& config, std::unique_ptr<BlockMemory> device, std::unique_ptr<BlockMemory> host,
+                       std::unique_ptr<PagedAllocator>* out);
   PagedAllocator(const PagedAllocator&) = delete;
   PagedAllocator& operator=(const PagedAllocator&) = delete;
 
@@ -312,7 +311,7 @@ class PagedAllocator {
   Status beginFill(Handle ctx, MoveLease* lease, Tier target = Tier::kHost);
   Status beginSpill(Handle ctx, SpillLease* lease);   // blocks without a disk copy, to be written
   // An offloaded context whose pages exist only on disk (a restore in a new process). checksums (one per
-  // page) may be null: each page's fill then sums its bytes and keeps that.
+  // page, from its manifest) are what each page's fill is checked against; required.
   Status importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys, const uint32_t* checksums,
                        size_t pages, Handle* out);
   std::vector<uint64_t> takeFreedDiskKeys();
@@ -323,7 +322,7 @@ class PagedAllocator {
   Status forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count);
   // Each page's tier: kDevice, kHost, or kDisk when only its disk copy remains.
   Status pageTiers(Handle ctx, std::vector<Tier>* out) const;
-  // Each page's checksum (block_checksum.h); kInvalidState while a page imported without one is unfilled.
+  // Each page's checksum (block_checksum.h).
   Status pageChecksums(Handle ctx, std::vector<uint32_t>* out) const;
 
   // Synchronous conveniences over the leases.
@@ -358,7 +357,6 @@ class PagedAllocator {
     Tier tier = Tier::kDisk;
     bool moving = false;
     bool batchMark = false;
-    bool checksumKnown = true;
     uint64_t diskKey = 0;  // fields ordered so the struct stays 48 bytes: a pool walks many of them
   };
 

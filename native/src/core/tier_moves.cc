@@ -40,7 +40,8 @@ Status PagedAllocator::beginPromote(Handle ctx, MoveLease* lease) {
 
 Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease, Tier target) {
   lease->reset();
-  if (target != Tier::kHost && target != Tier::kDevice) return Status(Code::kInvalidArgument, "a fill goes to the host or the device tier");
+  if (target != Tier::kHost && target != Tier::kDevice)
+    return Status(Code::kInvalidArgument, "a fill goes to the host or the device tier");
   std::lock_guard<std::mutex> lock(mu_);
   ContextSlot* c = findLocked(ctx);
   if (!c) return staleContext();
@@ -56,7 +57,8 @@ Status PagedAllocator::beginFill(Handle ctx, MoveLease* lease, Tier target) {
   return beginMoveLocked(c, ctx, MoveLease::Kind::kFill, target, lease);
 }
 
-Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, Tier fillTarget, MoveLease* lease) {
+Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Kind kind, Tier fillTarget,
+                                       MoveLease* lease) {
   // Which blocks move: demote takes device blocks no other resident context uses; promote takes host
   // blocks; fill takes blocks whose only copy is on disk.
   std::vector<uint32_t> chosen;  // page indices
@@ -75,7 +77,9 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
     if (m.readers > 0) return busyBlocks();
     chosen.push_back(page);
   }
-  const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice : kind == MoveLease::Kind::kFill ? fillTarget : Tier::kHost;
+  const Tier to = kind == MoveLease::Kind::kPromote ? Tier::kDevice
+                  : kind == MoveLease::Kind::kFill  ? fillTarget
+                                                    : Tier::kHost;
   FrameArena& target = arena(to);
   if (chosen.size() > target.freeFrames()) {
     return tierFull(to == Tier::kDevice ? "device" : "host", chosen.size(), target.freeFrames());
@@ -91,7 +95,7 @@ Status PagedAllocator::beginMoveLocked(ContextSlot* c, Handle ctx, MoveLease::Ki
     const uint32_t b = c->pages[page];
     BlockMeta& m = blocks_[b];
     const FrameGrant grant = takeFrameLocked(to, c->tenant);  // the whole frame is overwritten: no scrub
-    lease->moves_.push_back({b, m.frame, grant, false, page, m.fill, m.checksum, m.checksumKnown, 0});
+    lease->moves_.push_back({b, m.frame, grant, false, page, m.fill, m.checksum, 0});
     if (kind == MoveLease::Kind::kFill) lease->diskKeys_.push_back(m.diskKey);
     m.moving = true;
   }
@@ -115,10 +119,6 @@ void PagedAllocator::commitMove(MoveLease* lease) {
       setTierLocked(move.block, move.to.tier, move.to.frame);
       BlockMeta& m = blocks_[move.block];
       m.moving = false;
-      if (!m.checksumKnown) {  // imported without one: the fill summed the bytes GCM had authenticated
-        m.checksum = move.sum;
-        m.checksumKnown = true;
-      }
     }
     if (lease->kind_ == MoveLease::Kind::kDemote) {
       for (uint32_t b : c->pages) --blocks_[b].activeRefs;
@@ -170,7 +170,7 @@ Status PagedAllocator::beginSpill(Handle ctx, SpillLease* lease) {
     lease->runs_.push_back({b, m.tier, m.frame, 0, layout_.tokensPerBlock});
     lease->pages_.push_back(page);
     lease->fills_.push_back(m.fill);
-    lease->checksums_.push_back(m.checksum);  // known: only disk-only pages can lack one, and they have a copy
+    lease->checksums_.push_back(m.checksum);
   }
   for (const SlotRun& run : lease->runs_) ++blocks_[run.block].readers;
   lease->pool_ = this;
@@ -223,6 +223,7 @@ void PagedAllocator::abortSpill(SpillLease* lease) {
 Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uint64_t* diskKeys,
                                      const uint32_t* checksums, size_t pages, Handle* out) {
   if (tenant == 0) return Status(Code::kInvalidArgument, "tenant must be >= 1");
+  if (checksums == nullptr && pages > 0) return Status(Code::kInvalidArgument, "checksums are required, one per page");
   const uint64_t tpb = layout_.tokensPerBlock;
   if (pages != (tokens + tpb - 1) / tpb) {
     return Status(Code::kInvalidArgument, std::to_string(tokens) + " tokens need " +
@@ -249,8 +250,7 @@ Status PagedAllocator::importContext(uint32_t tenant, uint64_t tokens, const uin
     const uint32_t b = newBlockLocked(tenant, BlockKind::kContext, static_cast<uint32_t>(fill));
     ++diskOnlyBlocks_;  // tier kDisk from newBlockLocked
     setDiskKeyLocked(b, diskKeys[i]);
-    blocks_[b].checksumKnown = checksums != nullptr;
-    blocks_[b].checksum = checksums != nullptr ? checksums[i] : 0;
+    blocks_[b].checksum = checksums[i];
     table.push_back(b);
   }
   ContextSlot& slot = contexts_[handleIndex(created)];
@@ -291,16 +291,7 @@ Status PagedAllocator::pageTiers(Handle ctx, std::vector<Tier>* out) const {
 }
 
 Status PagedAllocator::pageChecksums(Handle ctx, std::vector<uint32_t>* out) const {
-  bool unknown = false;
-  Status st = perPage(ctx, out, [&unknown](const BlockMeta& m) {
-    unknown = unknown || !m.checksumKnown;
-    return m.checksum;
-  });
-  if (st.isOk() && unknown) {
-    out->clear();
-    return Status(Code::kInvalidState, "a page imported without a checksum has not been restored yet");
-  }
-  return st;
+  return perPage(ctx, out, [](const BlockMeta& m) { return m.checksum; });
 }
 
 Status PagedAllocator::forgetDiskCopies(Handle ctx, const uint64_t* keys, size_t count) {

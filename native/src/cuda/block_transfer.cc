@@ -68,7 +68,8 @@ Status BlockTransfer::run(Direction direction, const BlockCopy* copies, size_t c
     return Status(Code::kUnavailable, "the block-move kernel is not usable: " + why);
   }
   if (resolved == TransferWay::kKernel && kernelFailed_.load()) {
-    if (way == TransferWay::kKernel) return Status(Code::kUnavailable, "the block-move kernel failed to launch earlier");
+    if (way == TransferWay::kKernel)
+      return Status(Code::kUnavailable, "the block-move kernel failed to launch earlier");
     st = runCopies(lane, direction, copies, count);
   } else if (resolved == TransferWay::kKernel) {
     st = runKernel(lane, direction, copies, count);
@@ -92,7 +93,8 @@ Status BlockTransfer::runCopies(Lane& lane, Direction direction, const BlockCopy
     // Merge the following blocks while they continue both sides in the same allocations.
     size_t j = i + 1;
     while (j < count && copies[j].deviceChunk == copies[i].deviceChunk && copies[j].hostChunk == copies[i].hostChunk &&
-           copies[j].device == copies[j - 1].device + blockBytes_ && copies[j].host == copies[j - 1].host + blockBytes_) {
+           copies[j].device == copies[j - 1].device + blockBytes_ &&
+           copies[j].host == copies[j - 1].host + blockBytes_) {
       ++j;
     }
     const size_t bytes = static_cast<size_t>(blockBytes_ * (j - i));
@@ -127,8 +129,9 @@ Status BlockTransfer::runKernel(Lane& lane, Direction direction, const BlockCopy
     table[2 * i + 1] = toHost ? copies[i].hostMapped : copies[i].device;
   }
   // The table's copy and the launch are ordered on the lane's stream.
-  st = check(device_.api().cuMemcpyHtoDAsync(lane.deviceTable.address(), lane.table.host(), tableBytes, lane.stream.get()),
-             "cuMemcpyHtoDAsync_v2");
+  st = check(
+      device_.api().cuMemcpyHtoDAsync(lane.deviceTable.address(), lane.table.host(), tableBytes, lane.stream.get()),
+      "cuMemcpyHtoDAsync_v2");
   if (!st.isOk()) return st;
   CUdeviceptr tableAddress = lane.deviceTable.address();
   unsigned blocks = static_cast<unsigned>(count);

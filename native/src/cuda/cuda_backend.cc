@@ -97,7 +97,8 @@ Status probe(int device, std::string* name) {
 }
 
 Status openPool(const PoolConfig& config, const BackendRequest& request, OpenedPool* out) {
-  if (request.deviceMemoryFraction < 0 || request.deviceMemoryFraction > 1 || std::isnan(request.deviceMemoryFraction)) {
+  if (request.deviceMemoryFraction < 0 || request.deviceMemoryFraction > 1 ||
+      std::isnan(request.deviceMemoryFraction)) {
     return Status(Code::kInvalidArgument, "deviceMemoryFraction must be in (0, 1]");
   }
   if (request.kind != BackendKind::kCpu) {

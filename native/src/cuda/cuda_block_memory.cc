@@ -109,7 +109,8 @@ Status CudaDeviceMemory::prepareChecksums() {
   }
   // No kernel (no NVRTC, a failed self-test) or no room for it: the CPU sums the pinned side instead.
   // A lost device is no such reason: the pool fails.
-  if ((st.code() != Code::kUnavailable && st.code() != Code::kOutOfMemory) || !lostStatus(device_.index()).isOk()) return st;
+  if ((st.code() != Code::kUnavailable && st.code() != Code::kOutOfMemory) || !lostStatus(device_.index()).isOk())
+    return st;
   checksumWay_ = "host (kernel not used: " + st.message() + ")";
   return Status::ok();
 }
@@ -182,60 +183,72 @@ void CudaDeviceMemory::writeSlots(uint32_t block, uint32_t slot, uint32_t count,
   // The token-major bytes go to pinned staging first (a CPU copy), then one strided DMA per plane lands
   // them as consecutive slots of each plane; one event ends it all.
   const uint64_t bytes = uint64_t{count} * layout_.bytesPerToken;
-  staged("append", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
-    std::memcpy(staging, src, bytes);  // staging is idle: the previous call waited for its copies
-    const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
-    for (uint32_t p = 0; p < layout_.planes; ++p) {
-      CUDA_MEMCPY2D c{};
-      c.srcMemoryType = kMemoryTypeHost;
-      c.srcHost = staging + p * layout_.tokenPlaneBytes;
-      c.srcPitch = layout_.bytesPerToken;
-      c.dstMemoryType = kMemoryTypeDevice;
-      c.dstDevice = base + p * layout_.planeBytes;
-      c.dstPitch = layout_.tokenPlaneBytes;
-      c.WidthInBytes = layout_.tokenPlaneBytes;
-      c.Height = count;
-      Status st = check(api.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync_v2");
-      if (!st.isOk()) return st;
-    }
-    return Status::ok();
-  }, [](uint8_t*) {});
+  staged(
+      "append", bytes,
+      [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+        std::memcpy(staging, src, bytes);  // staging is idle: the previous call waited for its copies
+        const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
+        for (uint32_t p = 0; p < layout_.planes; ++p) {
+          CUDA_MEMCPY2D c{};
+          c.srcMemoryType = kMemoryTypeHost;
+          c.srcHost = staging + p * layout_.tokenPlaneBytes;
+          c.srcPitch = layout_.bytesPerToken;
+          c.dstMemoryType = kMemoryTypeDevice;
+          c.dstDevice = base + p * layout_.planeBytes;
+          c.dstPitch = layout_.tokenPlaneBytes;
+          c.WidthInBytes = layout_.tokenPlaneBytes;
+          c.Height = count;
+          Status st = check(api.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync_v2");
+          if (!st.isOk()) return st;
+        }
+        return Status::ok();
+      },
+      [](uint8_t*) {});
 }
 
 void CudaDeviceMemory::readSlots(uint32_t block, uint32_t slot, uint32_t count, uint8_t* dst) const {
   const uint64_t bytes = uint64_t{count} * layout_.bytesPerToken;
-  staged("read", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
-    const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
-    for (uint32_t p = 0; p < layout_.planes; ++p) {
-      CUDA_MEMCPY2D c{};
-      c.srcMemoryType = kMemoryTypeDevice;
-      c.srcDevice = base + p * layout_.planeBytes;
-      c.srcPitch = layout_.tokenPlaneBytes;
-      c.dstMemoryType = kMemoryTypeHost;
-      c.dstHost = staging + p * layout_.tokenPlaneBytes;
-      c.dstPitch = layout_.bytesPerToken;
-      c.WidthInBytes = layout_.tokenPlaneBytes;
-      c.Height = count;
-      Status st = check(api.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync_v2");
-      if (!st.isOk()) return st;
-    }
-    return Status::ok();
-  }, [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
+  staged(
+      "read", bytes,
+      [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+        const CUdeviceptr base = address(block) + slot * layout_.tokenPlaneBytes;
+        for (uint32_t p = 0; p < layout_.planes; ++p) {
+          CUDA_MEMCPY2D c{};
+          c.srcMemoryType = kMemoryTypeDevice;
+          c.srcDevice = base + p * layout_.planeBytes;
+          c.srcPitch = layout_.tokenPlaneBytes;
+          c.dstMemoryType = kMemoryTypeHost;
+          c.dstHost = staging + p * layout_.tokenPlaneBytes;
+          c.dstPitch = layout_.bytesPerToken;
+          c.WidthInBytes = layout_.tokenPlaneBytes;
+          c.Height = count;
+          Status st = check(api.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync_v2");
+          if (!st.isOk()) return st;
+        }
+        return Status::ok();
+      },
+      [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
 }
 
 void CudaDeviceMemory::readBlock(uint32_t block, uint8_t* dst) const {
   const uint64_t bytes = layout_.blockBytes;
-  staged("read", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
-    return check(api.cuMemcpyDtoHAsync(staging, address(block), bytes, s), "cuMemcpyDtoHAsync_v2");
-  }, [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
+  staged(
+      "read", bytes,
+      [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+        return check(api.cuMemcpyDtoHAsync(staging, address(block), bytes, s), "cuMemcpyDtoHAsync_v2");
+      },
+      [&](const uint8_t* staging) { std::memcpy(dst, staging, bytes); });
 }
 
 void CudaDeviceMemory::writeBlock(uint32_t block, const uint8_t* src) {
   const uint64_t bytes = layout_.blockBytes;
-  staged("write", bytes, [&](const DriverApi& api, CUstream s, uint8_t* staging) {
-    std::memcpy(staging, src, bytes);
-    return check(api.cuMemcpyHtoDAsync(address(block), staging, bytes, s), "cuMemcpyHtoDAsync_v2");
-  }, [](uint8_t*) {});
+  staged(
+      "write", bytes,
+      [&](const DriverApi& api, CUstream s, uint8_t* staging) {
+        std::memcpy(staging, src, bytes);
+        return check(api.cuMemcpyHtoDAsync(address(block), staging, bytes, s), "cuMemcpyHtoDAsync_v2");
+      },
+      [](uint8_t*) {});
 }
 
 void CudaDeviceMemory::copyBlock(uint32_t dstBlock, uint32_t srcBlock) {

@@ -79,9 +79,10 @@ Status lostStatus(int device) {
 
 Status markScopeDeviceLost(const Status& cause) {
   const int device = t_scopeDevice;
-  Status lost(Code::kUnavailable, "CUDA device " + (device >= 0 ? std::to_string(device) : std::string("?")) +
-                                      " is lost (" + cause.message() +
-                                      "): a sticky error fails every later CUDA call in this process; restart the process");
+  Status lost(Code::kUnavailable,
+              "CUDA device " + (device >= 0 ? std::to_string(device) : std::string("?")) + " is lost (" +
+                  cause.message() +
+                  "): a sticky error fails every later CUDA call in this process; restart the process");
   if (device < 0) return lost;
   std::lock_guard<std::mutex> lock(lostMu());
   return lostDevices().emplace(device, lost).first->second;  // the first cause is kept

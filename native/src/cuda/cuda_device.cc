@@ -31,7 +31,8 @@ Status compileFor(const NvrtcApi& rtc, const std::string& target, bool cubin, st
       if (rtc.nvrtcGetProgramLog(prog, &log[0]) != 0) log.clear();
     }
     rtc.nvrtcDestroyProgram(&prog);
-    return Status(Code::kUnavailable, "nvrtcCompileProgram for " + target + " failed (" + std::to_string(r) + "): " + log);
+    return Status(Code::kUnavailable,
+                  "nvrtcCompileProgram for " + target + " failed (" + std::to_string(r) + "): " + log);
   }
   size_t size = 0;
   r = cubin ? rtc.nvrtcGetCUBINSize(prog, &size) : rtc.nvrtcGetPTXSize(prog, &size);
@@ -107,9 +108,12 @@ Status CudaDevice::open(const DriverApi* api, int index) {
   if (!st.isOk()) return st;
   totalBytes_ = total;
   int mapHost = 0, unified = 0;
-  if ((st = check(api->cuDeviceGetAttribute(&major_, kAttrComputeCapabilityMajor, device_), "cuDeviceGetAttribute")).isOk() &&
-      (st = check(api->cuDeviceGetAttribute(&minor_, kAttrComputeCapabilityMinor, device_), "cuDeviceGetAttribute")).isOk() &&
-      (st = check(api->cuDeviceGetAttribute(&mapHost, kAttrCanMapHostMemory, device_), "cuDeviceGetAttribute")).isOk()) {
+  if ((st = check(api->cuDeviceGetAttribute(&major_, kAttrComputeCapabilityMajor, device_), "cuDeviceGetAttribute"))
+          .isOk() &&
+      (st = check(api->cuDeviceGetAttribute(&minor_, kAttrComputeCapabilityMinor, device_), "cuDeviceGetAttribute"))
+          .isOk() &&
+      (st = check(api->cuDeviceGetAttribute(&mapHost, kAttrCanMapHostMemory, device_), "cuDeviceGetAttribute"))
+          .isOk()) {
     st = check(api->cuDeviceGetAttribute(&unified, kAttrUnifiedAddressing, device_), "cuDeviceGetAttribute");
   }
   if (!st.isOk()) return st;
@@ -151,7 +155,8 @@ Status CudaDevice::memoryInfo(uint64_t* freeBytes, uint64_t* totalBytes) const {
 
 Status CudaDevice::compileKernel() const {
   if (!api_->cuModuleLoadData || !api_->cuModuleGetFunction || !api_->cuLaunchKernel || !api_->cuModuleUnload) {
-    return Status(Code::kUnavailable, "the CUDA driver lacks cuModuleLoadData, cuModuleGetFunction, cuModuleUnload or cuLaunchKernel");
+    return Status(Code::kUnavailable,
+                  "the CUDA driver lacks cuModuleLoadData, cuModuleGetFunction, cuModuleUnload or cuLaunchKernel");
   }
   std::string image, build;
   Status st = compileImage(major_, minor_, &image, &build);
@@ -202,8 +207,10 @@ Status CudaDevice::selfTest() const {
   void* params[] = {&tableAddress, &count, &vecs};
   const ContextScope s = scope();
   if (!s.status().isOk()) return s.status();
-  st = check(api_->cuMemcpyHtoDAsync(tableAddress, pinned.host(), 2 * sizeof(uint64_t), stream.get()), "cuMemcpyHtoDAsync_v2");
-  if (st.isOk()) st = check(api_->cuLaunchKernel(kernel_, 1, 1, 1, 32, 1, 1, 0, stream.get(), params, nullptr), "cuLaunchKernel");
+  st = check(api_->cuMemcpyHtoDAsync(tableAddress, pinned.host(), 2 * sizeof(uint64_t), stream.get()),
+             "cuMemcpyHtoDAsync_v2");
+  if (st.isOk())
+    st = check(api_->cuLaunchKernel(kernel_, 1, 1, 1, 32, 1, 1, 0, stream.get(), params, nullptr), "cuLaunchKernel");
   if (st.isOk()) {
     st = check(api_->cuMemcpyDtoHAsync(back, device.address() + kTarget, kBytes, stream.get()), "cuMemcpyDtoHAsync_v2");
   }

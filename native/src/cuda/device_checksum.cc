@@ -43,7 +43,8 @@ Status DeviceChecksum::init() {
   checksum_.kernelTables(reinterpret_cast<uint32_t*>(staging.host()));
   const ContextScope s = device_.scope();
   if (!s.status().isOk()) return s.status();
-  st = check(device_.api().cuMemcpyHtoDAsync(tables_.address(), staging.host(), bytes, stream_.get()), "cuMemcpyHtoDAsync_v2");
+  st = check(device_.api().cuMemcpyHtoDAsync(tables_.address(), staging.host(), bytes, stream_.get()),
+             "cuMemcpyHtoDAsync_v2");
   const Status done = stream_.finish("uploading the checksum kernel's tables");  // staging is freed next
   return st.isOk() ? done : st;
 }
@@ -78,13 +79,16 @@ Status DeviceChecksum::launch(const CUdeviceptr* blocks, const uint32_t* fills, 
   CUdeviceptr tables = tables_.address();
   CUdeviceptr planeSums = deviceIo_.address() + sumsAt;
   void* params[] = {&blockTable, &fillTable, &blockCount, &planeCount, &pieceBytes, &planeBytes, &tables, &planeSums};
-  Status st = check(api.cuMemcpyHtoDAsync(deviceIo_.address(), io_.host(), sumsAt, stream_.get()), "cuMemcpyHtoDAsync_v2");
+  Status st =
+      check(api.cuMemcpyHtoDAsync(deviceIo_.address(), io_.host(), sumsAt, stream_.get()), "cuMemcpyHtoDAsync_v2");
   if (st.isOk()) {
-    st = check(api.cuLaunchKernel(kernel_, static_cast<unsigned>(grid), 1, 1, kThreads, 1, 1, 0, stream_.get(), params, nullptr),
+    st = check(api.cuLaunchKernel(kernel_, static_cast<unsigned>(grid), 1, 1, kThreads, 1, 1, 0, stream_.get(), params,
+                                  nullptr),
                "cuLaunchKernel");
   }
   if (st.isOk()) {
-    st = check(api.cuMemcpyDtoHAsync(io_.host() + sumsAt, planeSums, threads * 4, stream_.get()), "cuMemcpyDtoHAsync_v2");
+    st = check(api.cuMemcpyDtoHAsync(io_.host() + sumsAt, planeSums, threads * 4, stream_.get()),
+               "cuMemcpyDtoHAsync_v2");
   }
   // Waits even when queueing failed midway: earlier work may still be using io_.
   const Status done = stream_.finish("summing pages on the device");
@@ -108,7 +112,8 @@ Status DeviceChecksum::selfTest() {
   {
     const ContextScope s = device_.scope();
     if (!s.status().isOk()) return s.status();
-    st = check(device_.api().cuMemcpyHtoDAsync(scratch.address(), bytes, blockBytes + 16, stream_.get()), "cuMemcpyHtoDAsync_v2");
+    st = check(device_.api().cuMemcpyHtoDAsync(scratch.address(), bytes, blockBytes + 16, stream_.get()),
+               "cuMemcpyHtoDAsync_v2");
     const Status done = stream_.finish("the checksum kernel's self-test");
     if (!st.isOk()) return st;
     if (!done.isOk()) return done;
@@ -123,8 +128,9 @@ Status DeviceChecksum::selfTest() {
   const uint32_t expected[] = {checksum_.of(bytes, fills[0]), checksum_.of(bytes + 1, fills[1])};
   for (int i = 0; i < 2; ++i) {
     if (sums[i] != expected[i]) {
-      return Status(Code::kUnavailable, "the checksum kernel failed its self-test (block " + std::to_string(i) +
-                                            ": " + std::to_string(sums[i]) + ", the CPU's " + std::to_string(expected[i]) + ")");
+      return Status(Code::kUnavailable, "the checksum kernel failed its self-test (block " + std::to_string(i) + ": " +
+                                            std::to_string(sums[i]) + ", the CPU's " + std::to_string(expected[i]) +
+                                            ")");
     }
   }
   return Status::ok();

@@ -94,7 +94,9 @@ Status runTransferBench(const TransferBenchConfig& config, TransferBenchResult* 
       const double t = secondsOf(
           [&] {
             std::thread other;
-            if (d2h && h2d) other = std::thread([&] { b = transfer.run(Direction::kToDevice, incoming.data(), incoming.size(), tw); });
+            if (d2h && h2d)
+              other =
+                  std::thread([&] { b = transfer.run(Direction::kToDevice, incoming.data(), incoming.size(), tw); });
             if (d2h) a = transfer.run(Direction::kToHost, outgoing.data(), outgoing.size(), tw);
             if (!d2h) a = transfer.run(Direction::kToDevice, incoming.data(), incoming.size(), tw);
             if (other.joinable()) other.join();
@@ -113,8 +115,10 @@ Status runTransferBench(const TransferBenchConfig& config, TransferBenchResult* 
   // Contiguous ceiling: chunk-sized copies; block size argument is the chunk size.
   const std::vector<BlockCopy> outWhole = contiguous(offload), inWhole = contiguous(restore);
   const uint64_t chunk = std::min(config.totalBytes, kMaxChunkBytes);
-  if (config.totalBytes % chunk != 0) return Status(Code::kInvalidArgument, "total must be a multiple of 2 GiB or below it");
-  for (const char* d : {"d2h", "h2d", "duplex"}) measure("contiguous", d, 0, chunk, outWhole, inWhole, TransferWay::kCopies);
+  if (config.totalBytes % chunk != 0)
+    return Status(Code::kInvalidArgument, "total must be a multiple of 2 GiB or below it");
+  for (const char* d : {"d2h", "h2d", "duplex"})
+    measure("contiguous", d, 0, chunk, outWhole, inWhole, TransferWay::kCopies);
   for (uint64_t bb : config.blockBytes) {
     if (bb == 0 || config.totalBytes % bb != 0 || kMaxChunkBytes % bb != 0) {
       return Status(Code::kInvalidArgument, "block sizes must divide the total and 2 GiB");

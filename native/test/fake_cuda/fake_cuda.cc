@@ -193,21 +193,21 @@ CUresult afterExit(const char* call) {
 }
 
 // The preamble of every entry point that needs the driver initialised.
-#define DRIVER(call)                                                        \
-  if (S().deinitialized.load()) return afterExit(call);                     \
-  if (!S().initialized) return kNotInitialized;                             \
-  const CUresult inj = injected(call);                                      \
+#define DRIVER(call)                                    \
+  if (S().deinitialized.load()) return afterExit(call); \
+  if (!S().initialized) return kNotInitialized;         \
+  const CUresult inj = injected(call);                  \
   if (inj != kSuccess && !isSticky(inj)) return inj;
 
 // ...and a current context; sticky faults fail every call in the context from then on.
-#define IN_CONTEXT(call)                                                    \
-  DRIVER(call)                                                              \
-  Ctx* ctx = current();                                                     \
-  if (!ctx) return kInvalidContext;                                         \
+#define IN_CONTEXT(call)                                                       \
+  DRIVER(call)                                                                 \
+  Ctx* ctx = current();                                                        \
+  if (!ctx) return kInvalidContext;                                            \
   if (CUresult sticky = ctx->sticky.load(); sticky != kSuccess) return sticky; \
-  if (isSticky(inj)) {                                                      \
-    ctx->sticky.store(inj);                                                 \
-    return inj;                                                             \
+  if (isSticky(inj)) {                                                         \
+    ctx->sticky.store(inj);                                                    \
+    return inj;                                                                \
   }
 
 // Live allocation holding [p, p + len), or null.
@@ -234,7 +234,8 @@ bool isPinned(uintptr_t p, size_t len) {
 bool kernelReachable(uintptr_t p, size_t len, int device) {
   std::lock_guard<std::mutex> lock(S().mu);
   const Alloc* a = findLocked(p, len);
-  return a && (a->kind == Kind::kPinned || ((a->kind == Kind::kDevice || a->kind == Kind::kImported) && a->device == device));
+  return a && (a->kind == Kind::kPinned ||
+               ((a->kind == Kind::kDevice || a->kind == Kind::kImported) && a->device == device));
 }
 
 class Queue {
@@ -745,7 +746,8 @@ FAKE_API CUresult cuStreamSynchronize(CUstream s) {
   {
     std::lock_guard<std::mutex> lock(S().mu);
     if (!(S().flags[ctx->device] & kCtxSchedBlockingSync)) {
-      std::fprintf(stderr, "fake CUDA: cuStreamSynchronize in a context without CU_CTX_SCHED_BLOCKING_SYNC spins a core\n");
+      std::fprintf(stderr,
+                   "fake CUDA: cuStreamSynchronize in a context without CU_CTX_SCHED_BLOCKING_SYNC spins a core\n");
       return kNotPermitted;
     }
   }
@@ -795,9 +797,8 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
   std::unique_lock<std::mutex> lock(state.mu);
   const uint64_t target = state.recorded;
   // Polls for exit too: the driver's teardown wakes every waiter with CUDA_ERROR_DEINITIALIZED.
-  while (!state.cv.wait_for(lock, std::chrono::milliseconds(20), [&] {
-    return state.completed >= target || S().deinitialized.load();
-  })) {
+  while (!state.cv.wait_for(lock, std::chrono::milliseconds(20),
+                            [&] { return state.completed >= target || S().deinitialized.load(); })) {
   }
   if (S().deinitialized.load()) return afterExit("cuEventSynchronize (woken by exit)");
   return ctx->sticky.load();
@@ -870,7 +871,9 @@ FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
 
 namespace {
 // A fake image: "PTX" is text with its ISA version and target; a "CUBIN" starts with the ELF magic.
-constexpr const char kCubinMagic[] = "\x7f" "ELF kvfabric-fake-cubin";
+constexpr const char kCubinMagic[] =
+    "\x7f"
+    "ELF kvfabric-fake-cubin";
 int ptxIsaFor(int cudaMajor, int cudaMinor) { return (cudaMajor - 4) * 10 + cudaMinor; }  // 12.4 -> 84, 13.0 -> 90
 }  // namespace
 
@@ -911,7 +914,8 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* nam
   const bool sum = std::strcmp(name, "kvf_sum_planes") == 0;
   if (!sum && std::strcmp(name, "kvf_move_blocks") != 0) return kNotFound;
   static std::mutex mu;
-  static std::map<std::pair<CUmodule, bool>, FakeFunction*>* functions = new std::map<std::pair<CUmodule, bool>, FakeFunction*>();
+  static std::map<std::pair<CUmodule, bool>, FakeFunction*>* functions =
+      new std::map<std::pair<CUmodule, bool>, FakeFunction*>();
   std::lock_guard<std::mutex> lock(mu);
   FakeFunction*& fn = (*functions)[{m, sum}];
   if (!fn) fn = new FakeFunction{reinterpret_cast<FakeModule*>(m), sum};
@@ -942,7 +946,8 @@ CUresult launchSumPlanes(Ctx* ctx, CUstream s, CUresult inject, unsigned gx, uns
       return;
     }
     if (!kernelReachable(blocks, size_t{count} * 8, device) || !kernelReachable(fills, size_t{count} * 4, device) ||
-        !kernelReachable(tables, tableBytes, device) || !kernelReachable(planeSums, size_t{count} * planes * 4, device)) {
+        !kernelReachable(tables, tableBytes, device) ||
+        !kernelReachable(planeSums, size_t{count} * planes * 4, device)) {
       ctx->sticky.store(kIllegalAddress);
       return;
     }
@@ -1068,7 +1073,8 @@ std::string imageOf(const FakeProgram& prog, bool cubin) {
   const std::string cc = prog.arch.substr(prog.arch.find('_') + 1);
   if (cubin) return std::string(kCubinMagic) + " sm_" + cc + " cuda " + std::to_string(major) + "\n" + prog.source;
   const int isa = ptxIsaFor(major, minor);
-  return ".version " + std::to_string(isa / 10) + "." + std::to_string(isa % 10) + "\n.target sm_" + cc + "\n" + prog.source;
+  return ".version " + std::to_string(isa / 10) + "." + std::to_string(isa % 10) + "\n.target sm_" + cc + "\n" +
+         prog.source;
 }
 }  // namespace
 FAKE_API nvrtcResult nvrtcGetPTXSize(nvrtcProgram p, size_t* size) {

@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   ok(symbol<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(lib, "cuMemGetAddressRange_v2")(&base, &size, mapped),
      "cuMemGetAddressRange_v2");
   std::vector<char> bytes(size);
-  ok(symbol<CUresult (*)(void*, CUdeviceptr, size_t, CUstream)>(lib, "cuMemcpyDtoHAsync_v2")(bytes.data(), base, size, nullptr),
+  ok(symbol<CUresult (*)(void*, CUdeviceptr, size_t, CUstream)>(lib, "cuMemcpyDtoHAsync_v2")(bytes.data(), base, size,
+                                                                                             nullptr),
      "cuMemcpyDtoHAsync_v2");  // pageable destination: returns once the bytes are there
   FILE* out = std::fopen(argv[3], "wb");
   if (!out || std::fwrite(bytes.data(), 1, size, out) != size) return 4;

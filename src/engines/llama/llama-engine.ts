@@ -19,7 +19,7 @@ import path from 'node:path';
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
 
 import { FabricError, isFabricError } from '../../fabric/errors';
-import type { ContextKv, Engine, TurnRequest, TurnResult } from '../engine';
+import type { ContextKv, Engine, EngineTurnRequest, EngineTurnResult } from '../engine';
 import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
@@ -93,14 +93,19 @@ export class LlamaEngine implements Engine {
   static async open(options: LlamaEngineOptions = {}): Promise<LlamaEngine> {
     const file = options.modelFile ?? defaultModelFile();
     if (!fs.existsSync(file)) {
-      throw new FabricError('UNAVAILABLE', `model file ${file} not found: run \`npx kvfabric model\` (in kvfabric's repository: \`npm run setup:model\`) or set KVFABRIC_MODEL_FILE`);
+      throw new FabricError(
+        'UNAVAILABLE',
+        `model file ${file} not found: run \`npx kvfabric model\` (in kvfabric's repository: \`npm run setup:model\`) or set KVFABRIC_MODEL_FILE`,
+      );
     }
     const flashAttention = options.flashAttention ?? true;
     const nlc = await loadNodeLlamaCpp();
     const [llama, modelSha256] = await Promise.all([
-      nlc.getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false }).catch((err: unknown) => {
-        throw err instanceof nlc.NoBinaryFoundError ? noPrebuiltBinary(options.gpu ?? false) : err;
-      }),
+      nlc
+        .getLlama({ gpu: options.gpu ?? false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false })
+        .catch((err: unknown) => {
+          throw err instanceof nlc.NoBinaryFoundError ? noPrebuiltBinary(options.gpu ?? false) : err;
+        }),
       sha256File(file),
     ]);
     const model = await llama.loadModel({ modelPath: file });
@@ -123,7 +128,10 @@ export class LlamaEngine implements Engine {
       }
       if (context.flashAttention !== flashAttention) {
         await context.dispose();
-        throw new FabricError('UNAVAILABLE', `flash attention ${flashAttention ? 'on' : 'off'} was asked for, llama.cpp gave ${context.flashAttention ? 'on' : 'off'}`);
+        throw new FabricError(
+          'UNAVAILABLE',
+          `flash attention ${flashAttention ? 'on' : 'off'} was asked for, llama.cpp gave ${context.flashAttention ? 'on' : 'off'}`,
+        );
       }
       const metadata = model.fileInfo.metadata as unknown as Record<string, { vocab_size?: number } | undefined>;
       const vocabularySize = metadata[info.architecture]?.vocab_size ?? model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
@@ -146,7 +154,7 @@ export class LlamaEngine implements Engine {
     }
   }
 
-  async turn(request: TurnRequest): Promise<TurnResult> {
+  async turn(request: EngineTurnRequest): Promise<EngineTurnResult> {
     if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
     const { key, context, input } = request;
     if (typeof key !== 'string' || typeof input !== 'string' || !(context?.tokens instanceof Uint32Array)) {
@@ -155,7 +163,10 @@ export class LlamaEngine implements Engine {
     const maxTokens = request.generation?.maxTokens ?? DEFAULT_MAX_TOKENS;
     const temperature = request.generation?.temperature ?? 0;
     if (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || !(temperature >= 0)) {
-      throw new FabricError('INVALID_ARGUMENT', `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`);
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`,
+      );
     }
     if (this.busy.has(key)) throw new FabricError('BUSY', `a turn of ${key} is already running`);
 
@@ -168,7 +179,10 @@ export class LlamaEngine implements Engine {
     // Reply, then the last sampled token if llama.cpp has not evaluated it, then the closing tokens.
     const needed = before.length + prompt.length + maxTokens + this.format.close.length;
     if (needed > this.fingerprint.contextLength) {
-      throw new FabricError('OUT_OF_RANGE', `the turn needs up to ${needed} tokens (${before.length} in context, ${prompt.length} prompt, ${maxTokens} reply, ${this.format.close.length} closing); the context length is ${this.fingerprint.contextLength}`);
+      throw new FabricError(
+        'OUT_OF_RANGE',
+        `the turn needs up to ${needed} tokens (${before.length} in context, ${prompt.length} prompt, ${maxTokens} reply, ${this.format.close.length} closing); the context length is ${this.fingerprint.contextLength}`,
+      );
     }
 
     this.busy.add(key);
@@ -192,7 +206,10 @@ export class LlamaEngine implements Engine {
       const expected = [...(Array.from(before) as Token[]), ...prompt, ...reply];
       const evaluated = sequence.contextTokens.length;
       if (evaluated < before.length + prompt.length || evaluated > expected.length) {
-        throw new FabricError('INVALID_STATE', `sequence holds ${evaluated} tokens after generation, expected ${before.length + prompt.length}..${expected.length}`);
+        throw new FabricError(
+          'INVALID_STATE',
+          `sequence holds ${evaluated} tokens after generation, expected ${before.length + prompt.length}..${expected.length}`,
+        );
       }
       await sequence.evaluateWithoutGeneratingNewTokens([...expected.slice(evaluated), ...this.format.close]);
       const all = [...expected, ...this.format.close];
@@ -216,7 +233,7 @@ export class LlamaEngine implements Engine {
     const entry = this.hot.get(key);
     if (!entry) return;
     this.hot.delete(key);
-    if (!entry.sequence.disposed) entry.sequence.dispose();
+    if (!entry.sequence.disposed) await entry.sequence.dispose();
   }
 
   async close(): Promise<void> {
@@ -229,33 +246,46 @@ export class LlamaEngine implements Engine {
   }
 
   /** The hot sequence of `key` when it holds exactly `tokens`; otherwise a sequence loaded from the store. */
-  private async sequenceFor(key: string, tokens: Uint32Array, stored: TurnRequest['context']): Promise<{ sequence: LlamaContextSequence; resumedFrom: TurnResult['resumedFrom'] }> {
+  private async sequenceFor(
+    key: string,
+    tokens: Uint32Array,
+    stored: EngineTurnRequest['context'],
+  ): Promise<{ sequence: LlamaContextSequence; resumedFrom: EngineTurnResult['resumedFrom'] }> {
     const entry = this.hot.get(key);
     if (entry && sameTokens(entry.sequence.contextTokens, tokens)) return { sequence: entry.sequence, resumedFrom: 'hot' };
     await this.release(key);
     if (tokens.length === 0) return { sequence: await this.freeSequence(), resumedFrom: 'empty' };
 
     for (const token of tokens) {
-      if (token >= this.vocabularySize) throw new FabricError('INTEGRITY', `token id ${token} is outside the vocabulary (${this.vocabularySize})`);
+      if (token >= this.vocabularySize)
+        throw new FabricError('INTEGRITY', `token id ${token} is outside the vocabulary (${this.vocabularySize})`);
     }
     const kv = await stored.loadKv();
     if (!(kv instanceof Uint8Array) || kv.length !== tokens.length * this.tokenBytes) {
-      throw new FabricError('INTEGRITY', `stored context has ${kv?.length} KV bytes for ${tokens.length} tokens of ${this.tokenBytes} bytes`);
+      throw new FabricError(
+        'INTEGRITY',
+        `stored context has ${kv?.length} KV bytes for ${tokens.length} tokens of ${this.tokenBytes} bytes`,
+      );
     }
-    const file = buildSequenceState(tokens, kv, this.stateShape, { vTransposed: !this.fingerprint.flashAttention, streams: this.streams, stream: 0, seqId: 0 });
+    const file = buildSequenceState(tokens, kv, this.stateShape, {
+      vTransposed: !this.fingerprint.flashAttention,
+      streams: this.streams,
+      stream: 0,
+      seqId: 0,
+    });
     const sequence = await this.freeSequence();
     const statePath = this.statePath();
     try {
       await fs.promises.writeFile(statePath, file);
       await sequence.loadStateFromFile(statePath, { acceptRisk: true });
     } catch (err) {
-      sequence.dispose();
+      await sequence.dispose();
       throw new FabricError('INTEGRITY', `llama.cpp refused the rebuilt state: ${(err as Error).message}`);
     } finally {
       await fs.promises.rm(statePath, { force: true });
     }
     if (!sameTokens(sequence.contextTokens, tokens)) {
-      sequence.dispose();
+      await sequence.dispose();
       throw new FabricError('INTEGRITY', 'the loaded sequence does not hold the stored tokens');
     }
     return { sequence, resumedFrom: 'stored' };
@@ -282,7 +312,7 @@ export class LlamaEngine implements Engine {
       await sequence.saveStateToFile(statePath);
       const state = readSequenceStateFile(statePath, this.stateShape, from);
       if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(all))) {
-        throw new FabricError('INVALID_STATE', 'the saved sequence does not hold the turn\'s tokens');
+        throw new FabricError('INVALID_STATE', "the saved sequence does not hold the turn's tokens");
       }
       return { tokens: state.tokens.slice(from), kv: state.kv };
     } finally {
@@ -301,8 +331,13 @@ function contextLengthFor(asked: number | undefined, trained: number): number {
   if (asked === undefined) return Math.min(DEFAULT_CONTEXT_LENGTH, limit);
   // The worker's flag and the plugin's option, named: this is where a wrong one is first noticed.
   const setting = 'context length (--context-length, contextLength)';
-  if (!Number.isSafeInteger(asked) || asked < 1) throw new FabricError('INVALID_ARGUMENT', `${setting} must be a whole number of tokens >= 1, got ${asked}`);
-  if (asked > limit) throw new FabricError('INVALID_ARGUMENT', `${setting} ${asked} is more than the model was trained for (${trained} tokens): ask for at most ${trained}`);
+  if (!Number.isSafeInteger(asked) || asked < 1)
+    throw new FabricError('INVALID_ARGUMENT', `${setting} must be a whole number of tokens >= 1, got ${asked}`);
+  if (asked > limit)
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `${setting} ${asked} is more than the model was trained for (${trained} tokens): ask for at most ${trained}`,
+    );
   return asked;
 }
 
@@ -315,7 +350,7 @@ async function streamCount(context: LlamaContext, stateDir: string): Promise<num
     const file = await fs.promises.readFile(statePath);
     return new DataView(file.buffer, file.byteOffset, file.byteLength).getUint32(12, true);
   } finally {
-    sequence.dispose();
+    await sequence.dispose();
     await fs.promises.rm(statePath, { force: true });
   }
 }

@@ -110,7 +110,8 @@ class Reader {
     return this.source.length;
   }
   need(n: number, what: string): void {
-    if (this.offset + n > this.source.length) throw integrity(`truncated in ${what} (offset ${this.offset}, need ${n}, have ${this.source.length - this.offset})`);
+    if (this.offset + n > this.source.length)
+      throw integrity(`truncated in ${what} (offset ${this.offset}, need ${n}, have ${this.source.length - this.offset})`);
   }
   /** n bytes at the cursor, which moves past them. */
   take(n: number, what: string): DataView {
@@ -140,7 +141,8 @@ class Reader {
 }
 
 function expectType(actual: number, expected: KvType, what: string): void {
-  if (actual !== GGML_TYPES[expected].id) throw incompatible(`${what} type is ggml type ${actual}, this engine uses ${expected} (${GGML_TYPES[expected].id})`);
+  if (actual !== GGML_TYPES[expected].id)
+    throw incompatible(`${what} type is ggml type ${actual}, this engine uses ${expected} (${GGML_TYPES[expected].id})`);
 }
 
 /**
@@ -279,7 +281,14 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
   if (kv.length !== n * tokenBytes) {
     throw new FabricError('INVALID_ARGUMENT', `${kv.length} KV bytes for ${n} tokens of ${tokenBytes} bytes`);
   }
-  if (!Number.isSafeInteger(streams) || streams < 1 || streams > MAX_STREAMS || !Number.isSafeInteger(stream) || stream < 0 || stream >= streams) {
+  if (
+    !Number.isSafeInteger(streams) ||
+    streams < 1 ||
+    streams > MAX_STREAMS ||
+    !Number.isSafeInteger(stream) ||
+    stream < 0 ||
+    stream >= streams
+  ) {
     throw new FabricError('INVALID_ARGUMENT', `stream ${stream} of ${streams}`);
   }
   if (!Number.isSafeInteger(seqId) || seqId < 0 || seqId > 0x7fffffff) throw new FabricError('INVALID_ARGUMENT', `seqId ${seqId}`);

@@ -24,7 +24,11 @@ export class Limiter {
 }
 
 /** Runs `task` for every item with at most `limiter.slots` at once; rejects with the first failure. */
-export async function forEachBounded<T>(items: readonly T[], limiter: Limiter, task: (item: T, index: number) => Promise<void>): Promise<void> {
+export async function forEachBounded<T>(
+  items: readonly T[],
+  limiter: Limiter,
+  task: (item: T, index: number) => Promise<void>,
+): Promise<void> {
   let failure: { error: unknown } | undefined;
   await Promise.all(
     items.map((item, index) =>

@@ -6,13 +6,12 @@
 // orchestration does). Every failure is a FabricError; nothing here throws anything else or crashes the
 // process, and no message carries key material.
 
-import fs, { promises as fsp } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
-import { addonPath } from '../../fabric/native-binding';
 import { forEachBounded, Limiter } from './bounded-parallel';
 import { isTempFile, prepareDirectory, removeStaleTempFiles, segmentFileName, segmentIdOfFile, type ColdDirectory } from './cold-directory';
 import { contextIdOfManifestFile, manifestFileName } from './context-names';
@@ -25,8 +24,26 @@ import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-
 import type { SegmentContext } from './segment-context';
 import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';
-import type { BlockSource, ColdBlockRef, ContextManifest, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner, WriteSegmentOptions } from './types';
-import { checkBlockSource, checkContextId, checkManifest, checkOwner, checkRef, checkSegmentId, checkTenant, checkVersion, describe } from './validation';
+import type {
+  BlockSource,
+  ColdBlockRef,
+  ContextManifest,
+  OrphanSegmentOptions,
+  ReadManifestOptions,
+  SegmentOwner,
+  WriteSegmentOptions,
+} from './types';
+import {
+  checkBlockSource,
+  checkContextId,
+  checkManifest,
+  checkOwner,
+  checkRef,
+  checkSegmentId,
+  checkTenant,
+  checkVersion,
+  describe,
+} from './validation';
 
 export interface ColdStoreOptions {
   /** Created if missing. May be shared by several processes and machines. */
@@ -78,8 +95,16 @@ export class ColdStore {
   /** Creates the directory if needed and removes stale temp files of crashed writers. */
   static async open(options: ColdStoreOptions): Promise<ColdStore> {
     if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
-    const { directory, keyRing, cryptoThreads = Math.min(2, os.availableParallelism()), staleTempAgeMs = DEFAULT_STALE_TEMP_AGE_MS, directIo = true, inPlaceCrypto = true } = options;
-    if (typeof directory !== 'string' || directory.length === 0) throw new FabricError('INVALID_ARGUMENT', `directory must be a non-empty path, got ${describe(directory)}`);
+    const {
+      directory,
+      keyRing,
+      cryptoThreads = Math.min(2, os.availableParallelism()),
+      staleTempAgeMs = DEFAULT_STALE_TEMP_AGE_MS,
+      directIo = true,
+      inPlaceCrypto = true,
+    } = options;
+    if (typeof directory !== 'string' || directory.length === 0)
+      throw new FabricError('INVALID_ARGUMENT', `directory must be a non-empty path, got ${describe(directory)}`);
     if (!(keyRing instanceof KeyRing)) throw new FabricError('INVALID_ARGUMENT', 'keyRing must be a KeyRing');
     if (!Number.isSafeInteger(cryptoThreads) || cryptoThreads < 1 || cryptoThreads > 64) {
       throw new FabricError('INVALID_ARGUMENT', `cryptoThreads must be an integer in [1, 64], got ${describe(cryptoThreads)}`);
@@ -88,12 +113,14 @@ export class ColdStore {
       throw new FabricError('INVALID_ARGUMENT', `staleTempAgeMs must be a number >= 0, got ${describe(staleTempAgeMs)}`);
     }
     if (typeof directIo !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `directIo must be a boolean, got ${describe(directIo)}`);
-    if (typeof inPlaceCrypto !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
-    if (typeof zlib.crc32 !== 'function') throw new FabricError('UNAVAILABLE', `the cold tier needs Node.js >= 20.15 (zlib.crc32); this is ${process.version}`);
+    if (typeof inPlaceCrypto !== 'boolean')
+      throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
+    if (typeof zlib.crc32 !== 'function')
+      throw new FabricError('UNAVAILABLE', `the cold tier needs Node.js >= 20.15 (zlib.crc32); this is ${process.version}`);
     const dir = await prepareDirectory(directory);
     await removeStaleTempFiles(dir, staleTempAgeMs);
     const direct = directIo && (await directIoWorks(dir.segments));
-    return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto ? inPlaceCryptoAddon() : undefined), direct);
+    return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto), direct);
   }
 
   get keyRing(): KeyRing {
@@ -117,7 +144,8 @@ export class ColdStore {
       const checkedOwner = checkOwner(owner);
       const source = checkBlockSource(blocks);
       const plaintextChecksums = options.plaintextChecksums ?? true;
-      if (typeof plaintextChecksums !== 'boolean') throw new FabricError('INVALID_ARGUMENT', `plaintextChecksums must be a boolean, got ${describe(plaintextChecksums)}`);
+      if (typeof plaintextChecksums !== 'boolean')
+        throw new FabricError('INVALID_ARGUMENT', `plaintextChecksums must be a boolean, got ${describe(plaintextChecksums)}`);
       return writeSegment(this.segmentContext(), checkedOwner, source, plaintextChecksums);
     });
   }
@@ -137,10 +165,14 @@ export class ColdStore {
       const checked = refs.map((ref: unknown, i) => checkRef(ref, `refs[${i}]`));
       checked.forEach((ref, i) => {
         if (ref.owner.tenant !== tenant) {
-          throw new FabricError('PERMISSION_DENIED', `refs[${i}] (context '${ref.owner.contextId}') belongs to tenant ${ref.owner.tenant}, not to tenant ${tenant}`);
+          throw new FabricError(
+            'PERMISSION_DENIED',
+            `refs[${i}] (context '${ref.owner.contextId}') belongs to tenant ${ref.owner.tenant}, not to tenant ${tenant}`,
+          );
         }
       });
-      if (deliver !== undefined && typeof deliver !== 'function') throw new FabricError('INVALID_ARGUMENT', `deliver must be a function, got ${describe(deliver)}`);
+      if (deliver !== undefined && typeof deliver !== 'function')
+        throw new FabricError('INVALID_ARGUMENT', `deliver must be a function, got ${describe(deliver)}`);
       const ctx = this.segmentContext();
       if (deliver !== undefined) return readBlocks(ctx, checked, deliver);
       const out = new Array<Uint8Array>(checked.length);
@@ -188,7 +220,10 @@ export class ColdStore {
         throw new FabricError('PERMISSION_DENIED', `context '${id}' belongs to tenant ${manifest.tenant}, not to tenant ${expectedTenant}`);
       }
       if (minVersion !== undefined && manifest.version < minVersion) {
-        throw new FabricError('INTEGRITY', `context '${id}': manifest version ${manifest.version} is older than the expected ${minVersion} (stale or replayed)`);
+        throw new FabricError(
+          'INTEGRITY',
+          `context '${id}': manifest version ${manifest.version} is older than the expected ${minVersion} (stale or replayed)`,
+        );
       }
       return manifest;
     });
@@ -223,7 +258,10 @@ export class ColdStore {
   listManifests(): Promise<string[]> {
     return this.track(async () => {
       const names = await this.listFolder(this.directory.manifests);
-      return names.map(contextIdOfManifestFile).filter((id): id is string => id !== undefined).sort();
+      return names
+        .map(contextIdOfManifestFile)
+        .filter((id): id is string => id !== undefined)
+        .sort();
     });
   }
 
@@ -231,7 +269,10 @@ export class ColdStore {
   listSegments(): Promise<string[]> {
     return this.track(async () => {
       const names = await this.listFolder(this.directory.segments);
-      return names.map(segmentIdOfFile).filter((id): id is string => id !== undefined).sort();
+      return names
+        .map(segmentIdOfFile)
+        .filter((id): id is string => id !== undefined)
+        .sort();
     });
   }
 
@@ -242,10 +283,13 @@ export class ColdStore {
   orphanSegments(options: OrphanSegmentOptions = {}): Promise<string[]> {
     return this.track(async () => {
       const minAgeMs = options?.minAgeMs ?? 0;
-      if (typeof minAgeMs !== 'number' || !(minAgeMs >= 0)) throw new FabricError('INVALID_ARGUMENT', `minAgeMs must be a number >= 0, got ${describe(minAgeMs)}`);
+      if (typeof minAgeMs !== 'number' || !(minAgeMs >= 0))
+        throw new FabricError('INVALID_ARGUMENT', `minAgeMs must be a number >= 0, got ${describe(minAgeMs)}`);
       // Segments first: one written after this listing is not reported, whatever manifest appears later.
       const segments = (await this.listFolder(this.directory.segments)).map(segmentIdOfFile).filter((id): id is string => id !== undefined);
-      const contexts = (await this.listFolder(this.directory.manifests)).map(contextIdOfManifestFile).filter((id): id is string => id !== undefined);
+      const contexts = (await this.listFolder(this.directory.manifests))
+        .map(contextIdOfManifestFile)
+        .filter((id): id is string => id !== undefined);
       const referenced = new Set<string>();
       await forEachBounded(contexts, new Limiter(MANIFEST_READS), async (contextId) => {
         const manifest = await this.loadManifest(contextId);
@@ -278,7 +322,8 @@ export class ColdStore {
     let bytes: Buffer;
     try {
       const { size } = await fsp.stat(file);
-      if (size > MAX_MANIFEST_FILE_BYTES) throw new FabricError('INTEGRITY', `context '${contextId}': manifest file is implausibly large (${size} bytes)`);
+      if (size > MAX_MANIFEST_FILE_BYTES)
+        throw new FabricError('INTEGRITY', `context '${contextId}': manifest file is implausibly large (${size} bytes)`);
       bytes = await fsp.readFile(file);
     } catch (err) {
       if (errnoOf(err) === 'ENOENT') return undefined;
@@ -306,22 +351,14 @@ export class ColdStore {
       try {
         return await operation();
       } catch (err) {
-        throw err instanceof FabricError ? err : new FabricError('UNAVAILABLE', `cold tier: unexpected failure: ${(err as Error)?.message ?? String(err)}`);
+        throw err instanceof FabricError
+          ? err
+          : new FabricError('UNAVAILABLE', `cold tier: unexpected failure: ${(err as Error)?.message ?? String(err)}`);
       }
     })();
     this.inFlight.add(running);
     const forget = () => this.inFlight.delete(running);
     running.then(forget, forget);
     return running;
-  }
-}
-
-/** The addon the crypto threads load for AES-GCM in place, if it is there (they fall back without it). */
-function inPlaceCryptoAddon(): string | undefined {
-  try {
-    const file = addonPath();
-    return fs.existsSync(file) ? file : undefined;
-  } catch {
-    return undefined; // no package root: the threads use Node's API
   }
 }

@@ -4,10 +4,11 @@
 // thread that dies fails its queued jobs with UNAVAILABLE and is replaced on the next job. Idle threads
 // do not keep the process alive (they are unref'd whenever nothing is queued).
 
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
 import { FabricError } from '../../fabric/errors';
-import { CRYPTO_WORKER_SOURCE } from './crypto-worker-source';
+import type { CryptoJob, CryptoReply, CryptoWork, CryptoWorkerData } from './crypto-worker';
 
 /** One byte range of a job's bytes. */
 export interface SealItem {
@@ -40,18 +41,8 @@ export interface OpenResult {
   failure?: 'tag' | 'checksum';
 }
 
-interface Reply {
-  id: number;
-  error?: string;
-  buffer: ArrayBuffer | SharedArrayBuffer;
-  tags?: Uint8Array;
-  checksums?: Uint32Array;
-  failedItem?: number;
-  failure?: 'tag' | 'checksum';
-}
-
 interface Pending {
-  resolve(reply: Reply): void;
+  resolve(reply: CryptoReply): void;
   reject(err: Error): void;
 }
 
@@ -70,8 +61,19 @@ function checkTravels(bytes: Uint8Array): void {
   }
 }
 
-function viewOf(reply: Reply, sent: Uint8Array): Uint8Array {
+function viewOf(reply: CryptoReply, sent: Uint8Array): Uint8Array {
   return reply.buffer instanceof ArrayBuffer ? new Uint8Array(reply.buffer) : sent;
+}
+
+/**
+ * The thread's entry, beside this module: crypto-worker.js in the compiled package; crypto-worker.ts
+ * when the sources run through tsx or vitest, whose transforms do not reach a worker thread, so that
+ * thread loads tsx's CommonJS hook itself (tsx is a development dependency, there only then).
+ */
+function workerEntry(): { file: string; execArgv?: string[] } {
+  const extension = path.extname(__filename);
+  const file = path.join(__dirname, `crypto-worker${extension}`);
+  return extension === '.ts' ? { file, execArgv: ['--require', require.resolve('tsx/cjs')] } : { file };
 }
 
 export class CryptoPool {
@@ -79,10 +81,10 @@ export class CryptoPool {
   private nextJobId = 1;
   private closed = false;
 
-  /** addon: the native addon's path, whose in-place AES-GCM the threads use when it offers one. */
+  /** inPlace: the threads use the addon's in-place AES-GCM where it offers one, else Node's crypto API. */
   constructor(
     threadCount: number,
-    private readonly addon?: string,
+    private readonly inPlace: boolean,
   ) {
     this.threads = new Array<Thread | undefined>(threadCount).fill(undefined);
   }
@@ -115,7 +117,7 @@ export class CryptoPool {
     await Promise.all(running.map((t) => t.worker.terminate()));
   }
 
-  private run(job: { op: 'seal' | 'open'; key: Uint8Array; items: SealItem[]; checksums?: boolean }, bytes: Uint8Array): Promise<Reply> {
+  private run(job: CryptoWork, bytes: Uint8Array): Promise<CryptoReply> {
     if (this.closed) return Promise.reject(new FabricError('INVALID_STATE', 'the cold store is closed'));
     return new Promise((resolve, reject) => {
       let thread: Thread;
@@ -124,11 +126,15 @@ export class CryptoPool {
         const slot = this.leastBusySlot();
         thread = this.threads[slot] ?? this.spawn(slot);
       } catch (err) {
-        reject(err instanceof FabricError ? err : new FabricError('UNAVAILABLE', `cannot start a cold-tier crypto thread: ${(err as Error).message}`));
+        reject(
+          err instanceof FabricError
+            ? err
+            : new FabricError('UNAVAILABLE', `cannot start a cold-tier crypto thread: ${(err as Error).message}`),
+        );
         return;
       }
       const id = this.nextJobId++;
-      const message = { ...job, id, buffer: bytes.buffer, byteOffset: bytes.byteOffset, byteLength: bytes.byteLength };
+      const message: CryptoJob = { ...job, id, buffer: bytes.buffer, byteOffset: bytes.byteOffset, byteLength: bytes.byteLength };
       try {
         thread.worker.postMessage(message, bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : []);
       } catch (err) {
@@ -154,10 +160,12 @@ export class CryptoPool {
   }
 
   private spawn(slot: number): Thread {
-    const worker = new Worker(CRYPTO_WORKER_SOURCE, { eval: true, name: `kvfabric-cold-crypto-${slot}`, workerData: { addon: this.addon } });
+    const { file, execArgv } = workerEntry();
+    const workerData: CryptoWorkerData = { inPlace: this.inPlace };
+    const worker = new Worker(file, { name: `kvfabric-cold-crypto-${slot}`, workerData, ...(execArgv && { execArgv }) });
     const thread: Thread = { worker, pending: new Map() };
     worker.unref();
-    worker.on('message', (reply: Reply) => {
+    worker.on('message', (reply: CryptoReply) => {
       const pending = thread.pending.get(reply.id);
       if (pending === undefined) return;
       thread.pending.delete(reply.id);

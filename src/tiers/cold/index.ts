@@ -1,4 +1,12 @@
 // Public entry of the cold (disk) tier: the store, its key ring, and the shapes of refs and manifests.
 export { ColdStore, type ColdStoreOptions } from './cold-store';
 export { KeyRing, type MasterKey } from './key-ring';
-export type { ColdBlockRef, ContextAttachment, ContextManifest, ManifestLayout, OrphanSegmentOptions, ReadManifestOptions, SegmentOwner } from './types';
+export type {
+  ColdBlockRef,
+  ContextAttachment,
+  ContextManifest,
+  ManifestLayout,
+  OrphanSegmentOptions,
+  ReadManifestOptions,
+  SegmentOwner,
+} from './types';

@@ -50,7 +50,10 @@ export class KeyRing {
       if (typeof entry !== 'object' || entry === null) throw new FabricError('INVALID_ARGUMENT', `keys[${i}] must be an object`);
       const { id, key } = entry as Record<string, unknown>;
       if (typeof id !== 'string' || !KEY_ID.test(id)) {
-        throw new FabricError('INVALID_ARGUMENT', `keys[${i}].id must be 1 to 128 printable ASCII characters without spaces, got ${describe(id)}`);
+        throw new FabricError(
+          'INVALID_ARGUMENT',
+          `keys[${i}].id must be 1 to 128 printable ASCII characters without spaces, got ${describe(id)}`,
+        );
       }
       if (!(key instanceof Uint8Array) || key.byteLength !== 32) {
         // Only the length is named: the bytes are secret.
@@ -62,7 +65,10 @@ export class KeyRing {
       map.set(id, createSecretKey(Buffer.from(key.buffer, key.byteOffset, key.byteLength)));
     });
     if (typeof activeKeyId !== 'string' || !map.has(activeKeyId)) {
-      throw new FabricError('INVALID_ARGUMENT', `active key id ${describe(activeKeyId)} is not in the key ring (${[...map.keys()].join(', ')})`);
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `active key id ${describe(activeKeyId)} is not in the key ring (${[...map.keys()].join(', ')})`,
+      );
     }
     this.keys = map;
     this.activeKeyId = activeKeyId;
@@ -78,7 +84,10 @@ export class KeyRing {
 
   /** The same keys with another active one: the rotation step once the new key is in every reader's ring. */
   withActive(keyId: string): KeyRing {
-    return new KeyRing([...this.keys].map(([id, key]) => ({ id, key: key.export() })), keyId);
+    return new KeyRing(
+      [...this.keys].map(([id, key]) => ({ id, key: key.export() })),
+      keyId,
+    );
   }
 
   /** Wraps a data key with the active master key (AES-256 key wrap, RFC 3394). */

@@ -37,7 +37,9 @@ export async function sealManifest(manifest: ContextManifest, keyRing: KeyRing, 
     // A whole ArrayBuffer of its own: the JSON Buffer may sit in Node's shared pool.
     const staged = new Uint8Array(body.length);
     staged.set(body);
-    const sealed = await crypto.seal(dataKey, staged, [{ offset: 0, length: body.length, iv: counterIv(0), aad: manifestAad(header, manifest.contextId) }]);
+    const sealed = await crypto.seal(dataKey, staged, [
+      { offset: 0, length: body.length, iv: counterIv(0), aad: manifestAad(header, manifest.contextId) },
+    ]);
     return Buffer.concat([header, sealed.bytes, sealed.tags]);
   } finally {
     dataKey.fill(0);
@@ -58,15 +60,22 @@ export async function openManifest(file: Buffer, contextId: string, keyRing: Key
   if (keyIdLength < 1 || keyIdLength > 128 || file.length < headerBytes) corrupt('header is corrupted');
   if (crc32(file.subarray(0, headerBytes - 4)) !== file.readUInt32BE(headerBytes - 4)) corrupt('header is corrupted (CRC mismatch)');
   const version = file.readUInt16BE(8);
-  if (version !== MANIFEST_FORMAT_VERSION) corrupt(`format version ${version} is not supported (this build reads ${MANIFEST_FORMAT_VERSION})`);
+  if (version !== MANIFEST_FORMAT_VERSION)
+    corrupt(`format version ${version} is not supported (this build reads ${MANIFEST_FORMAT_VERSION})`);
   const expectedBytes = headerBytes + bodyBytes + TAG_BYTES;
-  if (file.length !== expectedBytes) corrupt(`is ${file.length < expectedBytes ? 'truncated' : 'longer than its header says'} (${file.length} bytes, header says ${expectedBytes})`);
+  if (file.length !== expectedBytes)
+    corrupt(
+      `is ${file.length < expectedBytes ? 'truncated' : 'longer than its header says'} (${file.length} bytes, header says ${expectedBytes})`,
+    );
 
   const keyId = file.toString('utf8', FIXED_BYTES, FIXED_BYTES + keyIdLength);
   const unwrapped = keyRing.unwrapDataKey(keyId, file.subarray(16, 16 + WRAPPED_KEY_BYTES));
   if (!unwrapped.ok) {
     if (unwrapped.reason === 'unknown-key') {
-      throw new FabricError('PERMISSION_DENIED', `${where} is wrapped with master key '${keyId}', which is not in this key ring (${keyRing.keyIds.join(', ')})`);
+      throw new FabricError(
+        'PERMISSION_DENIED',
+        `${where} is wrapped with master key '${keyId}', which is not in this key ring (${keyRing.keyIds.join(', ')})`,
+      );
     }
     throw new FabricError('INTEGRITY', `${where}: its data key does not unwrap with master key '${keyId}' (tampered)`);
   }

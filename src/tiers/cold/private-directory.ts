@@ -34,7 +34,10 @@ export async function openPrivateDirectory(directory: string, what: string): Pro
   const uid = process.getuid?.();
   if (uid === undefined) return; // no POSIX owners or modes (Windows): the volume's ACLs decide
   if (stat.uid !== uid) {
-    throw new FabricError('PERMISSION_DENIED', `${what} ${directory} belongs to user ${stat.uid}, not to this worker's user ${uid}: its records cannot be trusted; give it to this user (chown) or remove it`);
+    throw new FabricError(
+      'PERMISSION_DENIED',
+      `${what} ${directory} belongs to user ${stat.uid}, not to this worker's user ${uid}: its records cannot be trusted; give it to this user (chown) or remove it`,
+    );
   }
   const mode = stat.mode & 0o7777;
   if ((mode & 0o022) !== 0) {

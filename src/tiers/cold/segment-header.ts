@@ -101,9 +101,11 @@ export function parseSegmentHeader(bytes: Buffer, fileBytes: number, where: stri
   if (headerBytes > fileBytes) corrupt(`file is truncated (${fileBytes} bytes, the header alone has ${headerBytes})`);
   if (bytes.length < headerBytes) return { complete: false, headerBytes };
 
-  if (crc32(bytes.subarray(0, headerBytes - 4)) !== bytes.readUInt32BE(headerBytes - 4)) corrupt('segment header is corrupted (CRC mismatch)');
+  if (crc32(bytes.subarray(0, headerBytes - 4)) !== bytes.readUInt32BE(headerBytes - 4))
+    corrupt('segment header is corrupted (CRC mismatch)');
   const version = bytes.readUInt16BE(OFFSET.version);
-  if (version !== SEGMENT_FORMAT_VERSION) corrupt(`segment format version ${version} is not supported (this build reads ${SEGMENT_FORMAT_VERSION})`);
+  if (version !== SEGMENT_FORMAT_VERSION)
+    corrupt(`segment format version ${version} is not supported (this build reads ${SEGMENT_FORMAT_VERSION})`);
 
   const keyIdLength = bytes.readUInt16BE(OFFSET.keyIdLength);
   const contextIdLength = bytes.readUInt16BE(OFFSET.contextIdLength);
@@ -114,18 +116,25 @@ export function parseSegmentHeader(bytes: Buffer, fileBytes: number, where: stri
   const tenant = bytes.readUInt32BE(OFFSET.tenant);
   // A matching CRC with inconsistent fields means a writer we do not understand, not a bit flip.
   const sane =
-    keyIdLength >= 1 && keyIdLength <= MAX_KEY_ID_BYTES &&
-    contextIdLength >= 1 && contextIdLength <= MAX_CONTEXT_ID_BYTES &&
-    blockCount >= 1 && blockCount <= MAX_SEGMENT_BLOCKS &&
-    blockBytes >= 1 && blockBytes <= MAX_BLOCK_BYTES &&
-    tenant >= 1 && ownerVersion <= BigInt(Number.MAX_SAFE_INTEGER) &&
+    keyIdLength >= 1 &&
+    keyIdLength <= MAX_KEY_ID_BYTES &&
+    contextIdLength >= 1 &&
+    contextIdLength <= MAX_CONTEXT_ID_BYTES &&
+    blockCount >= 1 &&
+    blockCount <= MAX_SEGMENT_BLOCKS &&
+    blockBytes >= 1 &&
+    blockBytes <= MAX_BLOCK_BYTES &&
+    tenant >= 1 &&
+    ownerVersion <= BigInt(Number.MAX_SAFE_INTEGER) &&
     headerBytes === FIXED_BYTES + keyIdLength + contextIdLength + TAG_BYTES * blockCount + 4 &&
     dataOffset === Math.ceil(headerBytes / DATA_ALIGNMENT) * DATA_ALIGNMENT;
   if (!sane) corrupt('segment header fields are inconsistent');
 
   const expectedFileBytes = dataOffset + blockCount * blockBytes;
   if (fileBytes !== expectedFileBytes) {
-    corrupt(`file is ${fileBytes < expectedFileBytes ? 'truncated' : 'longer than its header says'} (${fileBytes} bytes, header says ${expectedFileBytes})`);
+    corrupt(
+      `file is ${fileBytes < expectedFileBytes ? 'truncated' : 'longer than its header says'} (${fileBytes} bytes, header says ${expectedFileBytes})`,
+    );
   }
   let at = FIXED_BYTES;
   const keyId = bytes.toString('utf8', at, (at += keyIdLength));

@@ -41,7 +41,12 @@ interface SegmentRequest {
 }
 
 function sameRef(a: ColdBlockRef, b: ColdBlockRef): boolean {
-  return a.checksum === b.checksum && a.owner.tenant === b.owner.tenant && a.owner.contextId === b.owner.contextId && a.owner.version === b.owner.version;
+  return (
+    a.checksum === b.checksum &&
+    a.owner.tenant === b.owner.tenant &&
+    a.owner.contextId === b.owner.contextId &&
+    a.owner.version === b.owner.version
+  );
 }
 
 function groupBySegment(refs: ColdBlockRef[]): SegmentRequest[] {
@@ -55,7 +60,10 @@ function groupBySegment(refs: ColdBlockRef[]): SegmentRequest[] {
     } else if (sameRef(known.ref, ref)) {
       known.positions.push(position);
     } else {
-      throw new FabricError('INVALID_ARGUMENT', `refs[${known.positions[0]}] and refs[${position}] name block ${ref.index} of segment ${ref.segmentId} with different owners or checksums`);
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `refs[${known.positions[0]}] and refs[${position}] name block ${ref.index} of segment ${ref.segmentId} with different owners or checksums`,
+      );
     }
   });
   return [...segments.values()];
@@ -88,13 +96,21 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
     const unwrapped = ctx.keyRing.unwrapDataKey(header.keyId, header.wrappedKey);
     if (!unwrapped.ok) {
       if (unwrapped.reason === 'unknown-key') {
-        throw new FabricError('PERMISSION_DENIED', `${where}: its data key is wrapped with master key '${header.keyId}', which is not in this key ring (${ctx.keyRing.keyIds.join(', ')})`);
+        throw new FabricError(
+          'PERMISSION_DENIED',
+          `${where}: its data key is wrapped with master key '${header.keyId}', which is not in this key ring (${ctx.keyRing.keyIds.join(', ')})`,
+        );
       }
-      throw new FabricError('INTEGRITY', `${where}: its data key does not unwrap with master key '${header.keyId}' (header tampered or key '${header.keyId}' is not the one it was written with)`);
+      throw new FabricError(
+        'INTEGRITY',
+        `${where}: its data key does not unwrap with master key '${header.keyId}' (header tampered or key '${header.keyId}' is not the one it was written with)`,
+      );
     }
     const source = await dataSource(ctx, request.segmentId, file, header.blockBytes);
     try {
-      await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) => readRun(ctx, source, run, header, geometry, unwrapped.dataKey, request, deliver, where));
+      await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) =>
+        readRun(ctx, source, run, header, geometry, unwrapped.dataKey, request, deliver, where),
+      );
     } finally {
       unwrapped.dataKey.fill(0);
       if (source.file !== file) await source.file.close().catch(() => undefined);
@@ -109,7 +125,10 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
 async function dataSource(ctx: SegmentContext, segmentId: string, file: FileHandle, blockBytes: number): Promise<DataSource> {
   if (!ctx.directIo || !directIoFits(blockBytes)) return { file, direct: false };
   try {
-    const direct = await fsp.open(path.join(ctx.directory.segments, segmentFileName(segmentId)), fsConstants.O_RDONLY | fsConstants.O_DIRECT);
+    const direct = await fsp.open(
+      path.join(ctx.directory.segments, segmentFileName(segmentId)),
+      fsConstants.O_RDONLY | fsConstants.O_DIRECT,
+    );
     return { file: direct, direct: true };
   } catch {
     return { file, direct: false };
@@ -123,7 +142,8 @@ async function readHeader(file: FileHandle, where: string): Promise<{ header: Se
   let parsed = parseSegmentHeader(probe.subarray(0, got), size, where);
   if (!parsed.complete) {
     const whole = Buffer.alloc(parsed.headerBytes);
-    if ((await readFully(file, whole, 0)) < whole.length) throw new FabricError('INTEGRITY', `${where}: file is truncated (shorter than its header)`);
+    if ((await readFully(file, whole, 0)) < whole.length)
+      throw new FabricError('INTEGRITY', `${where}: file is truncated (shorter than its header)`);
     parsed = parseSegmentHeader(whole, size, where);
     if (!parsed.complete) throw new FabricError('INTEGRITY', `${where}: segment header is corrupted`);
   }
@@ -144,7 +164,8 @@ function checkSegmentMatches(header: SegmentHeader, request: SegmentRequest, whe
           `not of context '${ref.owner.contextId}' (tenant ${ref.owner.tenant}, version ${ref.owner.version}): swapped or replaced`,
       );
     }
-    if (ref.index >= header.blockCount) throw new FabricError('INTEGRITY', `${where}: block ${ref.index} is past the segment's ${header.blockCount} blocks`);
+    if (ref.index >= header.blockCount)
+      throw new FabricError('INTEGRITY', `${where}: block ${ref.index} is past the segment's ${header.blockCount} blocks`);
   }
 }
 
@@ -197,7 +218,8 @@ async function readRun(
   try {
     const sealed = slot?.bytes.subarray(0, runBytes) ?? new Uint8Array(runBytes);
     const got = await readFully(source.file, sealed, geometry.dataOffset + first * blockBytes);
-    if (got < runBytes) throw new FabricError('INTEGRITY', `${where}: file is truncated (block ${first + Math.floor(got / blockBytes)} is incomplete)`);
+    if (got < runBytes)
+      throw new FabricError('INTEGRITY', `${where}: file is truncated (block ${first + Math.floor(got / blockBytes)} is incomplete)`);
     const opened: OpenResult = await ctx.crypto.open(dataKey, sealed, items);
     if (opened.failedItem >= 0) {
       const index = run[opened.failedItem]!;

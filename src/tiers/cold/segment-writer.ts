@@ -29,7 +29,12 @@ export function blocksPerJob(blockBytes: number): number {
 }
 
 /** Validated inputs only (cold-store checks them). Returns one ref per block, in order. */
-export async function writeSegment(ctx: SegmentContext, owner: SegmentOwner, blocks: BlockSource, plaintextChecksums: boolean): Promise<ColdBlockRef[]> {
+export async function writeSegment(
+  ctx: SegmentContext,
+  owner: SegmentOwner,
+  blocks: BlockSource,
+  plaintextChecksums: boolean,
+): Promise<ColdBlockRef[]> {
   const { blockBytes } = blocks;
   const segmentIdBytes = randomBytes(16);
   const segmentId = segmentIdBytes.toString('hex');
@@ -53,7 +58,12 @@ export async function writeSegment(ctx: SegmentContext, owner: SegmentOwner, blo
       const items: SealItem[] = [];
       for (let i = 0; i < count; i++) {
         blocks.copy(first + i, plain.subarray(i * blockBytes, (i + 1) * blockBytes));
-        items.push({ offset: i * blockBytes, length: blockBytes, iv: counterIv(first + i), aad: blockAad(segmentIdBytes, first + i, blockBytes, owner) });
+        items.push({
+          offset: i * blockBytes,
+          length: blockBytes,
+          iv: counterIv(first + i),
+          aad: blockAad(segmentIdBytes, first + i, blockBytes, owner),
+        });
       }
       const sealed = await ctx.crypto.seal(dataKey, plain, items, plaintextChecksums);
       tags.set(sealed.tags, TAG_BYTES * first);
@@ -72,7 +82,15 @@ export async function writeSegment(ctx: SegmentContext, owner: SegmentOwner, blo
       what,
       async (file) => {
         await forEachBounded(jobStarts, ctx.jobs, (first) => sealAndWrite(file, first));
-        const header = encodeSegmentHeader({ segmentId: segmentIdBytes, blockCount: blocks.count, blockBytes, owner, keyId, wrappedKey: wrapped, tags });
+        const header = encodeSegmentHeader({
+          segmentId: segmentIdBytes,
+          blockCount: blocks.count,
+          blockBytes,
+          owner,
+          keyId,
+          wrappedKey: wrapped,
+          tags,
+        });
         if (!direct) {
           await writeFully(file, header, 0);
           return;

@@ -64,10 +64,9 @@ export interface ContextManifest {
   pages: ColdBlockRef[];
   /**
    * Page i's checksum in the allocator (CRC-32C of its tokens, native/src/core/block_checksum.h): what
-   * restoring the page checks its bytes against while it copies them. Absent in manifests written before
-   * checksums; an import then takes each page's checksum from the bytes its fill brings back.
+   * restoring the page checks its bytes against while it copies them.
    */
-  pageChecksums?: number[];
+  pageChecksums: number[];
   /** ISO-8601 time of the offload, for operators. */
   createdAt: string;
   /**

@@ -31,7 +31,10 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** Collects the code a failure is reported with: INVALID_ARGUMENT for callers, INTEGRITY for files read back. */
 class Checker {
-  constructor(readonly code: ErrorCode, readonly prefix: string) {}
+  constructor(
+    readonly code: ErrorCode,
+    readonly prefix: string,
+  ) {}
 
   fail(message: string): never {
     throw new FabricError(this.code, `${this.prefix}${message}`);
@@ -108,17 +111,26 @@ class Checker {
     const pages = m.pages.map((page: unknown, i: number) => {
       const ref = this.ref(page, `manifest.pages[${i}]`);
       // Zero trust: a manifest may only point at its own tenant's blocks.
-      if (ref.owner.tenant !== tenant) this.fail(`manifest.pages[${i}] belongs to tenant ${ref.owner.tenant}, not the manifest's tenant ${tenant}`);
+      if (ref.owner.tenant !== tenant)
+        this.fail(`manifest.pages[${i}] belongs to tenant ${ref.owner.tenant}, not the manifest's tenant ${tenant}`);
       return ref;
     });
-    if (typeof m.createdAt !== 'string' || m.createdAt.length > 64) this.fail(`manifest.createdAt must be a string of at most 64 characters`);
-    const manifest: ContextManifest = { contextId, tenant, version, tokens, layout: { bytesPerToken, tokensPerBlock, blockBytes }, pages, createdAt: m.createdAt };
-    if (m.pageChecksums !== undefined) {
-      if (!Array.isArray(m.pageChecksums) || m.pageChecksums.length !== pages.length) {
-        this.fail(`manifest.pageChecksums must be an array of ${pages.length} checksums, got ${describe(m.pageChecksums)}`);
-      }
-      manifest.pageChecksums = m.pageChecksums.map((sum: unknown, i: number) => this.int(sum, `manifest.pageChecksums[${i}]`, 0, 2 ** 32 - 1));
+    if (typeof m.createdAt !== 'string' || m.createdAt.length > 64)
+      this.fail(`manifest.createdAt must be a string of at most 64 characters`);
+    if (!Array.isArray(m.pageChecksums) || m.pageChecksums.length !== pages.length) {
+      this.fail(`manifest.pageChecksums must be an array of ${pages.length} checksums, got ${describe(m.pageChecksums)}`);
     }
+    const pageChecksums = (m.pageChecksums as unknown[]).map((sum, i) => this.int(sum, `manifest.pageChecksums[${i}]`, 0, 2 ** 32 - 1));
+    const manifest: ContextManifest = {
+      contextId,
+      tenant,
+      version,
+      tokens,
+      layout: { bytesPerToken, tokensPerBlock, blockBytes },
+      pages,
+      pageChecksums,
+      createdAt: m.createdAt,
+    };
     if (m.attachment !== undefined) manifest.attachment = this.attachment(m.attachment, 'manifest.attachment');
     return manifest;
   }
@@ -161,14 +173,23 @@ export function checkBlockSource(blocks: unknown): BlockSource {
     return { count: copies.length, blockBytes, copy: (index, target) => target.set(copies[index]!) };
   }
   if (!isObject(blocks) || typeof (blocks as { copy?: unknown }).copy !== 'function') {
-    throw new FabricError('INVALID_ARGUMENT', `blocks must be an array of Uint8Arrays or a block source { count, blockBytes, copy }, got ${describe(blocks)}`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `blocks must be an array of Uint8Arrays or a block source { count, blockBytes, copy }, got ${describe(blocks)}`,
+    );
   }
   const { count, blockBytes, copy } = blocks as unknown as BlockSource;
   if (!Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BLOCKS) {
-    throw new FabricError('INVALID_ARGUMENT', `a block source's count must be an integer in [1, ${MAX_SEGMENT_BLOCKS}], got ${describe(count)}`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `a block source's count must be an integer in [1, ${MAX_SEGMENT_BLOCKS}], got ${describe(count)}`,
+    );
   }
   if (!Number.isSafeInteger(blockBytes) || blockBytes < 1 || blockBytes > MAX_BLOCK_BYTES) {
-    throw new FabricError('INVALID_ARGUMENT', `a block source's blockBytes must be an integer in [1, ${MAX_BLOCK_BYTES}], got ${describe(blockBytes)}`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `a block source's blockBytes must be an integer in [1, ${MAX_BLOCK_BYTES}], got ${describe(blockBytes)}`,
+    );
   }
   return { count, blockBytes, copy: copy.bind(blocks) };
 }
@@ -176,14 +197,21 @@ export function checkBlockSource(blocks: unknown): BlockSource {
 /** Blocks of one segment: a non-empty array of equally sized Uint8Arrays. Returns blockBytes. */
 function checkBlocks(blocks: unknown): number {
   if (!Array.isArray(blocks) || blocks.length === 0 || blocks.length > MAX_SEGMENT_BLOCKS) {
-    throw new FabricError('INVALID_ARGUMENT', `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`);
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`,
+    );
   }
   let blockBytes = 0;
   blocks.forEach((block: unknown, i: number) => {
-    if (!(block instanceof Uint8Array)) throw new FabricError('INVALID_ARGUMENT', `blocks[${i}] must be a Uint8Array, got ${describe(block)}`);
+    if (!(block instanceof Uint8Array))
+      throw new FabricError('INVALID_ARGUMENT', `blocks[${i}] must be a Uint8Array, got ${describe(block)}`);
     if (i === 0) blockBytes = block.byteLength;
     if (block.byteLength === 0 || block.byteLength > MAX_BLOCK_BYTES || block.byteLength !== blockBytes) {
-      throw new FabricError('INVALID_ARGUMENT', `blocks[${i}] has ${block.byteLength} bytes; every block of a segment must have the same size in [1, ${MAX_BLOCK_BYTES}] (blocks[0] has ${blockBytes})`);
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `blocks[${i}] has ${block.byteLength} bytes; every block of a segment must have the same size in [1, ${MAX_BLOCK_BYTES}] (blocks[0] has ${blockBytes})`,
+      );
     }
   });
   return blockBytes;

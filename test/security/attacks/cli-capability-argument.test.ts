@@ -24,7 +24,11 @@ const keys = join(scratch, 'keys');
 const tierDir = join(scratch, 'tier');
 keygen(['--out', keys], () => undefined);
 const CLIENT_KEYS = { KVFABRIC_SIGNING_KEYS_FILE: join(keys, 'signing.keys'), KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys') };
-const WORKER_KEYS = { KVFABRIC_KEY_FILE: join(keys, 'master.keys'), KVFABRIC_TRUSTED_KEYS_FILE: join(keys, 'trusted.keys'), KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys') };
+const WORKER_KEYS = {
+  KVFABRIC_KEY_FILE: join(keys, 'master.keys'),
+  KVFABRIC_TRUSTED_KEYS_FILE: join(keys, 'trusted.keys'),
+  KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'),
+};
 
 let server: DevServer;
 let worker: WorkerProcess;
@@ -53,9 +57,32 @@ const auditLines = () => {
 beforeAll(async () => {
   server = await startDevServer();
   connection = ['--address', server.address, '--task-queue', TASK_QUEUE];
-  worker = await spawnWorkerProcess('cli-capability', ['--address', server.address, '--task-queue', TASK_QUEUE, '--engine', 'synthetic', '--model', 'tiny', '--backend', 'cpu', '--device-blocks', '64', '--host-blocks', '64', '--tier-dir', tierDir], WORKER_KEYS);
+  worker = await spawnWorkerProcess(
+    'cli-capability',
+    [
+      '--address',
+      server.address,
+      '--task-queue',
+      TASK_QUEUE,
+      '--engine',
+      'synthetic',
+      '--model',
+      'tiny',
+      '--backend',
+      'cpu',
+      '--device-blocks',
+      '64',
+      '--host-blocks',
+      '64',
+      '--tier-dir',
+      tierDir,
+    ],
+    WORKER_KEYS,
+  );
   agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, clientSecurityFromEnv(CLIENT_KEYS), TASK_QUEUE);
-  const started = await Promise.all(['planner', 'other'].map((agentId) => cli(['start', agentId, '--tenant', 'acme', '--model', 'tiny', '--json'])));
+  const started = await Promise.all(
+    ['planner', 'other'].map((agentId) => cli(['start', agentId, '--tenant', 'acme', '--model', 'tiny', '--json'])),
+  );
   for (const run of started) {
     expect(run, run.stderr).toMatchObject({ code: 0 });
     const { agentId, capability } = JSON.parse(run.stdout) as { agentId: string; capability: string };
@@ -75,7 +102,15 @@ afterAll(async () => {
 
 describe('the CLI and an agent capability', () => {
   it('acts with the capability from --capability-file (mode 0600) and from KVFABRIC_CAPABILITY', async () => {
-    const fromFile = await cli(['turn', 'planner', '--tokens', '20', '--capability-file', capabilityFile(capabilities.planner!, 0o600), '--json']);
+    const fromFile = await cli([
+      'turn',
+      'planner',
+      '--tokens',
+      '20',
+      '--capability-file',
+      capabilityFile(capabilities.planner!, 0o600),
+      '--json',
+    ]);
     expect(fromFile, fromFile.stderr).toMatchObject({ code: 0 });
     expect(JSON.parse(fromFile.stdout)).toMatchObject({ agentId: 'planner', tokens: 20, turns: 1 });
     const fromEnv = await cli(['turn', 'planner', '--tokens', '10', '--json'], { KVFABRIC_CAPABILITY: capabilities.planner! });
@@ -86,7 +121,10 @@ describe('the CLI and an agent capability', () => {
   it('refuses --capability VALUE before connecting, exit 2, without repeating the token; the agent is as it was', async () => {
     const before = await agents.status('planner');
     const token = capabilities.planner!;
-    const runs = await Promise.all([cli(['turn', 'planner', '--tokens', '5', '--capability', token]), cli(['release', 'planner', `--capability=${token}`])]);
+    const runs = await Promise.all([
+      cli(['turn', 'planner', '--tokens', '5', '--capability', token]),
+      cli(['release', 'planner', `--capability=${token}`]),
+    ]);
     for (const [run, command] of [
       [runs[0]!, 'turn'],
       [runs[1]!, 'release'],
@@ -104,7 +142,11 @@ describe('the CLI and an agent capability', () => {
     const before = await tokensOf('planner');
     const loose = capabilityFile(capabilities.planner!, 0o644);
     const run = await cli(['turn', 'planner', '--tokens', '5', '--capability-file', loose]);
-    expect(run).toMatchObject({ code: 1, stdout: '', stderr: `kvfabric: --capability-file: ${loose} has mode 0644, so other users can read it: run chmod 600 ${loose} (PERMISSION_DENIED)\n` });
+    expect(run).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `kvfabric: --capability-file: ${loose} has mode 0644, so other users can read it: run chmod 600 ${loose} (PERMISSION_DENIED)\n`,
+    });
     expect(await tokensOf('planner')).toBe(before);
   }, 60_000);
 
@@ -117,7 +159,7 @@ describe('the CLI and an agent capability', () => {
     expect([await tokensOf('planner'), await tokensOf('other')]).toEqual([planner, other]);
     const lines = auditLines();
     expect(lines.length).toBeGreaterThan(audited);
-    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ tenant: 'acme', context: 'planner', action: 'append', reason: 'wrong-context' });
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ tenant: 'acme', context: 'planner', action: 'turn', reason: 'wrong-context' });
     for (const line of lines) expect(line).not.toContain(capabilities.other!.split('.')[2]!);
   }, 60_000);
 });

@@ -6,7 +6,22 @@
 // no partial set of keys, no temporary file. keygen runs before anything connects, so nothing is audited:
 // its refusals are local. Real files; the cases that need root (chown, chattr) run where the tests are root.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -115,7 +130,9 @@ describe('keygen: symlinks', () => {
       symlinkSync(target, join(dir, 'codec.keys'));
       const before = snapshot(dir);
       const err = refused(['--out', dir, ...(force ? ['--force'] : [])], 'INVALID_ARGUMENT');
-      expect(err.message).toBe(`${join(dir, 'codec.keys')} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again`);
+      expect(err.message).toBe(
+        `${join(dir, 'codec.keys')} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again`,
+      );
       expect(snapshot(dir)).toEqual(before);
       expect(readFileSync(target, 'utf8')).toBe('the victim file\n');
       expect(statSync(target).mode & 0o777).toBe(0o644);
@@ -137,7 +154,11 @@ describe('keygen: symlinks', () => {
     const dir = directory('empty');
     symlinkSync(join(scratch, 'nowhere'), join(dir, 'master.keys'));
     const run = await runCli(['keygen', '--out', dir]);
-    expect(run).toMatchObject({ code: 1, stdout: '', stderr: `kvfabric: ${join(dir, 'master.keys')} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again (INVALID_ARGUMENT)\n` });
+    expect(run).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `kvfabric: ${join(dir, 'master.keys')} is a symbolic link: keygen never writes through one nor replaces one; remove it and run keygen again (INVALID_ARGUMENT)\n`,
+    });
     expect(readdirSync(dir)).toEqual(['master.keys']);
   });
 
@@ -153,14 +174,19 @@ describe('keygen: symlinks', () => {
 });
 
 describe('keygen: directories others control', () => {
-  it.each([0o777, 0o770, 0o1777, 0o702].map((mode) => [mode.toString(8), mode] as const))('refuses a directory with mode 0%s, naming it and the fix, and leaves its mode as it was', (_, mode) => {
-    const dir = directory('keys', mode);
-    const before = snapshot(dir);
-    const err = refused(['--out', dir, '--force'], 'PERMISSION_DENIED');
-    expect(err.message).toBe(`${dir} has mode 0${(mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; run chmod go-w ${dir} (or chmod 700) first, or use another directory`);
-    expect(snapshot(dir)).toEqual(before);
-    expect(statSync(dir).mode & 0o7777).toBe(mode);
-  });
+  it.each([0o777, 0o770, 0o1777, 0o702].map((mode) => [mode.toString(8), mode] as const))(
+    'refuses a directory with mode 0%s, naming it and the fix, and leaves its mode as it was',
+    (_, mode) => {
+      const dir = directory('keys', mode);
+      const before = snapshot(dir);
+      const err = refused(['--out', dir, '--force'], 'PERMISSION_DENIED');
+      expect(err.message).toBe(
+        `${dir} has mode 0${(mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; run chmod go-w ${dir} (or chmod 700) first, or use another directory`,
+      );
+      expect(snapshot(dir)).toEqual(before);
+      expect(statSync(dir).mode & 0o7777).toBe(mode);
+    },
+  );
 
   it('accepts a directory others may only read (0755): the files in it are 0600', () => {
     const dir = directory('empty', 0o755);
@@ -174,53 +200,63 @@ describe('keygen: directories others control', () => {
     chownSync(dir, STRANGER, STRANGER);
     const before = snapshot(dir);
     const err = refused(['--out', dir], 'PERMISSION_DENIED');
-    expect(err.message).toBe(`${dir} belongs to uid ${STRANGER}, not to this user (uid ${ME}), who could replace the keys in it: use a directory of your own`);
+    expect(err.message).toBe(
+      `${dir} belongs to uid ${STRANGER}, not to this user (uid ${ME}), who could replace the keys in it: use a directory of your own`,
+    );
     expect(snapshot(dir)).toEqual(before);
   });
 });
 
 describe('keygen: a key file another user owns', () => {
-  it.skipIf(!ROOT)('is refused without --force; with --force replaced by a new file of ours, never written into (its owner keeps only the old keys)', () => {
-    const dir = directory('keys');
-    const codec = join(dir, 'codec.keys');
-    chownSync(codec, STRANGER, STRANGER);
-    chmodSync(codec, 0o644);
-    // The other user's hold on the old file: a second link in a place of theirs (an open descriptor alike).
-    const held = join(directory('empty'), 'held');
-    linkSync(codec, held);
-    const oldKeys = readFileSync(codec, 'utf8');
-    const inodes = new Map(FILES.map((name) => [name, lstatSync(join(dir, name)).ino]));
+  it.skipIf(!ROOT)(
+    'is refused without --force; with --force replaced by a new file of ours, never written into (its owner keeps only the old keys)',
+    () => {
+      const dir = directory('keys');
+      const codec = join(dir, 'codec.keys');
+      chownSync(codec, STRANGER, STRANGER);
+      chmodSync(codec, 0o644);
+      // The other user's hold on the old file: a second link in a place of theirs (an open descriptor alike).
+      const held = join(directory('empty'), 'held');
+      linkSync(codec, held);
+      const oldKeys = readFileSync(codec, 'utf8');
+      const inodes = new Map(FILES.map((name) => [name, lstatSync(join(dir, name)).ino]));
 
-    const before = snapshot(dir);
-    expect(refused(['--out', dir], 'INVALID_STATE').message).toMatch(/already exist: pass --force/);
-    expect(snapshot(dir)).toEqual(before);
+      const before = snapshot(dir);
+      expect(refused(['--out', dir], 'INVALID_STATE').message).toMatch(/already exist: pass --force/);
+      expect(snapshot(dir)).toEqual(before);
 
-    const printed: string[] = [];
-    keygen(['--out', dir, '--force'], (line) => printed.push(line));
-    expectFreshSet(dir, inodes);
-    expect(readFileSync(codec, 'utf8')).not.toBe(oldKeys);
-    expect(readFileSync(held, 'utf8')).toBe(oldKeys); // the new keys never went into the inode they own
-    expect(lstatSync(held)).toMatchObject({ uid: STRANGER, nlink: 1 });
-    expect(printed).toContain(`replaced ${codec}, which belonged to uid ${STRANGER}: that user may hold the old keys`);
-  });
+      const printed: string[] = [];
+      keygen(['--out', dir, '--force'], (line) => printed.push(line));
+      expectFreshSet(dir, inodes);
+      expect(readFileSync(codec, 'utf8')).not.toBe(oldKeys);
+      expect(readFileSync(held, 'utf8')).toBe(oldKeys); // the new keys never went into the inode they own
+      expect(lstatSync(held)).toMatchObject({ uid: STRANGER, nlink: 1 });
+      expect(printed).toContain(`replaced ${codec}, which belonged to uid ${STRANGER}: that user may hold the old keys`);
+    },
+  );
 });
 
 describe('keygen: failures part way', () => {
-  it.skipIf(!CAN_CHATTR)('a key file that cannot be replaced (immutable), third of five: the two already replaced are put back, same files', () => {
-    const dir = directory('keys');
-    const codec = join(dir, 'codec.keys');
-    execFileSync('chattr', ['+i', codec]);
-    try {
-      const before = snapshot(dir);
-      const err = refused(['--out', dir, '--force'], 'PERMISSION_DENIED');
-      expect(err.message).toBe(`keygen could not rename ${codec} -> ${err.message.match(/-> (\S+) \(EPERM\)/)?.[1]} (EPERM): nothing in ${dir} was changed`);
-      expect(snapshot(dir)).toEqual(before);
-    } finally {
-      execFileSync('chattr', ['-i', codec]);
-    }
-  });
+  it.skipIf(!CAN_CHATTR)(
+    'a key file that cannot be replaced (immutable), third of five: the two already replaced are put back, same files',
+    () => {
+      const dir = directory('keys');
+      const codec = join(dir, 'codec.keys');
+      execFileSync('chattr', ['+i', codec]);
+      try {
+        const before = snapshot(dir);
+        const err = refused(['--out', dir, '--force'], 'PERMISSION_DENIED');
+        expect(err.message).toBe(
+          `keygen could not rename ${codec} -> ${err.message.match(/-> (\S+) \(EPERM\)/)?.[1]} (EPERM): nothing in ${dir} was changed`,
+        );
+        expect(snapshot(dir)).toEqual(before);
+      } finally {
+        execFileSync('chattr', ['-i', codec]);
+      }
+    },
+  );
 
-  it('a file planted at an empty key path between the check and the commit stops the commit; the racer\'s file stays, ours go', () => {
+  it("a file planted at an empty key path between the check and the commit stops the commit; the racer's file stays, ours go", () => {
     for (const force of [false, true]) {
       const dir = directory('empty');
       const planted = join(dir, 'codec.keys');
@@ -230,7 +266,7 @@ describe('keygen: failures part way', () => {
         writeKeyFiles(dir, keyFiles(), {
           force,
           beforeCommit: () => {
-            writeFileSync(planted, 'the racer\'s file\n');
+            writeFileSync(planted, "the racer's file\n");
             during = snapshot(dir);
           },
         });
@@ -238,7 +274,10 @@ describe('keygen: failures part way', () => {
         thrown = err;
       }
       expect(thrown).toBeInstanceOf(FabricError);
-      expect(thrown).toMatchObject({ code: 'INVALID_STATE', message: `${planted} appeared while keygen was writing (another process?): nothing in ${dir} was changed` });
+      expect(thrown).toMatchObject({
+        code: 'INVALID_STATE',
+        message: `${planted} appeared while keygen was writing (another process?): nothing in ${dir} was changed`,
+      });
       expect(snapshot(dir)).toEqual(withoutTemporaries(during));
       expect(readdirSync(dir)).toEqual(['codec.keys']);
     }
@@ -277,28 +316,41 @@ describe('keygen: failures part way', () => {
   it('property: from any state of the directory, keygen writes a complete fresh set or refuses with a typed error and changes nothing', () => {
     const slot = fc.constantFrom('absent', 'file', 'loose-file', 'symlink', 'dangling', 'directory', ...(ROOT ? ['foreign-file'] : []));
     fc.assert(
-      fc.property(fc.array(slot, { minLength: FILES.length, maxLength: FILES.length }), fc.boolean(), fc.constantFrom(0o700, 0o755, 0o770, 0o777), (slots, force, mode) => {
-        const dir = directory('empty', mode);
-        const target = victim();
-        slots.forEach((state, i) => plant(join(dir, FILES[i]!), state, target));
-        const before = snapshot(dir);
-        const inodes = new Map(FILES.map((name) => [name, lstatSync(join(dir, name), { throwIfNoEntry: false })?.ino]).filter((entry): entry is [string, number] => entry[1] !== undefined));
-        let thrown: unknown;
-        try {
-          keygen(['--out', dir, ...(force ? ['--force'] : [])], () => undefined);
-        } catch (err) {
-          thrown = err;
-        }
-        const mayWrite = (mode & 0o022) === 0 && slots.every((state) => state === 'absent' || ((state === 'file' || state === 'loose-file' || state === 'foreign-file') && force));
-        if (mayWrite) {
-          expect(thrown).toBeUndefined();
-          expectFreshSet(dir, inodes);
-        } else {
-          expect(thrown).toBeInstanceOf(FabricError);
-          expect(snapshot(dir)).toEqual(before);
-        }
-        expect(readFileSync(target, 'utf8')).toBe('the victim file\n');
-      }),
+      fc.property(
+        fc.array(slot, { minLength: FILES.length, maxLength: FILES.length }),
+        fc.boolean(),
+        fc.constantFrom(0o700, 0o755, 0o770, 0o777),
+        (slots, force, mode) => {
+          const dir = directory('empty', mode);
+          const target = victim();
+          slots.forEach((state, i) => plant(join(dir, FILES[i]!), state, target));
+          const before = snapshot(dir);
+          const inodes = new Map(
+            FILES.map((name) => [name, lstatSync(join(dir, name), { throwIfNoEntry: false })?.ino]).filter(
+              (entry): entry is [string, number] => entry[1] !== undefined,
+            ),
+          );
+          let thrown: unknown;
+          try {
+            keygen(['--out', dir, ...(force ? ['--force'] : [])], () => undefined);
+          } catch (err) {
+            thrown = err;
+          }
+          const mayWrite =
+            (mode & 0o022) === 0 &&
+            slots.every(
+              (state) => state === 'absent' || ((state === 'file' || state === 'loose-file' || state === 'foreign-file') && force),
+            );
+          if (mayWrite) {
+            expect(thrown).toBeUndefined();
+            expectFreshSet(dir, inodes);
+          } else {
+            expect(thrown).toBeInstanceOf(FabricError);
+            expect(snapshot(dir)).toEqual(before);
+          }
+          expect(readFileSync(target, 'utf8')).toBe('the victim file\n');
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -323,7 +375,7 @@ function plant(path: string, state: string, target: string): void {
       writeFileSync(path, 'an earlier key, loose\n', { mode: 0o644 });
       break;
     case 'foreign-file':
-      writeFileSync(path, 'a stranger\'s key\n', { mode: 0o600 });
+      writeFileSync(path, "a stranger's key\n", { mode: 0o600 });
       chownSync(path, STRANGER, STRANGER);
       break;
     case 'symlink':

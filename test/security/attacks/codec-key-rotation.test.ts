@@ -43,7 +43,9 @@ describe('payload data keys', () => {
     expect(sealed.every((p) => p.metadata![METADATA_KEY_SALT]!.length === SALT_BYTES)).toBe(true);
     // The same codec, and a codec of another process holding the same ring, open all of them.
     for (const opener of [codec, new EncryptionCodec(ring)]) {
-      expect((await opener.decode(sealed)).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual([0, 1, 2, 3, 5, 6, 7].map((i) => ({ i })));
+      expect((await opener.decode(sealed)).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual(
+        [0, 1, 2, 3, 5, 6, 7].map((i) => ({ i })),
+      );
     }
   });
 
@@ -66,39 +68,52 @@ describe('payload data keys', () => {
     const flipped = Buffer.from(salt);
     flipped[0]! ^= 1;
     const { [METADATA_KEY_SALT]: _salt, ...withoutSalt } = sealed.metadata!;
-    for (const metadata of [{ ...sealed.metadata, [METADATA_KEY_SALT]: flipped }, withoutSalt, { ...sealed.metadata, [METADATA_KEY_SALT]: salt.subarray(0, 16) }]) {
+    for (const metadata of [
+      { ...sealed.metadata, [METADATA_KEY_SALT]: flipped },
+      withoutSalt,
+      { ...sealed.metadata, [METADATA_KEY_SALT]: salt.subarray(0, 16) },
+    ]) {
       const err = await refusal(codec, { ...sealed, metadata });
       expect(err.code).toBe('INTEGRITY');
       expect(err.message).not.toContain('capability');
     }
     // The same key bytes under another id derive another key: the id is bound.
-    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c1-twin') } })).code).toBe('INTEGRITY');
-    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c9') } })).code).toBe('PERMISSION_DENIED');
+    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c1-twin') } })).code).toBe(
+      'INTEGRITY',
+    );
+    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c9') } })).code).toBe(
+      'PERMISSION_DENIED',
+    );
     // The untouched payload still opens: nothing was consumed or changed by the refusals.
     expect(defaultPayloadConverter.fromPayload((await codec.decode([sealed]))[0]!)).toEqual({ secret: 'capability' });
   });
 
   it('keeps the default bound at 2^31 (half the SP 800-38D limit) and refuses a bound past it', () => {
     expect(DEFAULT_SEALS_PER_DATA_KEY).toBe(2 ** 31);
-    for (const bad of [0, -1, 1.5, 2 ** 31 + 1, Number.NaN]) expect(() => new EncryptionCodec(ring, { sealsPerDataKey: bad })).toThrow(RangeError);
+    for (const bad of [0, -1, 1.5, 2 ** 31 + 1, Number.NaN])
+      expect(() => new EncryptionCodec(ring, { sealsPerDataKey: bad })).toThrow(RangeError);
   });
 
   it('property: whatever the bound and the batches, no data key seals more than the bound, keys are used in turn, and everything opens', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 6 }), fc.array(fc.array(fc.jsonValue(), { maxLength: 5 }), { maxLength: 8 }), async (bound, batches) => {
-        const codec = new EncryptionCodec(ring, { sealsPerDataKey: bound });
-        const sealed: Payload[] = [];
-        for (const batch of batches) sealed.push(...(await codec.encode(batch.map(payloadOf))));
-        const salts = sealed.map(saltOf);
-        const uses = new Map<string, number>();
-        for (const salt of salts) uses.set(salt, (uses.get(salt) ?? 0) + 1);
-        expect([...uses.values()].every((n) => n <= bound)).toBe(true);
-        expect(uses.size).toBe(Math.ceil(salts.length / bound));
-        // A key once retired never seals again: each salt's seals are consecutive.
-        expect(salts.filter((salt, i) => i > 0 && salt !== salts[i - 1]).length).toBe(Math.max(0, uses.size - 1));
-        const opened = (await new EncryptionCodec(ring).decode(sealed)).map((p) => defaultPayloadConverter.fromPayload(p));
-        expect(opened).toEqual(batches.flat().map((value) => defaultPayloadConverter.fromPayload(payloadOf(value))));
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.array(fc.jsonValue(), { maxLength: 5 }), { maxLength: 8 }),
+        async (bound, batches) => {
+          const codec = new EncryptionCodec(ring, { sealsPerDataKey: bound });
+          const sealed: Payload[] = [];
+          for (const batch of batches) sealed.push(...(await codec.encode(batch.map(payloadOf))));
+          const salts = sealed.map(saltOf);
+          const uses = new Map<string, number>();
+          for (const salt of salts) uses.set(salt, (uses.get(salt) ?? 0) + 1);
+          expect([...uses.values()].every((n) => n <= bound)).toBe(true);
+          expect(uses.size).toBe(Math.ceil(salts.length / bound));
+          // A key once retired never seals again: each salt's seals are consecutive.
+          expect(salts.filter((salt, i) => i > 0 && salt !== salts[i - 1]).length).toBe(Math.max(0, uses.size - 1));
+          const opened = (await new EncryptionCodec(ring).decode(sealed)).map((p) => defaultPayloadConverter.fromPayload(p));
+          expect(opened).toEqual(batches.flat().map((value) => defaultPayloadConverter.fromPayload(payloadOf(value))));
+        },
+      ),
       { numRuns: 60 },
     );
   });

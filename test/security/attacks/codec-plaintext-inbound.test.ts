@@ -11,7 +11,7 @@ import { readdirSync } from 'node:fs';
 
 import { Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { agentConfig } from '../../../src/client/agent-client';
@@ -38,18 +38,32 @@ const REFUSAL = /Unknown encoding: kvfabric-refused PERMISSION_DENIED \(a plaint
 describe('plaintext inbound payloads', () => {
   it('a plain client starting an agent workflow: its task fails on the plaintext input, nothing runs, no context or record is made', async () => {
     const capability = cluster.agents.mintCapability('plain-start', 'acme');
-    const input: AgentInput = { agentId: 'plain-start', tenant: 'acme', capability: cluster.agents.mintCustodian(capability), model: TINY, config: agentConfig(TEST_AGENT_CONFIG) };
-    const handle = await cluster.rawClient.workflow.start(AGENT_WORKFLOW_TYPE, { workflowId: agentWorkflowId('plain-start'), taskQueue: cluster.taskQueue, args: [input] });
+    const input: AgentInput = {
+      agentId: 'plain-start',
+      tenant: 'acme',
+      capability: cluster.agents.mintCustodian(capability),
+      model: TINY,
+      config: agentConfig(TEST_AGENT_CONFIG),
+    };
+    const handle = await cluster.rawClient.workflow.start(AGENT_WORKFLOW_TYPE, {
+      workflowId: agentWorkflowId('plain-start'),
+      taskQueue: cluster.taskQueue,
+      args: [input],
+    });
 
-    const failed = await eventually(async () => {
-      const { events } = await handle.fetchHistory();
-      return events?.find((event) => event.workflowTaskFailedEventAttributes)?.workflowTaskFailedEventAttributes ?? undefined;
-    }, 30_000, 'the first workflow task to fail');
+    const failed = await eventually(
+      async () => {
+        const { events } = await handle.fetchHistory();
+        return events?.find((event) => event.workflowTaskFailedEventAttributes)?.workflowTaskFailedEventAttributes ?? undefined;
+      },
+      30_000,
+      'the first workflow task to fail',
+    );
     // The failure is sealed by the worker like every failure; through the codec it names the refusal.
     expect(await failureMessage(failed.failure!)).toMatch(REFUSAL);
     const { events } = await handle.fetchHistory();
     expect(events!.some((event) => event.activityTaskScheduledEventAttributes || event.workflowTaskCompletedEventAttributes)).toBe(false);
-    expect(worker.memory.tiers.contextIds()).not.toContain('plain-start');
+    expect(worker.memory.heldContextIds()).not.toContain('plain-start');
     expect(namesUnder(cluster.tierDir).filter((name) => name.includes('plain-start'))).toEqual([]);
     await handle.terminate('attack test');
   });
@@ -61,33 +75,50 @@ describe('plaintext inbound payloads', () => {
     const stolen: TurnArgs = { capability: owner.capability, tokens: 4 };
 
     const unchanged = async () => {
-      expect(await owner.status()).toMatchObject({ tokens: before.tokens, turns: before.turns, digest: before.digest, denials: before.denials, phase: before.phase });
-      expect(worker.memory.tiers.contextStats('plain-victim').tokens).toBe(8);
+      expect(await owner.status()).toMatchObject({
+        tokens: before.tokens,
+        turns: before.turns,
+        digest: before.digest,
+        denials: before.denials,
+        phase: before.phase,
+      });
+      expect(worker.memory.snapshot('plain-victim').tokens).toBe(8);
     };
 
     // Temporal's plain client: it gets an error (whose reason it cannot read: the failure is sealed), and no turn ran.
-    const plain = await cluster.rawClient.workflow.getHandle(agentWorkflowId('plain-victim')).executeUpdate('turn', { args: [stolen], updateId: 'stolen-1' }).then(
-      () => 'ran',
-      () => 'failed',
-    );
+    const plain = await cluster.rawClient.workflow
+      .getHandle(agentWorkflowId('plain-victim'))
+      .executeUpdate('turn', { args: [stolen], updateId: 'stolen-1' })
+      .then(
+        () => 'ran',
+        () => 'failed',
+      );
     expect(plain).toBe('failed');
     await unchanged();
     // A client that sends plaintext but reads with the keys sees the typed reason.
     const reader = new Client({ connection: cluster.rawClient.connection, dataConverter: plaintextSender() });
-    const refused = await reader.workflow.getHandle(agentWorkflowId('plain-victim')).executeUpdate('turn', { args: [stolen], updateId: 'stolen-2' }).catch((err: unknown) => err);
+    const refused = await reader.workflow
+      .getHandle(agentWorkflowId('plain-victim'))
+      .executeUpdate('turn', { args: [stolen], updateId: 'stolen-2' })
+      .catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((refused as WorkflowUpdateFailedError).cause?.message).toMatch(REFUSAL);
 
     // Without the key, a payload dressed as sealed fares no better: refused (INTEGRITY), and only its update.
     const forger = new Client({ connection: cluster.rawClient.connection, dataConverter: plaintextSender(forgeSealed) });
-    const forged = await forger.workflow.getHandle(agentWorkflowId('plain-victim')).executeUpdate('turn', { args: [stolen], updateId: 'stolen-3' }).catch((err: unknown) => err);
+    const forged = await forger.workflow
+      .getHandle(agentWorkflowId('plain-victim'))
+      .executeUpdate('turn', { args: [stolen], updateId: 'stolen-3' })
+      .catch((err: unknown) => err);
     expect(forged).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((forged as WorkflowUpdateFailedError).cause?.message).toMatch(/Unknown encoding: kvfabric-refused INTEGRITY/);
 
     // Nothing changed: the workflow's state, the worker's context, the history (no accepted update).
     await unchanged();
     const { events } = await cluster.client.workflow.getHandle(agentWorkflowId('plain-victim')).fetchHistory();
-    const updateIds = events!.map((event) => event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId).filter(Boolean);
+    const updateIds = events!
+      .map((event) => event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId)
+      .filter(Boolean);
     for (const id of ['stolen-1', 'stolen-2', 'stolen-3']) expect(updateIds).not.toContain(id);
     // The owner goes on as if nothing happened.
     expect(await owner.turn(4)).toMatchObject({ tokens: 12, turns: 2 });
@@ -99,13 +130,20 @@ describe('plaintext inbound payloads', () => {
 function plaintextSender(send: (payload: Payload) => Payload = (payload) => payload) {
   const converter = dataConverterOf(new CodecKeyRing(TEST_CODEC_KEYS));
   const codec = converter.payloadCodecs![0]!;
-  const sender: PayloadCodec = { encode: async (payloads: Payload[]) => payloads.map(send), decode: (payloads: Payload[]) => codec.decode(payloads) };
+  const sender: PayloadCodec = {
+    encode: async (payloads: Payload[]) => payloads.map(send),
+    decode: (payloads: Payload[]) => codec.decode(payloads),
+  };
   return { ...converter, payloadCodecs: [sender] };
 }
 
 /** What someone without the key can make: the sealed shape, the real key id, random bytes. */
 function forgeSealed(payload: Payload): Payload {
-  const metadata = { encoding: Buffer.from('binary/encrypted'), 'encryption-key-id': Buffer.from(TEST_CODEC_KEYS[0]!.id), 'encryption-key-salt': randomBytes(32) };
+  const metadata = {
+    encoding: Buffer.from('binary/encrypted'),
+    'encryption-key-id': Buffer.from(TEST_CODEC_KEYS[0]!.id),
+    'encryption-key-salt': randomBytes(32),
+  };
   return { metadata, data: randomBytes(28 + (payload.data?.length ?? 0)) };
 }
 

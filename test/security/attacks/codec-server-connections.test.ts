@@ -29,7 +29,11 @@ afterEach(async () => {
 
 /** A real client's decode: a fresh connection (no keep-alive pool), the bearer token. */
 async function legitimateDecode(url: string): Promise<number> {
-  const response = await fetch(`${url}/decode`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, Connection: 'close' }, body: payloadsJson([sealed]) });
+  const response = await fetch(`${url}/decode`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, Connection: 'close' },
+    body: payloadsJson([sealed]),
+  });
   await response.text();
   return response.status;
 }
@@ -42,7 +46,11 @@ async function idleConnection(url: string): Promise<RawConnection> {
 
 describe('codec server connections', () => {
   it('holds the cap against a flood of idle connections, lets a real client through, and closes the idle ones', async () => {
-    server = await startCodecServer({ codec, token, limits: { maxConnections: CAP, idleTimeoutMs: 1500, headersTimeoutMs: 1500, requestTimeoutMs: 3000, keepAliveTimeoutMs: 500 } });
+    server = await startCodecServer({
+      codec,
+      token,
+      limits: { maxConnections: CAP, idleTimeoutMs: 1500, headersTimeoutMs: 1500, requestTimeoutMs: 3000, keepAliveTimeoutMs: 500 },
+    });
     const first: RawConnection[] = [];
     for (let i = 0; i < CAP; i++) first.push(await idleConnection(server.url));
     await until(() => server!.connections() === CAP, 'the server to hold every idle connection');
@@ -66,7 +74,11 @@ describe('codec server connections', () => {
   });
 
   it('closes a connection that trickles its headers (headers timeout), though it is never silent long enough to be idle', async () => {
-    server = await startCodecServer({ codec, token, limits: { maxConnections: CAP, idleTimeoutMs: 2000, headersTimeoutMs: 600, requestTimeoutMs: 3000 } });
+    server = await startCodecServer({
+      codec,
+      token,
+      limits: { maxConnections: CAP, idleTimeoutMs: 2000, headersTimeoutMs: 600, requestTimeoutMs: 3000 },
+    });
     const slow = await idleConnection(server.url);
     await slow.send('POST /decode HTTP/1.1\r\nHost: codec\r\n');
     for (let i = 0; !slow.isClosed() && i < 100; i++) {
@@ -87,7 +99,15 @@ describe('codec server connections', () => {
       const conn = await idleConnection(server.url);
       // Headers, then (once the server said 100 Continue: its request has begun) half the body: the
       // request is in progress, the server waits for the rest.
-      await conn.send(postHead('/decode', { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close', Expect: '100-continue' }));
+      await conn.send(
+        postHead('/decode', {
+          Authorization: `Bearer ${token}`,
+          'Content-Type': 'application/json',
+          'Content-Length': Buffer.byteLength(body),
+          Connection: 'close',
+          Expect: '100-continue',
+        }),
+      );
       await until(() => conn.received().startsWith('HTTP/1.1 100 Continue\r\n\r\n'), 'the server to take the request');
       await conn.send(body.slice(0, 10));
       busy.push(conn);
@@ -104,7 +124,9 @@ describe('codec server connections', () => {
     for (const conn of busy) {
       const { status, body: answer } = firstResponse(conn.received());
       expect(status).toBe(200);
-      expect(JSON.parse(Buffer.from((answer.payloads as Array<{ data: string }>)[0]!.data, 'base64').toString())).toEqual({ reply: 'Your name is Ada.' });
+      expect(JSON.parse(Buffer.from((answer.payloads as Array<{ data: string }>)[0]!.data, 'base64').toString())).toEqual({
+        reply: 'Your name is Ada.',
+      });
     }
   });
 });

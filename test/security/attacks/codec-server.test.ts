@@ -91,9 +91,14 @@ describe('codec server credentials', () => {
 describe('codec server limits', () => {
   it('refuses a body declared over the limit at once, before it is sent: 413 naming body-bytes', async () => {
     const conn = await openRaw(server.url);
-    await conn.send(postHead('/decode', { Authorization: `Bearer ${token}`, 'Content-Length': DEFAULT_CODEC_SERVER_LIMITS.maxBodyBytes + 1 }));
+    await conn.send(
+      postHead('/decode', { Authorization: `Bearer ${token}`, 'Content-Length': DEFAULT_CODEC_SERVER_LIMITS.maxBodyBytes + 1 }),
+    );
     await conn.closed;
-    expect(firstResponse(conn.received())).toMatchObject({ status: 413, body: { code: 'INVALID_ARGUMENT', limit: 'body-bytes', max: DEFAULT_CODEC_SERVER_LIMITS.maxBodyBytes } });
+    expect(firstResponse(conn.received())).toMatchObject({
+      status: 413,
+      body: { code: 'INVALID_ARGUMENT', limit: 'body-bytes', max: DEFAULT_CODEC_SERVER_LIMITS.maxBodyBytes },
+    });
   });
 
   it('refuses a streamed body once it passes the limit, without waiting for its end', async () => {
@@ -122,7 +127,11 @@ describe('codec server limits', () => {
     const oneTooMany = payloadsJson(Array(DEFAULT_CODEC_SERVER_LIMITS.maxPayloads + 1).fill({ metadata: {}, data: new Uint8Array() }));
     const counted = await post('/decode', oneTooMany, auth);
     expect(counted.status).toBe(413);
-    expect(await counted.json()).toMatchObject({ code: 'INVALID_ARGUMENT', limit: 'payloads', max: DEFAULT_CODEC_SERVER_LIMITS.maxPayloads });
+    expect(await counted.json()).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      limit: 'payloads',
+      max: DEFAULT_CODEC_SERVER_LIMITS.maxPayloads,
+    });
     const encode = await post('/encode', oneTooMany, auth);
     expect(encode.status).toBe(413);
     expect(counting.payloads).toBe(before);
@@ -137,8 +146,20 @@ describe('codec server limits', () => {
       const big = payloadsJson([sealed, { metadata: { encoding: Buffer.from('binary/plain') }, data: randomBytes(1025) }]);
       const response = await fetch(`${small.url}/decode`, { method: 'POST', headers: auth, body: big });
       expect(response.status).toBe(413);
-      expect(await response.json()).toMatchObject({ code: 'INVALID_ARGUMENT', limit: 'payload-bytes', max: 1024, message: expect.stringContaining('payload 1') });
-      for (const bad of ['not json', '{"payloads": {}}', '[]', '{"payloads": [{"data": 7}]}', '{"payloads": [{"metadata": {"encoding": 1}}]}', '{"payloads": [[]]}']) {
+      expect(await response.json()).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        limit: 'payload-bytes',
+        max: 1024,
+        message: expect.stringContaining('payload 1'),
+      });
+      for (const bad of [
+        'not json',
+        '{"payloads": {}}',
+        '[]',
+        '{"payloads": [{"data": 7}]}',
+        '{"payloads": [{"metadata": {"encoding": 1}}]}',
+        '{"payloads": [[]]}',
+      ]) {
         const refused = await fetch(`${small.url}/decode`, { method: 'POST', headers: auth, body: bad });
         expect(refused.status, bad).toBe(400);
         expect(await refused.json()).toMatchObject({ code: 'INVALID_ARGUMENT' });
@@ -201,7 +222,9 @@ describe('codec server limits', () => {
       // The loop turned at least once between any two chunks.
       expect(turns).toBeGreaterThanOrEqual(bigChunks - 1);
       // For the record, not asserted (timing): the longest stall while it ran.
-      console.info(`codec server: ${count} payloads in ${bigChunks} turns, the other caller answered after ${bigChunksWhenSmallAnswered}; longest event-loop stall ${(delay.max / 1e6).toFixed(1)} ms`);
+      console.info(
+        `codec server: ${count} payloads in ${bigChunks} turns, the other caller answered after ${bigChunksWhenSmallAnswered}; longest event-loop stall ${(delay.max / 1e6).toFixed(1)} ms`,
+      );
     } finally {
       counting.onDecode = undefined;
       await busy.close();

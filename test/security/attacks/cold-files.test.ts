@@ -29,12 +29,23 @@ beforeAll(async () => {
   const holder = await openMemory(dir);
   opened.push(holder);
   const activities = activitiesOf(holder);
-  for (const [agentId, tenant] of [['victim', 'acme'], ['intruder', 'globex']] as const) {
+  for (const [agentId, tenant] of [
+    ['victim', 'acme'],
+    ['intruder', 'globex'],
+  ] as const) {
     const token = (tokens[agentId] = holder.token(agentId, tenant));
     const base = { agentId, tenant, capability: token };
-    await as(workflowOf(agentId), () => activities.placement.allocate({ ...base, operationId: `${agentId}:0`, shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: true }));
+    await as(workflowOf(agentId), () =>
+      activities.placement.allocate({
+        ...base,
+        operationId: `${agentId}:0`,
+        shape: MODELS.tiny!.shape,
+        tokensPerBlock: 16,
+        checkpoint: true,
+      }),
+    );
     const turned = await as(workflowOf(agentId), () =>
-      activities.context.appendTurn({ ...base, operationId: `${agentId}:1`, turn: 0, tokens: 40, before: emptyDigest(), checkpoint: true }),
+      activities.holder.turn({ ...base, operationId: `${agentId}:1`, turn: 0, tokens: 40, before: emptyDigest(), checkpoint: true }),
     );
     digests[agentId] = turned.digest;
     durable[agentId] = turned.durableVersion;
@@ -66,16 +77,24 @@ async function adoptVictim(): Promise<{ fx: MemoryFixture; outcome: Promise<unkn
   const base = { agentId: 'victim', tenant: 'acme', capability: tokens.victim! };
   const outcome = as(workflowOf('victim'), async () => {
     await activities.placement.recover({ ...base, operationId: 'victim:2', epoch: 1, minVersion: durable.victim! });
-    return activities.context.restore({ ...base, operationId: 'victim:3', expected: digests.victim!, verify: true });
+    return activities.holder.resume({ ...base, operationId: 'victim:3', expected: digests.victim! });
   });
   return { fx, outcome };
 }
 
 const ATTACKS: Array<{ name: string; damage: () => void; code: string }> = [
-  { name: "another tenant's manifest copied over the victim's", damage: () => cpSync(manifest('intruder'), manifest('victim')), code: 'INTEGRITY' },
+  {
+    name: "another tenant's manifest copied over the victim's",
+    damage: () => cpSync(manifest('intruder'), manifest('victim')),
+    code: 'INTEGRITY',
+  },
   { name: 'a flipped byte in the manifest', damage: () => flipByte(manifest('victim'), (n) => n - 20), code: 'INTEGRITY' },
   { name: 'the manifest deleted', damage: () => rmSync(manifest('victim')), code: 'INTEGRITY' },
-  { name: 'a flipped ciphertext byte in every segment', damage: () => segments().forEach((file) => flipByte(file, (n) => n - 100)), code: 'INTEGRITY' },
+  {
+    name: 'a flipped ciphertext byte in every segment',
+    damage: () => segments().forEach((file) => flipByte(file, (n) => n - 100)),
+    code: 'INTEGRITY',
+  },
   { name: 'every segment deleted', damage: () => segments().forEach((file) => rmSync(file)), code: 'INTEGRITY' },
   {
     name: "two segments swapped (the victim's blocks under the intruder's names)",
@@ -105,6 +124,6 @@ describe('attack: tampered, swapped or missing cold-tier files', () => {
     rmSync(cold, { recursive: true, force: true });
     cpSync(pristine, cold, { recursive: true });
     const { outcome } = await adoptVictim();
-    await expect(outcome).resolves.toMatchObject({ tokens: 40, tier: 'device', verified: true, digest: digests.victim });
+    await expect(outcome).resolves.toMatchObject({ tokens: 40, tier: 'device', from: 'disk', digest: digests.victim });
   });
 });

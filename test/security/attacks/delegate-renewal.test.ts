@@ -20,7 +20,12 @@ let owner: string;
 let operation = 1;
 
 const renewal = (capability: string, next: string): RenewRequest => ({
-  agentId: 'owned', tenant: 'acme', capability, operationId: `owned:${operation++}`, next, nextCustodian: fx.issuer.mintCustodian(next),
+  agentId: 'owned',
+  tenant: 'acme',
+  capability,
+  operationId: `owned:${operation++}`,
+  next,
+  nextCustodian: fx.issuer.mintCustodian(next),
 });
 
 beforeAll(async () => {
@@ -29,7 +34,15 @@ beforeAll(async () => {
   activities = activitiesOf(fx);
   owner = fx.token('owned');
   await as(workflowOf('owned'), () =>
-    activities.placement.allocate({ agentId: 'owned', tenant: 'acme', capability: owner, operationId: 'owned:0', shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: false }),
+    activities.placement.allocate({
+      agentId: 'owned',
+      tenant: 'acme',
+      capability: owner,
+      operationId: 'owned:0',
+      shape: MODELS.tiny!.shape,
+      tokensPerBlock: 16,
+      checkpoint: false,
+    }),
   );
 });
 afterAll(async () => {
@@ -43,7 +56,7 @@ describe('attack: a narrow delegate renews', () => {
     const next = fx.issuer.renewal(delegate);
     expect(readClaimsUnverified(next).rights).toEqual(['resume']); // the issuer never mints more than the presenter holds
     const audits = denials(fx).length;
-    await expect(as(workflowOf('owned'), () => activities.context.renew(renewal(delegate, next)))).rejects.toMatchObject({
+    await expect(as(workflowOf('owned'), () => activities.holder.renew(renewal(delegate, next)))).rejects.toMatchObject({
       type: 'PERMISSION_DENIED',
       message: expect.stringContaining('missing-right'),
     });
@@ -53,22 +66,24 @@ describe('attack: a narrow delegate renews', () => {
 
   it('a delegate given `renew` renews only into its own rights (rights-escalation otherwise)', async () => {
     const delegate = fx.token('owned', 'acme', { rights: ['resume', 'renew'] });
-    const wider = fx.token('owned', 'acme', { rights: ['resume', 'renew', 'append'], epoch: Date.now() + 1000 });
-    await expect(as(workflowOf('owned'), () => activities.context.renew(renewal(delegate, wider)))).rejects.toMatchObject({
+    const wider = fx.token('owned', 'acme', { rights: ['resume', 'renew', 'turn'], epoch: Date.now() + 1000 });
+    await expect(as(workflowOf('owned'), () => activities.holder.renew(renewal(delegate, wider)))).rejects.toMatchObject({
       type: 'PERMISSION_DENIED',
       message: expect.stringContaining('rights-escalation'),
     });
-    await expect(fx.memory.admit(fx.call('owned', 'acme', 'append', owner))).resolves.toMatchObject({ sub: 'owned' });
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'turn', owner))).resolves.toMatchObject({ sub: 'owned' });
   });
 
-  it("the owner renews; a retry of that renewal is still answered, and the old tokens are revoked", async () => {
+  it('the owner renews; a retry of that renewal is still answered, and the old tokens are revoked', async () => {
     const next = fx.token('owned', 'acme', { epoch: Date.now() + 2000 });
     const request = renewal(owner, next);
-    await as(workflowOf('owned'), () => activities.context.renew(request));
-    await as({ ...workflowOf('owned'), attempt: 2 }, () => activities.context.renew(request));
-    await expect(fx.memory.admit(fx.call('owned', 'acme', 'restore', owner))).rejects.toMatchObject({ message: expect.stringContaining('revoked') });
-    await expect(fx.memory.admit(fx.call('owned', 'acme', 'restore', next))).resolves.toMatchObject({ sub: 'owned' });
+    await as(workflowOf('owned'), () => activities.holder.renew(request));
+    await as({ ...workflowOf('owned'), attempt: 2 }, () => activities.holder.renew(request));
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'resume', owner))).rejects.toMatchObject({
+      message: expect.stringContaining('revoked'),
+    });
+    await expect(fx.memory.admit(fx.call('owned', 'acme', 'resume', next))).resolves.toMatchObject({ sub: 'owned' });
     // The same renewal replayed from another workflow finds no record, and its revoked token is refused.
-    await expect(as(workflowOf('mallory'), () => activities.context.renew(request))).rejects.toMatchObject({ type: 'PERMISSION_DENIED' });
+    await expect(as(workflowOf('mallory'), () => activities.holder.renew(request))).rejects.toMatchObject({ type: 'PERMISSION_DENIED' });
   });
 });

@@ -28,7 +28,15 @@ beforeAll(async () => {
   activities = activitiesOf(fx);
   victim = fx.token('victim');
   await as(workflowOf('victim'), () =>
-    activities.placement.allocate({ agentId: 'victim', tenant: 'acme', capability: victim, operationId: 'victim:0', shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: true }),
+    activities.placement.allocate({
+      agentId: 'victim',
+      tenant: 'acme',
+      capability: victim,
+      operationId: 'victim:0',
+      shape: MODELS.tiny!.shape,
+      tokensPerBlock: 16,
+      checkpoint: true,
+    }),
   );
 });
 afterAll(async () => {
@@ -51,8 +59,21 @@ function files(): string[] {
 }
 
 const HOSTILE = [
-  '../victim', '../../etc/passwd', 'victim/../victim', '/tmp/x', '', ' ', '\u0000victim', 'victim\u0000', 'a'.repeat(5000), '.', '..',
-  'kvagent-victim', '%2e%2e%2fvictim', 'victim\n', 'C:\\victim',
+  '../victim',
+  '../../etc/passwd',
+  'victim/../victim',
+  '/tmp/x',
+  '',
+  ' ',
+  '\u0000victim',
+  'victim\u0000',
+  'a'.repeat(5000),
+  '.',
+  '..',
+  'kvagent-victim',
+  '%2e%2e%2fvictim',
+  'victim\n',
+  'C:\\victim',
 ];
 const hostileValue = fc.oneof(
   fc.constantFrom(...HOSTILE),
@@ -63,33 +84,50 @@ const hostileValue = fc.oneof(
 it('refuses hostile agent ids, tenants and operation ids in every activity with a typed failure, writing no file', async () => {
   const before = files();
   await fc.assert(
-    fc.asyncProperty(hostileValue, hostileValue, hostileValue, fc.constantFrom('allocate', 'recover', 'appendTurn', 'restore', 'offload', 'release', 'share'), async (agentId, tenant, operationId, activity) => {
-      const request = { agentId, tenant, capability: victim, operationId } as unknown as { agentId: string; tenant: string; capability: string; operationId: string };
-      const call = (): Promise<unknown> => {
-        switch (activity) {
-          case 'allocate':
-            return activities.placement.allocate({ ...request, shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: true });
-          case 'recover':
-            return activities.placement.recover({ ...request, epoch: 1, minVersion: 0 });
-          case 'appendTurn':
-            return activities.context.appendTurn({ ...request, turn: 0, tokens: 4, before: emptyDigest(), checkpoint: true });
-          case 'restore':
-            return activities.context.restore({ ...request, expected: emptyDigest(), verify: true });
-          case 'offload':
-            return activities.context.offload({ ...request, tier: 'disk' });
-          case 'release':
-            return activities.context.release(request);
-          default:
-            return activities.context.share({ ...request, childId: agentId as string, childCapability: victim, checkpoint: true });
-        }
-      };
-      const failure = await as(workflowOf('victim'), call).then(
-        () => undefined,
-        (err: unknown) => err as { type?: string },
-      );
-      // The victim's own token names 'victim' in 'acme': any other id or tenant is a mismatch, never a success.
-      expect(failure?.type).toMatch(/^(PERMISSION_DENIED|INVALID_ARGUMENT|STALE_HANDLE)$/);
-    }),
+    fc.asyncProperty(
+      hostileValue,
+      hostileValue,
+      hostileValue,
+      fc.constantFrom('allocate', 'recover', 'turn', 'resume', 'suspend', 'release', 'fork'),
+      async (agentId, tenant, operationId, activity) => {
+        const request = { agentId, tenant, capability: victim, operationId } as unknown as {
+          agentId: string;
+          tenant: string;
+          capability: string;
+          operationId: string;
+        };
+        const call = (): Promise<unknown> => {
+          switch (activity) {
+            case 'allocate':
+              return activities.placement.allocate({ ...request, shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: true });
+            case 'recover':
+              return activities.placement.recover({ ...request, epoch: 1, minVersion: 0 });
+            case 'turn':
+              return activities.holder.turn({ ...request, turn: 0, tokens: 4, before: emptyDigest(), checkpoint: true });
+            case 'resume':
+              return activities.holder.resume({ ...request, expected: emptyDigest() });
+            case 'suspend':
+              return activities.holder.suspend({ ...request, tier: 'disk' });
+            case 'release':
+              return activities.holder.release(request);
+            default:
+              return activities.holder.fork({
+                ...request,
+                childId: agentId as string,
+                childCapability: victim,
+                childCustodian: victim,
+                checkpoint: true,
+              });
+          }
+        };
+        const failure = await as(workflowOf('victim'), call).then(
+          () => undefined,
+          (err: unknown) => err as { type?: string },
+        );
+        // The victim's own token names 'victim' in 'acme': any other id or tenant is a mismatch, never a success.
+        expect(failure?.type).toMatch(/^(PERMISSION_DENIED|INVALID_ARGUMENT|STALE_HANDLE)$/);
+      },
+    ),
     { numRuns: 300 },
   );
   expect(files()).toEqual(before);

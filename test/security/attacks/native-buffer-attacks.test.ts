@@ -107,9 +107,15 @@ describe('native-buffer attacks: NativeAllocator.appendAsync', () => {
     pattern(MULTI_PIECE_TOKENS, 5, new Uint8Array(buffer));
     const append = p.appendAsync(ctx, new Uint8Array(buffer)); // a length-tracking view
     buffer.resize(to);
-    const error = await append.then(() => undefined, (err: unknown) => err);
+    const error = await append.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     expect(error).toBeInstanceOf(FabricError);
-    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/resized while its append was in flight .*nothing was appended/) });
+    expect(error).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/resized while its append was in flight .*nothing was appended/),
+    });
     await expectNothingChanged(p, ctx, before, other);
   });
 
@@ -125,16 +131,19 @@ describe('native-buffer attacks: NativeAllocator.appendAsync', () => {
     await expectNothingChanged(p, ctx, before, other);
   });
 
-  it.each(detachers)('appends exactly the bytes it was given when %s detaches the buffer after its one piece was taken', async (_, detach) => {
-    const p = open();
-    const ctx = p.createContext(1);
-    const kv = pattern(8, 7); // 1 MiB: one piece, taken during the call
-    const expected = Uint8Array.from(kv);
-    const append = p.appendAsync(ctx, kv);
-    detach(kv.buffer as ArrayBuffer);
-    await append;
-    expect(Buffer.from(p.read(ctx, 0, 8)).equals(Buffer.from(expected))).toBe(true);
-  });
+  it.each(detachers)(
+    'appends exactly the bytes it was given when %s detaches the buffer after its one piece was taken',
+    async (_, detach) => {
+      const p = open();
+      const ctx = p.createContext(1);
+      const kv = pattern(8, 7); // 1 MiB: one piece, taken during the call
+      const expected = Uint8Array.from(kv);
+      const append = p.appendAsync(ctx, kv);
+      detach(kv.buffer as ArrayBuffer);
+      await append;
+      expect(Buffer.from(p.read(ctx, 0, 8)).equals(Buffer.from(expected))).toBe(true);
+    },
+  );
 
   it("appends a Buffer from Node's shared pool exactly (its own bytes, not the slab around it)", async () => {
     const small = new NativeAllocator({ shape: { layers: 1, kvHeads: 1, headDim: 4, dtypeBytes: 1 }, tokensPerBlock: 4, blockCount: 4 });
@@ -218,7 +227,10 @@ describe('native-buffer attacks: TieredMemory.append', () => {
     const waiting = memory.append('victim', queued); // behind the first, on the context's lock
     structuredClone(queued.buffer, { transfer: [queued.buffer as ArrayBuffer] });
     await running;
-    await expect(waiting).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/before the append ran.*nothing was appended/) });
+    await expect(waiting).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/before the append ran.*nothing was appended/),
+    });
     expect(memory.contextStats('victim').tokens).toBe(MULTI_PIECE_TOKENS);
     expect(Buffer.from(await memory.read('victim', 0, MULTI_PIECE_TOKENS)).equals(Buffer.from(pattern(MULTI_PIECE_TOKENS, 2)))).toBe(true);
     expect(p.stats().contexts).toBe(1);
@@ -241,7 +253,10 @@ describe('native-buffer attacks: TieredMemory.append', () => {
     // (each piece is a trip to the thread pool and back, so the loop turns between pieces).
     while (!(p.stats().usedBlocks > before.stats.usedBlocks && p.contextStats(memory.handle('victim')).tokens === 5)) await nextTurn();
     spoil(buffer);
-    await expect(append).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/while its append was in flight .*nothing was appended/) });
+    await expect(append).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/while its append was in flight .*nothing was appended/),
+    });
     expect(p.stats()).toEqual(before.stats);
     expect(memory.contextStats('victim').tokens).toBe(5);
     expect(Buffer.from(await memory.read('victim', 0, 5)).equals(Buffer.from(before.bytes))).toBe(true);
@@ -273,7 +288,9 @@ describe('native-buffer attacks: AES-GCM in place with hostile getters', () => {
           return new Uint8Array(0);
         },
       };
-      expect(() => call(key, bytes, [item])).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/runs past the bytes/) }));
+      expect(() => call(key, bytes, [item])).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/runs past the bytes/) }),
+      );
       expect(bytes.byteLength).toBe(0);
     }
   });
@@ -283,7 +300,11 @@ describe('native-buffer attacks: AES-GCM in place with hostile getters', () => {
     const bytes = Uint8Array.from(plain);
     const ivBytes = Uint8Array.from({ length: 12 }, (_, i) => i + 1);
     const aadBytes = Uint8Array.from([1, 2, 3, 4]);
-    const detach = (...views: Uint8Array[]) => structuredClone(views.map((v) => v.buffer), { transfer: views.map((v) => v.buffer as ArrayBuffer) });
+    const detach = (...views: Uint8Array[]) =>
+      structuredClone(
+        views.map((v) => v.buffer),
+        { transfer: views.map((v) => v.buffer as ArrayBuffer) },
+      );
 
     // Seal reads offset, length, iv, aad: the aad getter detaches the iv read just before.
     const sealIv = Uint8Array.from(ivBytes);

@@ -23,7 +23,13 @@ afterEach(() => {
 
 async function worker(scrub?: PoolOptions['scrub']) {
   const dir = mkdtempSync(join(tmpdir(), 'kvfabric-scrub-'));
-  const pool = new NativeAllocator({ shape: model.shape, tokensPerBlock: model.tokensPerBlock, blockCount: 8, backend: 'cpu', ...(scrub ? { scrub } : {}) });
+  const pool = new NativeAllocator({
+    shape: model.shape,
+    tokensPerBlock: model.tokensPerBlock,
+    blockCount: 8,
+    backend: 'cpu',
+    ...(scrub ? { scrub } : {}),
+  });
   cleanups.push(() => {
     pool.close();
     rmSync(dir, { recursive: true, force: true });

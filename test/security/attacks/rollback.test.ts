@@ -35,15 +35,30 @@ describe('attack: an older manifest put back before a failover', () => {
     const activities = activitiesOf(holder);
     const run = workflowOf('agent');
     const turn = (n: number, before: DigestState): TurnRequest => ({
-      agentId: 'agent', tenant: 'acme', capability: token, operationId: `agent:${n}`, turn: n, tokens: 24, before, checkpoint: true,
+      agentId: 'agent',
+      tenant: 'acme',
+      capability: token,
+      operationId: `agent:${n}`,
+      turn: n,
+      tokens: 24,
+      before,
+      checkpoint: true,
     });
     await as(run, () =>
-      activities.placement.allocate({ agentId: 'agent', tenant: 'acme', capability: token, operationId: 'agent:0', shape: MODELS.tiny!.shape, tokensPerBlock: 16, checkpoint: true }),
+      activities.placement.allocate({
+        agentId: 'agent',
+        tenant: 'acme',
+        capability: token,
+        operationId: 'agent:0',
+        shape: MODELS.tiny!.shape,
+        tokensPerBlock: 16,
+        checkpoint: true,
+      }),
     );
-    const first = await as(run, () => activities.context.appendTurn(turn(1, emptyDigest())));
+    const first = await as(run, () => activities.holder.turn(turn(1, emptyDigest())));
     const stale = `${dir}/stale.manifest`;
     copyFileSync(manifestOf(join(dir, 'cold'), 'agent'), stale);
-    const second = await as(run, () => activities.context.appendTurn(turn(2, first.digest)));
+    const second = await as(run, () => activities.holder.turn(turn(2, first.digest)));
     // What the workflow records: the newest durable-copy version any result reported.
     expect(second.durableVersion).toBeGreaterThan(first.durableVersion);
 
@@ -55,8 +70,20 @@ describe('attack: an older manifest put back before a failover', () => {
     opened.push(adopter);
     const calls = adopter.tierCalls.length;
     const recover = (minVersion: number) =>
-      as({ ...run, attempt: 1 }, () => activitiesOf(adopter).placement.recover({ agentId: 'agent', tenant: 'acme', capability: token, operationId: `agent:${minVersion + 10}`, epoch: 1, minVersion }));
-    await expect(recover(second.durableVersion)).rejects.toMatchObject({ type: 'INTEGRITY', message: expect.stringContaining(`older than the expected ${second.durableVersion}`) });
+      as({ ...run, attempt: 1 }, () =>
+        activitiesOf(adopter).placement.recover({
+          agentId: 'agent',
+          tenant: 'acme',
+          capability: token,
+          operationId: `agent:${minVersion + 10}`,
+          epoch: 1,
+          minVersion,
+        }),
+      );
+    await expect(recover(second.durableVersion)).rejects.toMatchObject({
+      type: 'INTEGRITY',
+      message: expect.stringContaining(`older than the expected ${second.durableVersion}`),
+    });
     expect(adopter.tierCalls.slice(calls).filter((name) => name !== 'has')).toEqual([]); // nothing adopted, no page read
     expect(adopter.memory.holds('agent')).toBe(false);
     expect(readFileSync(adopter.auditFile, 'utf8')).toContain('"reason":"stale-manifest"');

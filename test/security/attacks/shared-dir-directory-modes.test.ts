@@ -31,7 +31,13 @@ let tier: string;
 let fx: MemoryFixture;
 
 const allocation = (agentId: string, capability: string): AllocateRequest => ({
-  agentId, tenant: 'acme', capability, operationId: `${agentId}:0`, shape: MODELS.tiny!.shape, tokensPerBlock: MODELS.tiny!.tokensPerBlock, checkpoint: true,
+  agentId,
+  tenant: 'acme',
+  capability,
+  operationId: `${agentId}:0`,
+  shape: MODELS.tiny!.shape,
+  tokensPerBlock: MODELS.tiny!.tokensPerBlock,
+  checkpoint: true,
 });
 
 /** Every folder and file under `dir`, with its permission bits. */
@@ -52,12 +58,25 @@ beforeAll(async () => {
   const planner = fx.token('planner');
   await as(workflowOf('planner'), () => activities.placement.allocate(allocation('planner', planner)));
   await as(workflowOf('planner'), () =>
-    activities.context.appendTurn({ agentId: 'planner', tenant: 'acme', capability: planner, operationId: 'planner:1', turn: 0, tokens: 16, before: emptyDigest(), checkpoint: true }),
+    activities.holder.turn({
+      agentId: 'planner',
+      tenant: 'acme',
+      capability: planner,
+      operationId: 'planner:1',
+      turn: 0,
+      tokens: 16,
+      before: emptyDigest(),
+      checkpoint: true,
+    }),
   );
   const critic = fx.token('critic');
   await as(workflowOf('critic'), () => activities.placement.allocate(allocation('critic', critic)));
-  await as(workflowOf('critic'), () => activities.context.release({ agentId: 'critic', tenant: 'acme', capability: critic, operationId: 'critic:1' }));
-  await expect(fx.memory.admit(fx.call('planner', 'acme', 'append', fx.token('planner', 'globex')))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+  await as(workflowOf('critic'), () =>
+    activities.holder.release({ agentId: 'critic', tenant: 'acme', capability: critic, operationId: 'critic:1' }),
+  );
+  await expect(fx.memory.admit(fx.call('planner', 'acme', 'turn', fx.token('planner', 'globex')))).rejects.toMatchObject({
+    code: 'PERMISSION_DENIED',
+  });
   await (await HolderFences.open(join(tier, 'fences'), 'queue@worker-b')).claim('planner', 1, 1);
 });
 afterAll(async () => {
@@ -71,7 +90,11 @@ describe('attack: listing agent ids in the shared tier directory', () => {
     const folders = entries.filter((entry) => entry.directory).map((entry) => relative(tier, entry.path));
     expect(folders).toEqual(expect.arrayContaining(['grants', 'epochs', 'fences', 'tenants', 'cold/manifests', 'cold/segments', 'audit']));
     expect(denials(fx).length).toBeGreaterThan(0);
-    expect(entries.filter((entry) => entry.mode !== (entry.directory ? 0o700 : 0o600)).map((entry) => `${relative(tier, entry.path)} 0${entry.mode.toString(8)}`)).toEqual([]);
+    expect(
+      entries
+        .filter((entry) => entry.mode !== (entry.directory ? 0o700 : 0o600))
+        .map((entry) => `${relative(tier, entry.path)} 0${entry.mode.toString(8)}`),
+    ).toEqual([]);
   });
 
   it.skipIf(!ROOT)('another user cannot list any of its folders, even where the way down is open to everyone', () => {
@@ -95,21 +118,47 @@ describe('attack: listing agent ids in the shared tier directory', () => {
     { folder: 'epochs', open: (t) => EpochStore.open(join(t, 'epochs')) },
     { folder: 'fences', open: (t) => HolderFences.open(join(t, 'fences'), 'queue@worker-b') },
     { folder: 'tenants', open: (t) => TenantRegistry.open(join(t, 'tenants')) },
-    { folder: 'cold/manifests', open: async (t) => (await ColdStore.open({ directory: join(t, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'), cryptoThreads: 1 })).close() },
-    { folder: 'audit', open: (t) => new AuditLog(join(t, 'audit', 'denials.jsonl'), 'w').denied({ agent: 'planner', tenant: 'acme', context: 'planner', action: 'append', reason: 'revoked' }) },
+    {
+      folder: 'cold/manifests',
+      open: async (t) =>
+        (
+          await ColdStore.open({
+            directory: join(t, 'cold'),
+            keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'),
+            cryptoThreads: 1,
+          })
+        ).close(),
+    },
+    {
+      folder: 'audit',
+      open: (t) =>
+        new AuditLog(join(t, 'audit', 'denials.jsonl'), 'w').denied({
+          agent: 'planner',
+          tenant: 'acme',
+          context: 'planner',
+          action: 'turn',
+          reason: 'revoked',
+        }),
+    },
   ];
 
-  it.each(OPENERS)('a pre-existing 0777 $folder folder with a record planted in it: refused PERMISSION_DENIED, left exactly as it was', async ({ folder, open }) => {
-    const planted = join(scratch, `planted-${folder.replace('/', '-')}`);
-    const path = join(planted, folder);
-    mkdirSync(path, { recursive: true });
-    writeFileSync(join(path, 'victim.record'), '{"contextId":"victim","tenant":"evil","agentId":"victim"}');
-    chmodSync(path, 0o777);
-    await expect(open(planted)).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('other users can add, replace or delete its records') });
-    expect(statSync(path).mode & 0o7777).toBe(0o777);
-    expect(readdirSync(path)).toEqual(['victim.record']);
-    expect(readFileSync(join(path, 'victim.record'), 'utf8')).toContain('"tenant":"evil"');
-  });
+  it.each(OPENERS)(
+    'a pre-existing 0777 $folder folder with a record planted in it: refused PERMISSION_DENIED, left exactly as it was',
+    async ({ folder, open }) => {
+      const planted = join(scratch, `planted-${folder.replace('/', '-')}`);
+      const path = join(planted, folder);
+      mkdirSync(path, { recursive: true });
+      writeFileSync(join(path, 'victim.record'), '{"contextId":"victim","tenant":"evil","agentId":"victim"}');
+      chmodSync(path, 0o777);
+      await expect(open(planted)).rejects.toMatchObject({
+        code: 'PERMISSION_DENIED',
+        message: expect.stringContaining('other users can add, replace or delete its records'),
+      });
+      expect(statSync(path).mode & 0o7777).toBe(0o777);
+      expect(readdirSync(path)).toEqual(['victim.record']);
+      expect(readFileSync(join(path, 'victim.record'), 'utf8')).toContain('"tenant":"evil"');
+    },
+  );
 
   it('a pre-existing 0755 grants folder is tightened to 0700 and its grants still count', async () => {
     const older = join(scratch, 'older');

@@ -30,7 +30,13 @@ let activitiesB: Activities;
 let epochs: EpochStore;
 
 const allocation = (agentId: string, capability: string): AllocateRequest => ({
-  agentId, tenant: 'acme', capability, operationId: `${agentId}:0`, shape: MODELS.tiny!.shape, tokensPerBlock: MODELS.tiny!.tokensPerBlock, checkpoint: true,
+  agentId,
+  tenant: 'acme',
+  capability,
+  operationId: `${agentId}:0`,
+  shape: MODELS.tiny!.shape,
+  tokensPerBlock: MODELS.tiny!.tokensPerBlock,
+  checkpoint: true,
 });
 const epochOf = (token: string) => readClaimsUnverified(token).epoch;
 
@@ -57,24 +63,48 @@ describe('attack: losing a revocation to a concurrent lower one', () => {
       const base = epochOf(current);
       const newer = workerA.token(agentId, 'acme', { epoch: base + 2000 });
       const stale = workerA.token(agentId, 'acme', { epoch: base + 1000 });
-      const renewals: [Activities, string][] = trial % 2 === 0 ? [[activitiesA, newer], [activitiesB, stale]] : [[activitiesB, stale], [activitiesA, newer]];
+      const renewals: [Activities, string][] =
+        trial % 2 === 0
+          ? [
+              [activitiesA, newer],
+              [activitiesB, stale],
+            ]
+          : [
+              [activitiesB, stale],
+              [activitiesA, newer],
+            ];
       const outcomes = await Promise.allSettled(
         renewals.map(([activities, next], i) =>
-          as(workflowOf(agentId), () => activities.context.renew({ agentId, tenant: 'acme', capability: current, operationId: `${agentId}:${i + 1}`, next })),
+          as(workflowOf(agentId), () =>
+            activities.holder.renew({
+              agentId,
+              tenant: 'acme',
+              capability: current,
+              operationId: `${agentId}:${i + 1}`,
+              next,
+              nextCustodian: workerA.issuer.mintCustodian(next),
+            }),
+          ),
         ),
       );
       // A renewal that lost the race to the other is refused (its presenter was revoked meanwhile), never half done.
       const applied = renewals.filter((_, i) => outcomes[i]!.status === 'fulfilled').map(([, next]) => epochOf(next));
-      for (const outcome of outcomes) if (outcome.status === 'rejected') expect(outcome.reason).toMatchObject({ type: 'PERMISSION_DENIED', message: expect.stringContaining('revoked') });
+      for (const outcome of outcomes)
+        if (outcome.status === 'rejected')
+          expect(outcome.reason).toMatchObject({ type: 'PERMISSION_DENIED', message: expect.stringContaining('revoked') });
       expect(applied.length).toBeGreaterThan(0);
       expect(await epochs.minimum(agentId)).toBe(Math.max(...applied));
       if (applied.includes(base + 2000)) {
         const audits = denials(workerB).length;
-        await expect(workerB.memory.admit(workerB.call(agentId, 'acme', 'restore', workerB.token(agentId, 'acme', { epoch: base + 1500 })))).rejects.toMatchObject({
+        await expect(
+          workerB.memory.admit(workerB.call(agentId, 'acme', 'resume', workerB.token(agentId, 'acme', { epoch: base + 1500 }))),
+        ).rejects.toMatchObject({
           code: 'PERMISSION_DENIED',
           message: expect.stringContaining('revoked'),
         });
-        expect(denials(workerB).slice(audits)).toEqual([expect.objectContaining({ agent: agentId, context: agentId, action: 'restore', reason: 'revoked' })]);
+        expect(denials(workerB).slice(audits)).toEqual([
+          expect.objectContaining({ agent: agentId, context: agentId, action: 'resume', reason: 'revoked' }),
+        ]);
       }
     }
   });
@@ -93,7 +123,16 @@ describe('attack: losing a revocation to a concurrent lower one', () => {
       await as(workflowOf('critic'), () => activitiesA.placement.allocate(allocation('critic', bystander)));
       const digest: DigestState = (
         await as(workflowOf('planner'), () =>
-          activitiesA.context.appendTurn({ agentId: 'planner', tenant: 'acme', capability: owner, operationId: 'planner:1', turn: 0, tokens: 24, before: emptyDigest(), checkpoint: true }),
+          activitiesA.holder.turn({
+            agentId: 'planner',
+            tenant: 'acme',
+            capability: owner,
+            operationId: 'planner:1',
+            turn: 0,
+            tokens: 24,
+            before: emptyDigest(),
+            checkpoint: true,
+          }),
         )
       ).digest;
       const grantsBefore = readdirSync(join(dir, 'grants')).map((name) => [name, readFileSync(join(dir, 'grants', name), 'utf8')]);
@@ -104,7 +143,9 @@ describe('attack: losing a revocation to a concurrent lower one', () => {
       for (let trial = 0; trial < 100; trial++) {
         const [low, high] = [base + 10 * trial + 5, base + 10 * trial + 9];
         const raises = trial % 2 === 0 ? [high, low] : [low, high];
-        const results = await racers.race(raises.map((value) => ({ op: 'raise' as const, dir: join(dir, 'epochs'), contextId: 'planner', value })));
+        const results = await racers.race(
+          raises.map((value) => ({ op: 'raise' as const, dir: join(dir, 'epochs'), contextId: 'planner', value })),
+        );
         expect(results).toEqual([{ ok: true }, { ok: true }]);
         expect(await epochs.minimum('planner')).toBe(high);
         highest = high;
@@ -115,20 +156,34 @@ describe('attack: losing a revocation to a concurrent lower one', () => {
       const audits = denials(workerA).length;
       await expect(
         as(workflowOf('planner'), () =>
-          activitiesA.context.appendTurn({ agentId: 'planner', tenant: 'acme', capability: revoked, operationId: 'planner:2', turn: 1, tokens: 8, before: digest, checkpoint: false }),
+          activitiesA.holder.turn({
+            agentId: 'planner',
+            tenant: 'acme',
+            capability: revoked,
+            operationId: 'planner:2',
+            turn: 1,
+            tokens: 8,
+            before: digest,
+            checkpoint: false,
+          }),
         ),
       ).rejects.toMatchObject({ type: 'PERMISSION_DENIED', message: expect.stringContaining('revoked') });
-      expect(denials(workerA).slice(audits)).toEqual([expect.objectContaining({ agent: 'planner', tenant: 'acme', context: 'planner', action: 'append', reason: 'revoked' })]);
+      expect(denials(workerA).slice(audits)).toEqual([
+        expect.objectContaining({ agent: 'planner', tenant: 'acme', context: 'planner', action: 'turn', reason: 'revoked' }),
+      ]);
 
       // Nothing changed: the record, the bytes, the grants; the other agent is untouched and its token works.
       expect(await epochs.minimum('planner')).toBe(highest);
       expect(workerA.memory.snapshot('planner')).toEqual(snapshot);
-      expect(await workerA.memory.verify('planner', digest)).toEqual(digest);
       expect(readdirSync(join(dir, 'grants')).map((name) => [name, readFileSync(join(dir, 'grants', name), 'utf8')])).toEqual(grantsBefore);
       expect(await epochs.minimum('critic')).toBe(0);
-      await expect(workerA.memory.admit(workerA.call('critic', 'acme', 'restore', bystander))).resolves.toMatchObject({ sub: 'critic' });
-      // The newest token still opens the agent.
-      await expect(workerA.memory.admit(workerA.call('planner', 'acme', 'restore', workerA.token('planner', 'acme', { epoch: highest })))).resolves.toMatchObject({ sub: 'planner' });
+      await expect(workerA.memory.admit(workerA.call('critic', 'acme', 'resume', bystander))).resolves.toMatchObject({ sub: 'critic' });
+      // The newest token still opens the agent, whose bytes still verify against the digest.
+      const newest = workerA.token('planner', 'acme', { epoch: highest });
+      await expect(workerA.memory.resume(workerA.call('planner', 'acme', 'resume', newest), digest)).resolves.toMatchObject({
+        digest,
+        tokens: 24,
+      });
     });
   });
 });

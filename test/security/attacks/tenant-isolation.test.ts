@@ -19,12 +19,12 @@ let parent: string;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kvfabric-tenants-'));
   fx = await openMemory(dir);
-  parent = fx.token('planner', 'acme', { rights: ['resume', 'append', 'fork', 'release'] });
-  await fx.memory.create(fx.call('planner', 'acme', 'allocate', parent), false);
-  await fx.memory.appendTurn('planner', 0, { tokens: 40 }, emptyDigest());
+  parent = fx.token('planner', 'acme', { rights: ['resume', 'turn', 'fork', 'release'] });
+  await fx.allocate('planner', parent);
+  await fx.turn('planner', parent, 0, 40, emptyDigest());
   const globex = fx.token('assistant', 'globex');
-  await fx.memory.create(fx.call('assistant', 'globex', 'allocate', globex), false);
-  await fx.memory.appendTurn('assistant', 0, { tokens: 100 }, emptyDigest());
+  await fx.allocate('assistant', globex, { tenant: 'globex' });
+  await fx.turn('assistant', globex, 0, 100, emptyDigest(), 'globex');
 });
 afterAll(async () => {
   await fx?.close();
@@ -32,33 +32,48 @@ afterAll(async () => {
 });
 
 async function fork(childToken: string, childId = 'child') {
-  const claims = await fx.memory.admit(fx.call('planner', 'acme', 'fork', parent));
-  return fx.memory.share('planner', claims, { contextId: childId, agentId: childId, tenant: 'acme', workflowId: agentWorkflowId(childId), action: 'fork', token: childToken }, false);
+  const child = {
+    contextId: childId,
+    agentId: childId,
+    tenant: 'acme',
+    workflowId: agentWorkflowId(childId),
+    action: 'fork' as const,
+    token: childToken,
+  };
+  return fx.memory.fork(fx.call('planner', 'acme', 'fork', parent), child, {
+    childCustodian: fx.issuer.mintCustodian(childToken),
+    checkpoint: false,
+  });
 }
 
 describe('tenant isolation', () => {
   it('refuses a cross-tenant fork before sharing a block', async () => {
-    const before = fx.memory.tiers.stats();
+    const before = fx.tiers.stats();
     const calls = fx.tierCalls.length;
-    await expect(fork(fx.token('child', 'globex', { fork: 'f-1' }))).rejects.toMatchObject({ code: 'PERMISSION_DENIED', message: expect.stringContaining('cross-tenant') });
+    await expect(fork(fx.token('child', 'globex', { fork: 'f-1' }))).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+      message: expect.stringContaining('cross-tenant'),
+    });
     expect(fx.tierCalls.slice(calls).filter((name) => name === 'fork')).toEqual([]);
     expect(fx.memory.holds('child')).toBe(false);
-    expect(fx.memory.tiers.stats()).toEqual(before);
+    expect(fx.tiers.stats()).toEqual(before);
   });
 
-  it("refuses a fork whose child token holds rights its parent lacks", async () => {
-    await expect(fork(fx.token('child', 'acme', { rights: ['resume', 'offload'], fork: 'f-1' }))).rejects.toMatchObject({ message: expect.stringContaining('rights-escalation') });
+  it('refuses a fork whose child token holds rights its parent lacks', async () => {
+    await expect(fork(fx.token('child', 'acme', { rights: ['resume', 'suspend'], fork: 'f-1' }))).rejects.toMatchObject({
+      message: expect.stringContaining('rights-escalation'),
+    });
     expect(fx.memory.holds('child')).toBe(false);
   });
 
   it('forks within the tenant with a child token minted from the parent', async () => {
     const child = fx.issuer.mintChild(parent, { agentId: 'child', workflowId: agentWorkflowId('child') });
-    expect(readClaimsUnverified(child).rights).toEqual(['resume', 'append', 'fork', 'release']);
+    expect(readClaimsUnverified(child).rights).toEqual(['resume', 'turn', 'fork', 'release']);
     await fork(child);
     expect(fx.memory.snapshot('child')).toMatchObject({ tokens: 40, sharedBlocks: 3 });
     // The parent's token does not open the child, nor the child's the parent.
-    await expect(fx.memory.admit(fx.call('child', 'acme', 'append', parent))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
-    await expect(fx.memory.admit(fx.call('planner', 'acme', 'append', child))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(fx.memory.admit(fx.call('child', 'acme', 'turn', parent))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(fx.memory.admit(fx.call('planner', 'acme', 'turn', child))).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
   });
 
   it("reports each tenant's statistics from its own contexts only", () => {

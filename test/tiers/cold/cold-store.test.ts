@@ -17,7 +17,10 @@ afterAll(() => {
   for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function freshStore(ring: KeyRing = ringOf(masterKey('k1')), extra: Parameters<typeof openStore>[2] = {}): Promise<{ store: ColdStore; dir: string }> {
+async function freshStore(
+  ring: KeyRing = ringOf(masterKey('k1')),
+  extra: Parameters<typeof openStore>[2] = {},
+): Promise<{ store: ColdStore; dir: string }> {
   const dir = tempDir('store');
   dirs.push(dir);
   const store = await openStore(dir, ring, extra);
@@ -43,14 +46,26 @@ describe.each([
 
     // A scattered, reversed selection over every segment, with a duplicate.
     const at = (i: number) => Math.min(i, count - 1);
-    const picks: Array<[number, number]> = [[3, at(1098)], [0, 0], [2, at(17)], [0, count - 1], [1, at(5)], [1, at(6)], [1, at(4)], [2, at(17)]];
+    const picks: Array<[number, number]> = [
+      [3, at(1098)],
+      [0, 0],
+      [2, at(17)],
+      [0, count - 1],
+      [1, at(5)],
+      [1, at(6)],
+      [1, at(4)],
+      [2, at(17)],
+    ];
     const refs = picks.map(([s, b]) => written[s]!.refs[b]!);
     const got = await store.readBlocks(refs, 7);
-    expectBlocks(got, picks.map(([s, b]) => written[s]!.blocks[b]!));
+    expectBlocks(
+      got,
+      picks.map(([s, b]) => written[s]!.blocks[b]!),
+    );
     expect(got[2] === got[7], 'duplicates get their own copies').toBe(false);
   });
 
-  it('writes from a block source without plaintext checksums and hands blocks over as they arrive (the tiers\' way)', async () => {
+  it("writes from a block source without plaintext checksums and hands blocks over as they arrive (the tiers' way)", async () => {
     const { store } = await freshStore(undefined, { directIo });
     const blocks = blocksOf(count, blockBytes, 9);
     const copied: number[] = [];
@@ -65,7 +80,7 @@ describe.each([
   });
 });
 
-describe('crypto in place (the addon\'s OpenSSL calls) and through Node\'s API', () => {
+describe("crypto in place (the addon's OpenSSL calls) and through Node's API", () => {
   it('write the same files: each reads what the other wrote, with and without plaintext checksums, and refuses a flipped byte', async () => {
     const dir = tempDir('interop');
     dirs.push(dir);
@@ -73,12 +88,20 @@ describe('crypto in place (the addon\'s OpenSSL calls) and through Node\'s API',
     const native = await openStore(dir, ring, { inPlaceCrypto: true });
     const node = await openStore(dir, ring, { inPlaceCrypto: false });
     stores.push(native, node);
-    for (const [writer, reader] of [[native, node], [node, native]] as const) {
+    for (const [writer, reader] of [
+      [native, node],
+      [node, native],
+    ] as const) {
       for (const plaintextChecksums of [true, false]) {
         const blocks = blocksOf(5, 8192, plaintextChecksums ? 1 : 2);
         const refs = await writer.writeSegment({ tenant: 1, contextId: 'x', version: 1 }, blocks, { plaintextChecksums });
         expectBlocks(await reader.readBlocks(refs, 1), blocks);
-        if (plaintextChecksums) await expectCode(reader.readBlocks([{ ...refs[2]!, checksum: (refs[2]!.checksum! + 1) >>> 0 }], 1), 'INTEGRITY', /CRC-32 differs/);
+        if (plaintextChecksums)
+          await expectCode(
+            reader.readBlocks([{ ...refs[2]!, checksum: (refs[2]!.checksum! + 1) >>> 0 }], 1),
+            'INTEGRITY',
+            /CRC-32 differs/,
+          );
         await writer.deleteSegment(refs[0]!.segmentId);
       }
     }
@@ -88,7 +111,9 @@ describe('crypto in place (the addon\'s OpenSSL calls) and through Node\'s API',
     bytes[bytes.length - 100]! ^= 1;
     fs.writeFileSync(`${dir}/${file}`, bytes);
     for (const reader of [native, node]) await expectCode(reader.readBlocks(refs, 1), 'INTEGRITY', /block 1 failed authentication/);
-    await expect(ColdStore.open({ directory: dir, keyRing: ring, inPlaceCrypto: 'yes' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(ColdStore.open({ directory: dir, keyRing: ring, inPlaceCrypto: 'yes' as never })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
   });
 });
 
@@ -101,15 +126,31 @@ describe('without plaintext checksums', () => {
     bytes[bytes.length - 5000]! ^= 0x10;
     fs.writeFileSync(`${dir}/${file}`, bytes);
     const delivered: number[] = [];
-    await expectCode(store.readBlocks(refs, 1, (position) => delivered.push(position)), 'INTEGRITY', /block 3 failed authentication/);
+    await expectCode(
+      store.readBlocks(refs, 1, (position) => delivered.push(position)),
+      'INTEGRITY',
+      /block 3 failed authentication/,
+    );
     expect(delivered).not.toContain(3);
   });
 
   it('refuses a block source that is not one', async () => {
     const { store } = await freshStore();
-    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 0, blockBytes: 32, copy: () => undefined }), 'INVALID_ARGUMENT', /count/);
-    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 1 } as never), 'INVALID_ARGUMENT', /block source/);
-    await expectCode(store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(1, 32, 1), { plaintextChecksums: 'no' as never }), 'INVALID_ARGUMENT', /plaintextChecksums/);
+    await expectCode(
+      store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 0, blockBytes: 32, copy: () => undefined }),
+      'INVALID_ARGUMENT',
+      /count/,
+    );
+    await expectCode(
+      store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, { count: 1 } as never),
+      'INVALID_ARGUMENT',
+      /block source/,
+    );
+    await expectCode(
+      store.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(1, 32, 1), { plaintextChecksums: 'no' as never }),
+      'INVALID_ARGUMENT',
+      /plaintextChecksums/,
+    );
   });
 });
 
@@ -248,15 +289,19 @@ describe('ColdStore', () => {
       ['bad tenant', () => store.readBlocks([], 0)],
       ['bad delete', () => store.deleteSegment('../x')],
       ['manifest page count', () => store.writeManifest({ ...manifestOf(owner, []), tokens: 5 })],
-      ['manifest layout', () => store.writeManifest({ ...manifestOf(owner, []), layout: { bytesPerToken: 8, tokensPerBlock: 4, blockBytes: 33 } })],
+      [
+        'manifest layout',
+        () => store.writeManifest({ ...manifestOf(owner, []), layout: { bytesPerToken: 8, tokensPerBlock: 4, blockBytes: 33 } }),
+      ],
       ['manifest createdAt', () => store.writeManifest({ ...manifestOf(owner, []), createdAt: 5 as never })],
       ['read manifest id', () => store.readManifest(42 as never)],
       ['read manifest minVersion', () => store.readManifest('a', { minVersion: -2 })],
       ['orphan age', () => store.orphanSegments({ minAgeMs: Number.NaN })],
     ];
-    for (const [name, call] of bad) await expectCode(call(), 'INVALID_ARGUMENT').catch((err: Error) => {
-      throw new Error(`${name}: ${err.message}`);
-    });
+    for (const [name, call] of bad)
+      await expectCode(call(), 'INVALID_ARGUMENT').catch((err: Error) => {
+        throw new Error(`${name}: ${err.message}`);
+      });
     expect(filesUnder(dir)).toEqual(['manifests', 'segments']);
     await expectCode(ColdStore.open({ directory: dir, keyRing: {} as never }), 'INVALID_ARGUMENT');
     await expectCode(ColdStore.open({ directory: '', keyRing: ringOf(masterKey('k')) }), 'INVALID_ARGUMENT');
@@ -289,7 +334,11 @@ describe('ColdStore', () => {
     const owner = { tenant: 1, contextId: 'a', version: 1 };
     const blocks = blocksOf(1024, 64 * 1024, 1); // 64 MiB: still in flight when the thread is killed, even on a loaded machine
     await store.writeSegment(owner, blocks.slice(0, 2));
-    const pool = (store as unknown as { crypto: { threads: Array<{ worker: { terminate(): Promise<number> }; pending: Map<number, unknown> } | undefined> } }).crypto;
+    const pool = (
+      store as unknown as {
+        crypto: { threads: Array<{ worker: { terminate(): Promise<number> }; pending: Map<number, unknown> } | undefined> };
+      }
+    ).crypto;
     // A kill lands mid-job or, rarely, just after the thread's last job answered (the write then
     // finishes on the other threads): try again until one lands mid-job.
     let failure: unknown;
@@ -297,10 +346,14 @@ describe('ColdStore', () => {
       const writing = store.writeSegment(owner, blocks);
       const deadline = Date.now() + 5000;
       let busy: (typeof pool.threads)[number];
-      while ((busy = pool.threads.find((t) => (t?.pending.size ?? 0) > 0)) === undefined && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+      while ((busy = pool.threads.find((t) => (t?.pending.size ?? 0) > 0)) === undefined && Date.now() < deadline)
+        await new Promise((r) => setImmediate(r));
       expect(busy, 'a crypto job in flight').toBeDefined();
       await busy!.worker.terminate();
-      failure = await writing.then(() => undefined, (err: unknown) => err);
+      failure = await writing.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
     }
     await expectCode(Promise.reject(failure), 'UNAVAILABLE', /crypto thread died/);
     expect(filesUnder(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);

@@ -6,9 +6,20 @@ import { crc32 } from 'node:zlib';
 
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 
-import { type ColdBlockRef, type ColdStore, type SegmentOwner } from '../../../src/tiers/cold';
+import type { ColdBlockRef, ColdStore, SegmentOwner } from '../../../src/tiers/cold';
 import { parseSegmentHeader, segmentGeometry } from '../../../src/tiers/cold/segment-header';
-import { blocksOf, expectBlocks, expectCode, manifestOf, manifestPath, masterKey, openStore, ringOf, segmentPath, tempDir } from './helpers';
+import {
+  blocksOf,
+  expectBlocks,
+  expectCode,
+  manifestOf,
+  manifestPath,
+  masterKey,
+  openStore,
+  ringOf,
+  segmentPath,
+  tempDir,
+} from './helpers';
 
 const BLOCK = 4096;
 const dirs: string[] = [];
@@ -148,7 +159,11 @@ describe('segment damage', () => {
 
   it("a block whose checksum differs from the manifest's is INTEGRITY", async () => {
     const r = a.refs[1]!;
-    await expectCode(store.readBlocks([{ ...r, checksum: (r.checksum! + 1) >>> 0 }], 1), 'INTEGRITY', /block 1 decrypted but its CRC-32 differs/);
+    await expectCode(
+      store.readBlocks([{ ...r, checksum: (r.checksum! + 1) >>> 0 }], 1),
+      'INTEGRITY',
+      /block 1 decrypted but its CRC-32 differs/,
+    );
   });
 });
 

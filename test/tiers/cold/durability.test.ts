@@ -85,7 +85,7 @@ describe('crash safety', () => {
   it('open() removes temp files of dead writers and old ones, and keeps those of live writers', async () => {
     const dir = tempDir('temps');
     dirs.push(dir);
-    (await openStore(dir, ringOf(masterKey('k')))).close();
+    await (await openStore(dir, ringOf(masterKey('k')))).close();
     const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
     const hourAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
     const make = (folder: string, name: string, old = false) => {
@@ -142,11 +142,19 @@ describe('full disk', () => {
     await store.writeManifest(manifestOf(owner, refs, 4096));
     const before = filesUnder(dir);
 
-    await expectCode(store.writeSegment({ ...owner, version: 2 }, blocksOf(64, 4096, 2)), 'STORAGE_FULL', /segment .* of context 'kept'.*full \(ENOSPC\)/);
+    await expectCode(
+      store.writeSegment({ ...owner, version: 2 }, blocksOf(64, 4096, 2)),
+      'STORAGE_FULL',
+      /segment .* of context 'kept'.*full \(ENOSPC\)/,
+    );
     expect(filesUnder(dir)).toEqual(before);
 
     // A manifest too big for what is left: 3000 pages of JSON.
-    const big = manifestOf({ ...owner, version: 2 }, Array.from({ length: 3000 }, (_, i) => refs[i % refs.length]!), 4096);
+    const big = manifestOf(
+      { ...owner, version: 2 },
+      Array.from({ length: 3000 }, (_, i) => refs[i % refs.length]!),
+      4096,
+    );
     await expectCode(store.writeManifest(big), 'STORAGE_FULL', /manifest of context 'kept'/);
     expect(filesUnder(dir)).toEqual(before);
 

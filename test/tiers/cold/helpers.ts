@@ -41,6 +41,10 @@ export function filesUnder(directory: string): string[] {
   return fs.readdirSync(directory, { recursive: true, encoding: 'utf8' }).sort();
 }
 
-export async function openStore(directory: string, keyRing: KeyRing, extra: Partial<Parameters<typeof ColdStore.open>[0]> = {}): Promise<ColdStore> {
+export async function openStore(
+  directory: string,
+  keyRing: KeyRing,
+  extra: Partial<Parameters<typeof ColdStore.open>[0]> = {},
+): Promise<ColdStore> {
   return ColdStore.open({ directory, keyRing, cryptoThreads: 2, ...extra });
 }

@@ -17,7 +17,9 @@ afterAll(() => {
   for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function restoreInChild(env: Record<string, string>): Promise<{ version?: number; tokens?: number; digests?: string[]; error?: string; message?: string; pid?: number }> {
+async function restoreInChild(
+  env: Record<string, string>,
+): Promise<{ version?: number; tokens?: number; digests?: string[]; error?: string; message?: string; pid?: number }> {
   const run = promisify(execFile);
   const result = await run(process.execPath, ['--import', 'tsx', 'test/tiers/cold/fixtures/restore-child.ts'], {
     cwd: REPO,
@@ -41,7 +43,13 @@ describe('restore in another process', () => {
     await store.writeManifest(manifestOf(v2, refs, 8192));
     await store.close();
 
-    const env = { COLD_DIR: dir, COLD_KEY_ID: 'prod-1', COLD_KEY_HEX: key.toString('hex'), COLD_CONTEXT: 'agent-7/run-3', COLD_TENANT: '9' };
+    const env = {
+      COLD_DIR: dir,
+      COLD_KEY_ID: 'prod-1',
+      COLD_KEY_HEX: key.toString('hex'),
+      COLD_CONTEXT: 'agent-7/run-3',
+      COLD_TENANT: '9',
+    };
     const restored = await restoreInChild(env);
     expect(restored.error, restored.message).toBeUndefined();
     expect(restored.pid).not.toBe(process.pid);

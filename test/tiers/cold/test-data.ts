@@ -33,7 +33,9 @@ export function blocksOf(count: number, blockBytes: number, seed: number): Uint8
 }
 
 export function sameBytes(actual: Uint8Array, expected: Uint8Array): boolean {
-  return Buffer.from(actual.buffer, actual.byteOffset, actual.byteLength).equals(Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength));
+  return Buffer.from(actual.buffer, actual.byteOffset, actual.byteLength).equals(
+    Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength),
+  );
 }
 
 /** A manifest whose pages are `refs`, for blocks of `blockBytes` holding 4 tokens each. */
@@ -46,6 +48,7 @@ export function manifestOf(owner: SegmentOwner, refs: ColdBlockRef[], blockBytes
     tokens: refs.length * 4,
     layout: { bytesPerToken, tokensPerBlock: 4, blockBytes },
     pages: refs,
+    pageChecksums: refs.map(() => 0),
     createdAt: new Date(0).toISOString(),
   };
 }

@@ -2,7 +2,9 @@
 // (source, destination) pairs. Either side may be device memory or mapped pinned host memory, so one
 // launch moves every scattered block of a lease over PCIe in both the offload and restore directions.
 // blockIdx.y walks the blocks, blockIdx.x and the threads split one block.
-struct alignas(16) Vec16 { unsigned long long lo, hi; };
+struct alignas(16) Vec16 {
+  unsigned long long lo, hi;
+};
 extern "C" __global__ void kvf_move_blocks(const unsigned long long* table, unsigned int count,
                                            unsigned long long vecs) {
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

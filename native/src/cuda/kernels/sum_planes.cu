@@ -41,6 +41,7 @@ extern "C" __global__ void kvf_sum_planes(const kvf_u64* blocks, const kvf_u32* 
   const kvf_u32* otherPlanes = tables + 8 * 256;
   const kvf_u8* piece = reinterpret_cast<const kvf_u8*>(blocks[b]) + p * planeBytes;
   kvf_u32 s = 0;
-  for (kvf_u32 t = 0; t < fills[b]; ++t, piece += pieceBytes) s = kvf_crc32c(tables, kvf_shift(otherPlanes, s), piece, pieceBytes);
+  for (kvf_u32 t = 0; t < fills[b]; ++t, piece += pieceBytes)
+    s = kvf_crc32c(tables, kvf_shift(otherPlanes, s), piece, pieceBytes);
   planeSums[i] = s;
 }

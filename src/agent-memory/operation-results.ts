@@ -1,0 +1,58 @@
+// What each operation on a context gives back: where the context is and how big, digests, bytes moved and
+// timings, never a byte of KV. The activities hand these to the workflow as they are (their contract,
+// src/activities/types.ts, names them).
+import type { Tier } from '../fabric/tier';
+import type { DigestState } from './context-digest';
+import type { ContextSnapshot } from './context-snapshot';
+import type { TurnReply } from './turn';
+
+/** A new context, or the one an earlier attempt of the same allocation created here. */
+export interface Allocated extends ContextSnapshot {
+  /** The digest of its (empty) contents. */
+  digest: DigestState;
+  /** false: an earlier attempt created it on this worker already. */
+  created: boolean;
+}
+
+export interface TurnResult extends ContextSnapshot {
+  digest: DigestState;
+  /** The turn and, when asked for, its checkpoint. */
+  appendMs: number;
+  /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
+  alreadyApplied: boolean;
+  /** Message turns: what the model said. */
+  reply?: TurnReply;
+  /**
+   * false: a checkpoint was asked for but the disk was full, so the turn is only in memory and the older
+   * durable copy stays until a later checkpoint or suspend to disk succeeds. Absent when none was asked.
+   */
+  durable?: boolean;
+}
+
+export interface SuspendResult extends ContextSnapshot {
+  /** Bytes moved between tiers by this call. */
+  bytes: number;
+  transferMs: number;
+}
+
+/** A resume's whole account: what moved, from where, and the digest checked over what came back (always). */
+export interface ResumeResult extends ContextSnapshot {
+  /** Bytes moved to the device by this call (0 when it was resident). */
+  bytes: number;
+  transferMs: number;
+  /** Where the context was: 'disk' also when the workflow thought 'host' (evicted under pressure). */
+  from: Tier;
+  /** The digest of the whole context as it came back, checked against `expected` over its first tokens. */
+  digest: DigestState;
+  verifyMs: number;
+}
+
+export interface ForkResult {
+  parent: ContextSnapshot;
+  child: ContextSnapshot;
+}
+
+export interface ReleaseResult {
+  /** Tokens the context held on this worker (0 when it was not held here). */
+  releasedTokens: number;
+}

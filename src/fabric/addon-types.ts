@@ -1,0 +1,149 @@
+// Every export of the native addon (native/src/addon/addon.cc, pool_wrap.cc, aes_gcm.cc), declared once
+// with its exact signature. The addon is loaded only through loadNativeBinding() (native-binding.ts),
+// which returns NativeAddon. test/fabric/native-surface.test.ts reads this file's declarations and
+// compares them with the loaded addon, member by member, so an export added or removed on either side
+// fails it. The public API is src/fabric/index.ts; what is marked @internal here is used only inside
+// the package (the loader, the cold tier's crypto threads, the transfer benchmark).
+import type { FabricError } from './errors';
+import type { Backend, BackendInfo, BlockLayout, ContextHandle, ContextStats, IpcChunk, PoolStats, ScrubPolicy, TenantId } from './types';
+
+/**
+ * The pool's options as the addon reads them: the model shape flattened in, every other field optional
+ * with the addon's own default. NativeAllocator checks PoolOptions first and passes this.
+ */
+export interface NativePoolOptions {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  dtypeBytes: number;
+  blockCount: number;
+  tokensPerBlock?: number;
+  hostBlockCount?: number;
+  maxContexts?: number;
+  scrub?: ScrubPolicy;
+  backend?: Backend;
+  device?: number;
+  deviceMemoryFraction?: number;
+  verifyMoves?: boolean;
+}
+
+/**
+ * The addon's pool class (one PagedAllocator). NativeAllocator extends it, so each method's contract is
+ * the one KvAllocator and TierPrimitives (types.ts) state; the compiler checks that these signatures
+ * honour them. Every method throws FabricError, async ones reject with it.
+ */
+export interface NativePool {
+  blockLayout(): BlockLayout;
+  createContext(tenant: TenantId): ContextHandle;
+  append(ctx: ContextHandle, kv: Uint8Array): void;
+  appendAsync(ctx: ContextHandle, kv: Uint8Array): Promise<void>;
+  read(ctx: ContextHandle, startToken: number, tokenCount: number): Uint8Array;
+  readAsync(ctx: ContextHandle, startToken: number, tokenCount: number): Promise<Uint8Array>;
+  readBlock(ctx: ContextHandle, pageIndex: number): Uint8Array;
+  fork(ctx: ContextHandle): ContextHandle;
+  pin(ctx: ContextHandle): void;
+  unpin(ctx: ContextHandle): void;
+  release(ctx: ContextHandle): void;
+  blockTable(ctx: ContextHandle): Uint32Array;
+  stats(): PoolStats;
+  contextStats(ctx: ContextHandle): ContextStats;
+  allocateBlocks(tenant: TenantId, count: number): Float64Array;
+  freeBlocks(handles: Float64Array): void;
+  close(): void;
+  demote(ctx: ContextHandle): Promise<void>;
+  promote(ctx: ContextHandle): Promise<void>;
+  beginSpill(ctx: ContextHandle): { lease: number; blocks: number };
+  spillRead(lease: number, index: number, into?: Uint8Array): Uint8Array;
+  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
+  beginFill(ctx: ContextHandle, target?: 'host' | 'device'): { lease: number; diskKeys: Float64Array };
+  fillWrite(lease: number, index: number, bytes: Uint8Array): void;
+  commitFill(lease: number): void;
+  abortLease(lease: number): void;
+  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array, checksums: Uint32Array): ContextHandle;
+  takeFreedDiskKeys(): Float64Array;
+  pageDiskKeys(ctx: ContextHandle): Float64Array;
+  /** Each page's native tier: 0 only on disk, 1 device, 2 host (NativeAllocator.pageResidency names them). */
+  pageTiers(ctx: ContextHandle): Uint8Array;
+  pageChecksums(ctx: ContextHandle): Uint32Array;
+  forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void;
+  describeBackend(): BackendInfo;
+  /** CUDA: each page's block as a device address (an engine's block table); INVALID_STATE on CPU or offloaded. */
+  blockDeviceAddresses(ctx: ContextHandle): BigUint64Array;
+  /** CUDA: the pool's device allocations as IPC handles another process on the same GPU can map. */
+  exportIpcHandles(): IpcChunk[];
+}
+
+/** Whether a CUDA device is usable by this process, and if not why. */
+export interface CudaProbe {
+  usable: boolean;
+  name?: string;
+  reason?: string;
+}
+
+/** What the transfer benchmark measures (bench/transfer.bench.ts). */
+export interface TransferBenchOptions {
+  device: number;
+  totalBytes: number;
+  blockBytes: number[];
+  repeats: number;
+}
+
+/** One figure of the transfer benchmark. */
+export interface TransferFigure {
+  way: 'contiguous' | 'copies' | 'kernel';
+  direction: 'd2h' | 'h2d' | 'duplex';
+  blockBytes: number;
+  bytes: number;
+  seconds?: number;
+  gbps?: number;
+  skipped?: string;
+}
+
+export interface TransferBenchResult {
+  deviceName: string;
+  /** `ready`, or why the gather/scatter kernel is not. */
+  kernel: string;
+  figures: TransferFigure[];
+}
+
+/** One byte range of an AES-256-GCM job over a buffer, with its own 12-byte IV and associated data. */
+export interface GcmSealItem {
+  offset: number;
+  length: number;
+  iv: Uint8Array;
+  aad: Uint8Array;
+}
+
+/** A range to decrypt and verify against its 16-byte tag. */
+export interface GcmOpenItem extends GcmSealItem {
+  tag: Uint8Array;
+}
+
+export interface NativeAddon {
+  /** @internal The pool class; the public one is NativeAllocator, which extends it. */
+  NativePool: new (
+    options: NativePoolOptions,
+  ) => NativePool;
+  /** @internal The loader hands over FabricError once, so native failures are thrown as that class. */
+  registerErrorClass(errorClass: typeof FabricError): void;
+  /** Never throws for CUDA's sake: an unusable device is `usable: false` with the reason. */
+  cudaProbe(device?: number): CudaProbe;
+  /** CRC-32C of bytes, continuing from `previous` (0 to start). */
+  crc32c(bytes: Uint8Array, previous?: number): number;
+  /** @internal Synchronous, seconds to minutes: only for the benchmark process. */
+  cudaTransferBench(options: TransferBenchOptions): TransferBenchResult;
+  /** @internal Whether gcmSeal and gcmOpen are exported: the process's OpenSSL offers what they call. */
+  gcmAvailable: boolean;
+  /**
+   * @internal Encrypts each item of `bytes` in place with a 32-byte key; returns the 16-byte tags, one
+   * per item in order. UNAVAILABLE if OpenSSL refuses.
+   */
+  gcmSeal?(key: Uint8Array, bytes: Uint8Array, items: GcmSealItem[]): Uint8Array;
+  /**
+   * @internal Decrypts and verifies each item in place: -1, or the first item whose tag failed, and then
+   * every item's bytes are zeroed, so unverified plaintext is never left behind.
+   */
+  gcmOpen?(key: Uint8Array, bytes: Uint8Array, items: GcmOpenItem[]): number;
+  /** @internal The binary interface's version, which the loader checks. */
+  abiVersion: number;
+}

@@ -1,0 +1,213 @@
+// What each operation does to an agent: the updates' bodies (turn, suspend, resume, fork, pin, unpin,
+// release, renew), the allocation at start and the timers' demotion. Each runs alone in the run's queue
+// (AgentRun.operation), acts with the caller's capability (the timers and allocation with the agent's
+// custodian token), and records only counts and digests.
+import { log } from '@temporalio/workflow';
+
+import { TIER_DEPTH } from '../fabric/tier';
+import { agentWorkflowId } from '../identity/agent-identity';
+import { startAgentChild } from './agent-child';
+import type { AgentRun } from './agent-run';
+import { initialState, statusOf } from './agent-state';
+import { bringBack, resumeOn } from './bring-back';
+import type {
+  AgentInput,
+  AgentStatus,
+  Credentials,
+  ForkArgs,
+  ForkOutcome,
+  RenewArgs,
+  SuspendArgs,
+  TurnArgs,
+  TurnOutcome,
+  TurnReply,
+} from './definitions';
+import { adoptionImpossible, failedWith, refusal } from './failures';
+import type { HolderCalls } from './holder-calls';
+import { canTake, timerOf, type LifecycleEvent } from './lifecycle';
+
+export class AgentOperations {
+  constructor(
+    private readonly run: AgentRun,
+    private readonly calls: HolderCalls,
+  ) {}
+
+  private get durable(): boolean {
+    return this.run.input.config.durability === 'every-turn';
+  }
+
+  async allocate(): Promise<void> {
+    const { run } = this;
+    const { shape, tokensPerBlock } = run.input.model;
+    const placed = await this.calls.placement.allocate({
+      ...run.request(run.ownCapability()),
+      shape,
+      tokensPerBlock,
+      checkpoint: this.durable,
+    });
+    run.place(placed);
+    run.absorb(placed);
+    run.state.digest = placed.digest;
+  }
+
+  async turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
+    const { run } = this;
+    const { state } = run;
+    if (state.tier !== 'device') await bringBack(run, this.calls, capability);
+    run.move('turn-started');
+    let reply: TurnReply | undefined;
+    try {
+      // A message's token count is the model's to decide: any number may already be in flight.
+      const input = tokens !== undefined ? { tokens } : { message: message!, ...(generation ? { generation } : {}) };
+      const result = await this.calls.call(async (holder) => {
+        // After a failover the context is on disk at its new holder; the turn may already be in it.
+        if (state.tier !== 'device') await resumeOn(run, holder, capability, tokens ?? 'any');
+        return holder.turn({ ...run.request(capability), turn: state.turns, ...input, before: state.digest, checkpoint: this.durable });
+      });
+      reply = result.reply;
+      run.absorb(result);
+      state.digest = result.digest;
+      state.turns++;
+      if (result.durable === false) {
+        state.durableCopyStale = true;
+        log.warn('disk full: the turn is in memory only until a later checkpoint succeeds', { agentId: run.agentId, turn: state.turns });
+      } else if (result.durable) {
+        delete state.durableCopyStale;
+      }
+    } finally {
+      run.move('turn-finished');
+      run.touch();
+    }
+    return reply ? { ...run.status(), reply } : run.status();
+  }
+
+  async suspend({ capability, tier }: SuspendArgs): Promise<AgentStatus> {
+    const event = tier === 'host' ? 'suspended-host' : 'suspended-disk';
+    if (!canTake(this.run.state.phase, event)) return this.run.status(); // already there, or deeper
+    await this.demote(capability, tier, event);
+    return this.run.status();
+  }
+
+  async resume({ capability }: Credentials): Promise<AgentStatus> {
+    // Even a resident context goes through the worker: the caller's capability is checked there, and a
+    // resume always answers with bytes verified against the recorded digest.
+    await bringBack(this.run, this.calls, capability);
+    this.run.touch();
+    return this.run.status();
+  }
+
+  async fork({ capability, childId, childCapability, childCustodian }: ForkArgs): Promise<ForkOutcome> {
+    const { run } = this;
+    const { state, input } = run;
+    const forked = await this.calls.call((holder) =>
+      holder.fork({ ...run.request(capability), childId, childCapability, childCustodian, checkpoint: this.durable }),
+    );
+    run.absorb(forked.parent);
+    const childInput: AgentInput = {
+      agentId: childId,
+      tenant: input.tenant,
+      // The child's workflow carries its custodian, never its own token.
+      capability: childCustodian,
+      model: input.model,
+      config: input.config,
+      parent: {
+        agentId: input.agentId,
+        holder: state.holder!,
+        ...(state.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
+        digest: state.digest,
+        tier: forked.child.tier,
+        blocks: forked.child.blocks,
+        sharedBlocks: forked.child.sharedBlocks,
+      },
+    };
+    try {
+      await startAgentChild(childInput);
+    } catch (err) {
+      // No workflow will ever own the child context: give its blocks back (with the parent's capability:
+      // the child's is bound to the workflow that did not start), then report.
+      try {
+        run.absorb(
+          await this.calls.call((holder) =>
+            holder.unfork({ ...run.request(capability), childId, childCapability, childCustodian, checkpoint: false }),
+          ),
+        );
+      } catch (undo) {
+        log.warn('the child context of a failed fork was not freed', { agentId: run.agentId, childId, error: String(undo) });
+      }
+      throw refusal('INVALID_ARGUMENT', `cannot start agent ${childId}: ${String(err)}`);
+    }
+    state.forks++;
+    run.touch();
+    return { childId, workflowId: agentWorkflowId(childId), child: statusOf(childInput, initialState(childInput)) };
+  }
+
+  async pin({ capability }: Credentials): Promise<AgentStatus> {
+    const { run } = this;
+    if (run.state.tier !== 'device') await bringBack(run, this.calls, capability);
+    run.absorb(await this.calls.call((holder) => holder.pin(run.request(capability))));
+    run.timerEpoch++;
+    run.touch();
+    return run.status();
+  }
+
+  async unpin({ capability }: Credentials): Promise<AgentStatus> {
+    const { run } = this;
+    if (!run.state.pinned) return run.status();
+    run.absorb(await this.calls.call((holder) => holder.unpin(run.request(capability))));
+    run.timerEpoch++;
+    run.touch();
+    return run.status();
+  }
+
+  async release({ capability }: Credentials): Promise<AgentStatus> {
+    const { run } = this;
+    try {
+      await this.calls.call((holder) => holder.release(run.request(capability)));
+    } catch (err) {
+      if (!adoptionImpossible(err)) throw err;
+      // The holder is gone and no durable copy can be adopted: there are no bytes left to free, only the
+      // grant, the tokens and whatever files remain. Any worker ends those.
+      log.warn('context lost with its holder; releasing what is left', { agentId: run.agentId, error: String(err) });
+      await this.calls.placement.retire(run.request(capability)).catch((retireErr: unknown) => {
+        // A retried retire whose first attempt finished elsewhere finds no grant: already done.
+        if (!failedWith(retireErr, 'STALE_HANDLE')) throw retireErr;
+      });
+    }
+    run.move('released');
+    Object.assign(run.state, { tier: 'none', holder: null, blocks: 0, sharedBlocks: 0, pinned: false });
+    return run.status();
+  }
+
+  /**
+   * Replaces the token the workflow acts with on its own (timers, failover) by the replacement's
+   * custodian: the worker checks both and revokes every older token of the context, the presented one
+   * and the custodian carried so far included.
+   */
+  async renew({ capability, next, nextCustodian }: RenewArgs): Promise<AgentStatus> {
+    const { run } = this;
+    await this.calls.call((holder) => holder.renew({ ...run.request(capability), next, nextCustodian }));
+    run.state.capability = nextCustodian;
+    return run.status();
+  }
+
+  /** A timer's demotion, with the agent's custodian token: idle -> host, warm -> disk. */
+  async demoteOnTimer(timer: 'idle-timeout' | 'warm-timeout', due: () => boolean): Promise<void> {
+    const { state } = this.run;
+    // Re-checked under the queue: a turn or a suspend may have run since the timer fired.
+    if (state.pinned || timerOf(state.phase) !== timer || !canTake(state.phase, timer) || !due()) return;
+    await this.demote(this.run.ownCapability(), timer === 'idle-timeout' ? 'host' : 'disk', timer);
+  }
+
+  private async demote(capability: string, tier: 'host' | 'disk', event: LifecycleEvent): Promise<void> {
+    const { run } = this;
+    const suspended = await this.calls.call(async (holder) =>
+      // After a failover the context is already on disk: nothing to move.
+      run.state.tier !== 'none' && TIER_DEPTH[run.state.tier] >= TIER_DEPTH[tier]
+        ? undefined
+        : holder.suspend({ ...run.request(capability), tier }),
+    );
+    if (suspended) run.absorb(suspended);
+    if (tier === 'disk') delete run.state.durableCopyStale;
+    run.move(event);
+  }
+}

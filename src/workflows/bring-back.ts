@@ -1,0 +1,56 @@
+// Bringing an agent's context back to the device, wherever it is: in the workflow task itself when the
+// worker running the task holds it in memory, else through the holder's queue (failover included). The
+// worker verifies what came back against the digest the workflow recorded; the workflow checks the count.
+import { ApplicationFailure } from '@temporalio/workflow';
+
+import type { HolderActivities, ResumeRequest, ResumeResult } from '../activities/types';
+import type { AgentRun } from './agent-run';
+import { refusal } from './failures';
+import type { HolderCalls } from './holder-calls';
+import { canTake } from './lifecycle';
+
+/** Whatever the tier -> resident, verified; the phase moves to `resumed` where the lifecycle has one. */
+export async function bringBack(run: AgentRun, calls: HolderCalls, capability: string): Promise<void> {
+  if (!(await resumeLocally(run, calls, capability))) await calls.call((holder) => resumeOn(run, holder, capability, 0));
+  if (canTake(run.state.phase, 'resumed')) run.move('resumed');
+}
+
+/**
+ * Resumes on `holder`. The context may hold `inFlightTokens` more than recorded: a turn whose worker was
+ * lost after the turn reached the durable copy; the turn's own activity then checks them.
+ */
+export async function resumeOn(run: AgentRun, holder: HolderActivities, capability: string, inFlightTokens: number | 'any'): Promise<void> {
+  accept(run, await holder.resume(resumeRequest(run, capability)), inFlightTokens);
+}
+
+/** False when the worker running this task is not the holder, or the context is not in memory. */
+async function resumeLocally(run: AgentRun, calls: HolderCalls, capability: string): Promise<boolean> {
+  const { state } = run;
+  // Only a holder that runs agent workflows can be the worker running this task.
+  if (state.holder === null || !state.holderRunsWorkflows || (state.tier !== 'device' && state.tier !== 'host')) return false;
+  let resumed: ResumeResult | null;
+  try {
+    resumed = await calls.resumeLocally({ ...resumeRequest(run, capability), holder: state.holder });
+  } catch (err) {
+    if (err instanceof ApplicationFailure && err.type === 'PERMISSION_DENIED') state.denials++;
+    throw err;
+  }
+  if (resumed === null) return false;
+  accept(run, resumed, 0);
+  return true;
+}
+
+function resumeRequest(run: AgentRun, capability: string): ResumeRequest {
+  return { ...run.request(capability), expected: run.state.digest };
+}
+
+/** Takes a resume's result: its token count against the recorded one, then its snapshot and figures. */
+function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | 'any'): void {
+  const { state } = run;
+  const extra = resumed.tokens - state.digest.tokens;
+  if (extra !== 0 && extra !== inFlightTokens && !(inFlightTokens === 'any' && extra > 0)) {
+    throw refusal('INTEGRITY', `context came back with ${resumed.tokens} tokens; the workflow recorded ${state.digest.tokens}`);
+  }
+  run.absorb(resumed);
+  state.lastResume = { bytes: resumed.bytes, transferMs: resumed.transferMs, verifyMs: resumed.verifyMs, from: resumed.from };
+}

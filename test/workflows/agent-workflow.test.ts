@@ -1,0 +1,474 @@
+// Unit tests of the agent workflow's lifecycle on Temporal's time-skipping test server, with stand-in
+// activities (fixtures/mock-fabric.ts): the real agentWorkflow runs on a worker of the agents' queue
+// (placement activities and the local resume), two holder workers serve their own queues, and a third
+// holder queue has no worker at all. Hours of timers pass in a moment; what the tests read is which
+// activity the workflow called, where, with what, and the status it reports.
+import { randomBytes } from 'node:crypto';
+
+import { WorkflowUpdateFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+import { agentWorkflowId } from '../../src/identity/agent-identity';
+import {
+  AGENT_WORKFLOW_TYPE,
+  DEFAULT_AGENT_CONFIG,
+  MAX_MESSAGE_CHARS,
+  forkUpdate,
+  pinUpdate,
+  releaseUpdate,
+  resumeUpdate,
+  statusQuery,
+  suspendUpdate,
+  turnUpdate,
+  unpinUpdate,
+  renewUpdate,
+  type AgentConfig,
+  type AgentInput,
+  type AgentStatus,
+  type AgentWorkflow,
+  type TurnOutcome,
+} from '../../src/workflows/definitions';
+import { AGENT_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { createTimeSkippingEnv } from '../support/time-skipping';
+import { MockFabric, TOKENS_PER_BLOCK, type AgentPlan } from './fixtures/mock-fabric';
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+
+const INDEXED_VALUE_TYPES = {
+  Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+  Int: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT,
+};
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const AGENTS_QUEUE = 'agents';
+/** The worker running the workflow tasks is this holder too: its local resume acts for contexts held there. */
+const HOLDER_A = 'holder-a';
+const HOLDER_B = 'holder-b';
+/** A holder whose worker is gone: nobody polls its queue. */
+const HOLDER_GONE = 'holder-gone';
+
+const CONFIG: AgentConfig = {
+  ...DEFAULT_AGENT_CONFIG,
+  timers: { idleToWarmMs: 1 * HOUR, warmToColdMs: 3 * HOUR },
+  timeouts: { holderLossMs: 10_000, attemptMs: 10 * MINUTE, heartbeatMs: 10 * MINUTE, operationMs: 30 * MINUTE },
+  maxTurnTokens: 4096,
+};
+
+const CAPABILITY = 'capability-of-the-caller';
+const CUSTODIAN = 'custodian-token';
+
+let env: TestWorkflowEnvironment;
+let fabric: MockFabric;
+let workers: Worker[];
+let running: Promise<void>;
+const started: WorkflowHandle<AgentWorkflow>[] = [];
+
+beforeAll(async () => {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  env = await createTimeSkippingEnv();
+  // The workflow upserts kvfabric's search attributes; the test server, like any, refuses unregistered ones
+  // (and has no listSearchAttributes, so they are added as they are).
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.namespace ?? 'default',
+    searchAttributes: Object.fromEntries(AGENT_SEARCH_ATTRIBUTES.map(({ name, type }) => [name, INDEXED_VALUE_TYPES[type]])),
+  });
+  fabric = new MockFabric(HOLDER_A);
+  const connection = env.nativeConnection;
+  workers = await Promise.all([
+    Worker.create({
+      connection,
+      taskQueue: AGENTS_QUEUE,
+      workflowsPath: require.resolve('../../src/workflows/index.ts'),
+      activities: fabric.placementActivities(AGENTS_QUEUE),
+    }),
+    Worker.create({ connection, taskQueue: HOLDER_A, activities: fabric.holderActivities(HOLDER_A) }),
+    Worker.create({ connection, taskQueue: HOLDER_B, activities: fabric.holderActivities(HOLDER_B) }),
+  ]);
+  running = Promise.all(workers.map((worker) => worker.run())).then(() => undefined);
+});
+
+afterAll(async () => {
+  for (const worker of workers ?? []) worker.shutdown();
+  await running;
+  await env?.teardown();
+});
+
+// Time is the server's, shared by every workflow: an agent left running would take the next test's skipped hours.
+afterEach(async () => {
+  for (const handle of started.splice(0)) await handle.terminate('test over').catch(() => undefined);
+});
+
+describe('timers', () => {
+  it('moves an idle resident agent to host memory after idleToWarm, then to disk after warmToCold more', async () => {
+    const agent = await startAgent('timers-idle');
+    await settled(agent, (s) => s.holder === HOLDER_A);
+
+    await skip(agent, 1 * HOUR - 5 * MINUTE);
+    expect(fabric.callsOf('timers-idle', 'suspend')).toEqual([]);
+    await skip(agent, 10 * MINUTE);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host', holder: HOLDER_A });
+    const suspends = fabric.callsOf('timers-idle', 'suspend');
+    expect(suspends).toHaveLength(1);
+    // The workflow demotes on its own, with the custodian token it carries.
+    expect(suspends[0]).toMatchObject({ queue: HOLDER_A, request: { tier: 'host', capability: CUSTODIAN } });
+
+    await skip(agent, 3 * HOUR - 10 * MINUTE);
+    expect(fabric.callsOf('timers-idle', 'suspend')).toHaveLength(1);
+    await skip(agent, 10 * MINUTE);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'cold', tier: 'disk' });
+    expect(fabric.callsOf('timers-idle', 'suspend').map((call) => call.request.tier)).toEqual(['host', 'disk']);
+  });
+
+  it('counts idleness from the last turn: a turn before the idle timer fires pushes the demotion back', async () => {
+    const agent = await startAgent('timers-turn');
+    await settled(agent, (s) => s.holder === HOLDER_A);
+    await skip(agent, 40 * MINUTE);
+    await turn(agent, { tokens: 10 });
+
+    // Past the first due time (60 min after the start), short of the new one (40 + 60 min).
+    await skip(agent, 30 * MINUTE);
+    expect(fabric.callsOf('timers-turn', 'suspend')).toEqual([]);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'idle', tier: 'device' });
+
+    await skip(agent, 40 * MINUTE);
+    expect(fabric.callsOf('timers-turn', 'suspend').map((call) => call.request.tier)).toEqual(['host']);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host', tokens: 10 });
+  });
+
+  it('never demotes a pinned agent; unpinned, its idle timer runs again from the unpin', async () => {
+    const agent = await startAgent('timers-pinned');
+    await settled(agent, (s) => s.holder === HOLDER_A);
+    await agent.executeUpdate(pinUpdate, { args: [{ capability: CAPABILITY }] });
+
+    await skip(agent, 10 * HOUR);
+    expect(fabric.callsOf('timers-pinned', 'suspend')).toEqual([]);
+    expect(await agent.query(statusQuery)).toMatchObject({ pinned: true, tier: 'device' });
+
+    await agent.executeUpdate(unpinUpdate, { args: [{ capability: CAPABILITY }] });
+    await skip(agent, 1 * HOUR - 5 * MINUTE);
+    expect(fabric.callsOf('timers-pinned', 'suspend')).toEqual([]);
+    await skip(agent, 10 * MINUTE);
+    expect(fabric.callsOf('timers-pinned', 'suspend').map((call) => call.request.tier)).toEqual(['host']);
+  });
+});
+
+describe('failover', () => {
+  it('adopts the context elsewhere when the holder no longer has it (STALE_HANDLE), pins it again and runs the call there once', async () => {
+    const agent = await startAgent('failover-stale');
+    // A later snapshot reporting an older durable version must not lower the one recover is asked for.
+    fabric.reportDurableVersion('failover-stale', 'turn', 7);
+    await turn(agent, { tokens: 20 });
+    fabric.reportDurableVersion('failover-stale', 'pin', 3);
+    await agent.executeUpdate(pinUpdate, { args: [{ capability: CAPABILITY }] });
+
+    fabric.failNext(
+      'failover-stale',
+      'turn',
+      ApplicationFailure.create({ type: 'STALE_HANDLE', message: 'no such context here', nonRetryable: true }),
+    );
+    const after = await turn(agent, { tokens: 8 });
+
+    expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, pinned: true, tokens: 28, turns: 2, tier: 'device' });
+    const recovers = fabric.callsOf('failover-stale', 'recover');
+    expect(recovers).toHaveLength(1);
+    expect(recovers[0]).toMatchObject({ queue: AGENTS_QUEUE, request: { epoch: 1, minVersion: 7, capability: CUSTODIAN } });
+    expect(fabric.callsOf('failover-stale', 'turn').map((call) => call.queue)).toEqual([HOLDER_A, HOLDER_A, HOLDER_B]);
+    // The pin died with the old holder: taken again on the new one, with the workflow's own token.
+    expect(fabric.callsOf('failover-stale', 'pin').map((call) => [call.queue, call.request.capability])).toEqual([
+      [HOLDER_A, CAPABILITY],
+      [HOLDER_B, CUSTODIAN],
+    ]);
+    // Adopted from disk: brought back on the new holder before the turn, verified against the recorded digest.
+    const resumes = fabric.callsOf('failover-stale', 'resume');
+    expect(resumes.map((call) => call.queue)).toEqual([HOLDER_B]);
+    expect(resumes[0]!.request.expected).toMatchObject({ tokens: 20 });
+    expect(after.lastResume).toMatchObject({ from: 'disk' });
+  });
+
+  // The test server holds its clock while an activity task waits to be taken (so that a worker may take
+  // it), so a schedule-to-start runs in wall time however the clock is skipped: this agent's is short.
+  it("fails over when nobody serves the holder's queue for holderLossMs (schedule-to-start)", async () => {
+    const holderLossMs = 1500;
+    const agent = await startAgent(
+      'failover-gone',
+      { holder: HOLDER_GONE },
+      { config: { ...CONFIG, timeouts: { ...CONFIG.timeouts, holderLossMs } } },
+    );
+    await settled(agent, (s) => s.holder === HOLDER_GONE);
+
+    const after = await turn(agent, { tokens: 6 });
+
+    expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, tokens: 6, turns: 1, lastResume: { from: 'disk' } });
+    expect(fabric.callsOf('failover-gone', 'recover')).toHaveLength(1);
+    expect(fabric.callsOf('failover-gone', 'turn').map((call) => call.queue)).toEqual([HOLDER_B]);
+    const history = await events(agent);
+    const lost = history.filter((event) => event.activityTaskTimedOutEventAttributes);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]!.activityTaskTimedOutEventAttributes!.failure?.timeoutFailureInfo?.timeoutType).toBe(
+      temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+    );
+    const scheduled = history.find(
+      (event) => event.eventId?.toString() === lost[0]!.activityTaskTimedOutEventAttributes!.scheduledEventId?.toString(),
+    );
+    expect(scheduled?.activityTaskScheduledEventAttributes).toMatchObject({
+      activityType: { name: 'turn' },
+      taskQueue: { name: HOLDER_GONE },
+    });
+  });
+});
+
+describe('retries', () => {
+  it('retries a retryable failure on the holder with the same operation id until it succeeds', async () => {
+    const agent = await startAgent('retry-pool');
+    fabric.failNext('retry-pool', 'turn', ApplicationFailure.create({ type: 'POOL_EXHAUSTED', message: 'no free blocks' }), 2);
+    const after = await turn(agent, { tokens: 12 });
+
+    expect(after).toMatchObject({ tokens: 12, turns: 1, failovers: 0, holder: HOLDER_A });
+    const turns = fabric.callsOf('retry-pool', 'turn');
+    expect(turns).toHaveLength(3);
+    expect(new Set(turns.map((call) => call.queue))).toEqual(new Set([HOLDER_A]));
+    expect(new Set(turns.map((call) => call.request.operationId)).size).toBe(1);
+    expect(turns.map((call) => call.request.before)).toEqual([
+      turns[0]!.request.before,
+      turns[0]!.request.before,
+      turns[0]!.request.before,
+    ]);
+    // The next call is a new operation.
+    await turn(agent, { tokens: 1 });
+    expect(fabric.callsOf('retry-pool', 'turn')[3]!.request.operationId).not.toBe(turns[0]!.request.operationId);
+  });
+});
+
+describe('continue-as-new', () => {
+  // The test server suggests continue-as-new at 4 MiB of history (or 4096 events): a few dozen turns of
+  // the longest message the workflow admits, whose replies echo it, get there.
+  it('continues as new when the server suggests it, carrying the state: no new allocation, the next operation ids', async () => {
+    const agent = await startAgent('continued');
+    const message = 'm'.repeat(MAX_MESSAGE_CHARS);
+    let last: AgentStatus | undefined;
+    let turns = 0;
+    while (turns < 40) {
+      last = await turn(agent, { message });
+      turns++;
+      if (last.run > 1) break;
+    }
+    // The turn that crossed the threshold ran in the first run; the hand-over follows it.
+    const continued = await settled(agent, (s) => s.run === 2);
+    expect(turns).toBeLessThan(40);
+    expect(continued).toMatchObject({ turns, digest: last!.digest, holder: HOLDER_A, failovers: 0 });
+
+    const next = await turn(agent, { tokens: 3 });
+    expect(next).toMatchObject({ run: 2, turns: turns + 1, tokens: continued.tokens + 3 });
+    expect(fabric.callsOf('continued', 'allocate')).toHaveLength(1);
+    const calls = fabric.callsOf('continued', 'turn');
+    const sequence = calls.map((call) => Number(call.request.operationId.split(':').pop()));
+    // allocate took operation 0; every turn took the next, across the two runs.
+    expect(sequence).toEqual(calls.map((_, i) => i + 1));
+    expect(calls.at(-1)!.request.before).toMatchObject({ value: continued.digest, tokens: continued.tokens });
+    const first = await env.client.workflow.getHandle(agent.workflowId, agent.firstExecutionRunId).describe();
+    expect(first.status.name).toBe('CONTINUED_AS_NEW');
+  });
+});
+
+describe('updates', () => {
+  it('refuses an invalid update in its validator: nothing reaches the history or the holder', async () => {
+    const agent = await startAgent('validated');
+    await turn(agent, { tokens: 4 });
+    const refused = await refusalOf(
+      agent.executeUpdate(turnUpdate, { updateId: 'turn-with-both', args: [{ capability: CAPABILITY, tokens: 4, message: 'and words' }] }),
+    );
+    expect(refused).toMatchObject({ type: 'INVALID_ARGUMENT' });
+    const suspendNowhere = await refusalOf(
+      agent.executeUpdate(suspendUpdate, { updateId: 'suspend-nowhere', args: [{ capability: CAPABILITY, tier: 'moon' as 'host' }] }),
+    );
+    expect(suspendNowhere).toMatchObject({ type: 'INVALID_ARGUMENT' });
+
+    const history = await events(agent);
+    expect(history.filter((event) => event.workflowExecutionUpdateAcceptedEventAttributes)).toHaveLength(1);
+    expect(history.filter((event) => event.workflowExecutionUpdateRejectedEventAttributes)).toHaveLength(0);
+    expect(JSON.stringify(history)).not.toMatch(/turn-with-both|suspend-nowhere/);
+    expect(fabric.callsOf('validated', 'turn')).toHaveLength(1);
+    expect(fabric.callsOf('validated', 'suspend')).toHaveLength(0);
+  });
+
+  it('refuses every update queued behind a release with INVALID_STATE, then completes released', async () => {
+    const agent = await startAgent('released');
+    await turn(agent, { tokens: 4 });
+    const releasing = fabric.hold('released', 'release');
+    const release = agent.executeUpdate(releaseUpdate, { args: [{ capability: CAPABILITY }] });
+    await releasing.reached;
+
+    const credentials = { capability: CAPABILITY };
+    const queued = await Promise.all([
+      agent.startUpdate(turnUpdate, { args: [{ ...credentials, tokens: 1 }], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(suspendUpdate, { args: [{ ...credentials, tier: 'host' }], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(resumeUpdate, { args: [credentials], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(forkUpdate, {
+        args: [{ ...credentials, childId: 'released-child', childCapability: 'c', childCustodian: 'cc' }],
+        waitForStage: 'ACCEPTED',
+      }),
+      agent.startUpdate(pinUpdate, { args: [credentials], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(unpinUpdate, { args: [credentials], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(renewUpdate, { args: [{ ...credentials, next: 'n', nextCustodian: 'nc' }], waitForStage: 'ACCEPTED' }),
+      agent.startUpdate(releaseUpdate, { args: [credentials], waitForStage: 'ACCEPTED' }),
+    ]);
+    releasing.open();
+
+    expect(await release).toMatchObject({ phase: 'released', tier: 'none', holder: null });
+    for (const handle of queued) expect(await refusalOf(handle.result())).toMatchObject({ type: 'INVALID_STATE' });
+    expect(await agent.result()).toMatchObject({ phase: 'released' });
+    // Only the first release and the turn before it reached a worker.
+    expect(fabric.callsOf('released').map((call) => call.activity)).toEqual(['allocate', 'turn', 'release']);
+  });
+
+  it("hands a holder's PERMISSION_DENIED to the caller typed, once, and counts it", async () => {
+    const agent = await startAgent('denied');
+    await turn(agent, { tokens: 5 });
+    fabric.failNext(
+      'denied',
+      'turn',
+      ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'capability is for another agent', nonRetryable: true }),
+    );
+
+    const refused = await refusalOf(agent.executeUpdate(turnUpdate, { args: [{ capability: 'someone-elses', tokens: 5 }] }));
+    expect(refused).toMatchObject({ type: 'PERMISSION_DENIED', message: 'capability is for another agent' });
+    expect(await agent.query(statusQuery)).toMatchObject({ denials: 1, turns: 1, tokens: 5, phase: 'idle', failovers: 0 });
+    expect(fabric.callsOf('denied', 'turn')).toHaveLength(2);
+    expect(fabric.callsOf('denied', 'recover')).toHaveLength(0);
+  });
+});
+
+describe('local resume', () => {
+  it("resumes in the workflow task when the worker running it holds the context: no activity on the holder's queue", async () => {
+    const agent = await startAgent('local-here', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 9 });
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+    const before = (await events(agent)).length;
+
+    const resumed = await agent.executeUpdate(resumeUpdate, { args: [{ capability: CAPABILITY }] });
+
+    expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 9, lastResume: { from: 'host' } });
+    const local = fabric.callsOf('local-here', 'resumeIfHolder');
+    expect(local).toHaveLength(1);
+    expect(local[0]!.request).toMatchObject({ holder: HOLDER_A, capability: CAPABILITY, expected: { tokens: 9 } });
+    expect(fabric.callsOf('local-here', 'resume')).toEqual([]);
+    const during = (await events(agent)).slice(before);
+    expect(during.filter((event) => event.markerRecordedEventAttributes)).toHaveLength(1);
+    expect(during.filter((event) => event.activityTaskScheduledEventAttributes)).toEqual([]);
+  });
+
+  it("asks the holder's queue when the local resume answers null (the task ran elsewhere)", async () => {
+    const agent = await startAgent('local-away', { holder: HOLDER_B, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 9 });
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+
+    const resumed = await agent.executeUpdate(resumeUpdate, { args: [{ capability: CAPABILITY }] });
+
+    expect(resumed).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 9, lastResume: { from: 'host' } });
+    expect(fabric.callsOf('local-away', 'resumeIfHolder')).toHaveLength(1);
+    expect(fabric.callsOf('local-away', 'resume').map((call) => call.queue)).toEqual([HOLDER_B]);
+  });
+});
+
+/** Starts an agent whose allocation lands on `plan.holder` (holder A unless told). */
+async function startAgent(
+  agentId: string,
+  plan: Partial<AgentPlan> = {},
+  overrides: Partial<AgentInput> = {},
+): Promise<WorkflowHandleWithFirstExecutionRunId<AgentWorkflow>> {
+  fabric.plan(agentId, { holder: HOLDER_A, recoverTo: HOLDER_B, ...plan });
+  const input: AgentInput = {
+    agentId,
+    tenant: 'acme',
+    capability: CUSTODIAN,
+    model: { name: 'tiny', shape: { layers: 2, kvHeads: 2, headDim: 16, dtypeBytes: 2 }, tokensPerBlock: TOKENS_PER_BLOCK },
+    config: CONFIG,
+    ...overrides,
+  };
+  const handle = await env.client.workflow.start<AgentWorkflow>(AGENT_WORKFLOW_TYPE, {
+    taskQueue: AGENTS_QUEUE,
+    workflowId: `${agentWorkflowId(agentId)}-${randomBytes(3).toString('hex')}`,
+    args: [input],
+  });
+  started.push(handle);
+  return handle;
+}
+
+/** Runs a turn as the caller, with the caller's capability. */
+function turn(agent: WorkflowHandle<AgentWorkflow>, ask: { tokens: number } | { message: string }): Promise<TurnOutcome> {
+  return agent.executeUpdate(turnUpdate, { args: [{ capability: CAPABILITY, ...ask }] });
+}
+
+/** The typed failure an update ended with (it must fail). */
+async function refusalOf(update: Promise<unknown>): Promise<{ type: string | undefined; message: string }> {
+  const err = await update.then(
+    () => {
+      throw new Error('the update succeeded; a refusal was expected');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
+  const cause = (err as WorkflowUpdateFailedError).cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return { type: (cause as ApplicationFailure).type ?? undefined, message: (cause as ApplicationFailure).message };
+}
+
+async function events(agent: WorkflowHandle<AgentWorkflow>): Promise<HistoryEvent[]> {
+  return ((await agent.fetchHistory()).events ?? []) as HistoryEvent[];
+}
+
+/**
+ * Moves the server's clock `ms` ahead (firing the timers due on the way), then waits in wall time until
+ * the agent's workflow has nothing in flight: no workflow task and no activity scheduled and not closed.
+ */
+async function skip(agent: WorkflowHandle<AgentWorkflow>, ms: number): Promise<void> {
+  await env.sleep(ms);
+  await until(async () => quiet(await events(agent)));
+}
+
+/** Polls `done` in wall time until it holds. */
+async function until(done: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(`still not so after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function quiet(history: HistoryEvent[]): boolean {
+  let tasks = 0;
+  const activities = new Set<string>();
+  for (const event of history) {
+    if (event.workflowTaskScheduledEventAttributes) tasks++;
+    if (event.workflowTaskCompletedEventAttributes || event.workflowTaskFailedEventAttributes || event.workflowTaskTimedOutEventAttributes)
+      tasks--;
+    if (event.activityTaskScheduledEventAttributes) activities.add(String(event.eventId));
+    const closed =
+      event.activityTaskCompletedEventAttributes ??
+      event.activityTaskFailedEventAttributes ??
+      event.activityTaskTimedOutEventAttributes ??
+      event.activityTaskCanceledEventAttributes;
+    if (closed) activities.delete(String(closed.scheduledEventId));
+  }
+  return tasks === 0 && activities.size === 0;
+}
+
+/** The agent's status once `done` holds (polled in wall time: the workflow works between skips). */
+async function settled(
+  handle: WorkflowHandle<AgentWorkflow>,
+  done: (status: AgentStatus) => boolean,
+  timeoutMs = 10_000,
+): Promise<AgentStatus> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await handle.query(statusQuery);
+    if (done(status)) return status;
+    if (Date.now() > deadline) throw new Error(`agent never settled; last status ${JSON.stringify(status)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
