@@ -9,7 +9,7 @@ import path from 'node:path';
 
 import { NativeAllocator } from '../src/fabric';
 import { bytesPerTokenOf } from '../src/fabric/layout';
-import { MODELS } from '../src/client/models';
+import { MODELS } from '../src/engines/models';
 import { option, printTable } from './measure';
 
 // Not a multiple of 16: the prefix's last block is partly filled, so each fork's first append copies it.

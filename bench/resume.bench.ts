@@ -28,7 +28,7 @@ import { NativeAllocator } from '../src/fabric';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
 import { bytesPerTokenOf } from '../src/fabric/layout';
-import { MODELS } from '../src/client/models';
+import { MODELS } from '../src/engines/models';
 import { dropPageCache, median, option, printTable } from './measure';
 
 const LLAMA = MODELS['llama-3-8b']!;

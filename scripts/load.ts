@@ -21,7 +21,7 @@ import { startDevServer } from '../src/dev-server/dev-server';
 import { CapabilityIssuer } from '../src/security/capability-issuer';
 import { ed25519PublicOf, keyListText } from '../src/security/key-list';
 import { CodecKeyRing } from '../src/security/payload-codec';
-import { MODELS } from '../src/client/models';
+import { MODELS } from '../src/engines/models';
 import { spawnWorkerProcess, type WorkerProcess } from './worker-process';
 
 export interface LoadOptions {

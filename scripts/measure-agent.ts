@@ -6,7 +6,7 @@
 import { startAgentRig } from '../bench/agent-rig';
 import type { AgentHandle } from '../src/client/agent-client';
 import { bytesPerTokenOf } from '../src/fabric/layout';
-import { MODELS } from '../src/client/models';
+import { MODELS } from '../src/engines/models';
 
 const LLAMA = MODELS['llama-3-8b']!;
 const MiB = 1024 * 1024;

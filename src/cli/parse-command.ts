@@ -13,7 +13,7 @@ import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { GenerationSettings } from '../workflows/definitions';
-import { modelNamed } from '../client/models';
+import { modelNamed } from '../engines/models';
 import { COMMAND_NAMES } from './command-usage';
 import { CliUsageError } from './usage-error';
 

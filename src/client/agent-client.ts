@@ -42,7 +42,7 @@ import {
   type TurnOutcome,
   type TurnReply,
 } from '../workflows/definitions';
-import { modelNamed } from './models';
+import { modelNamed } from '../engines/models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';

@@ -15,7 +15,7 @@ export {
   type SkippedAgent,
   type StartAgentOptions,
 } from './agent-client';
-export { MODELS, modelNamed } from './models';
+export { MODELS, modelNamed } from '../engines/models';
 export type { AgentConfig, AgentInput, AgentModel, AgentStatus, TurnOutcome, TurnReply } from '../workflows/definitions';
 export { clientSecurityFromEnv, codecKeyRingFromEnv, type ClientSecurity } from './client-security';
 export { connectionOptionsOf, temporalSettings, type TemporalSettings } from './temporal-settings';

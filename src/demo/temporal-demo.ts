@@ -20,7 +20,7 @@ import { freePort, startDevServer, type DevServer } from '../dev-server/dev-serv
 import { FabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { AgentStatus, GenerationSettings } from '../workflows/definitions';
-import { MODELS } from '../client/models';
+import { MODELS } from '../engines/models';
 
 const ROOT = resolve(__dirname, '..', '..');
 const DEMO_DIR = process.env.KVFABRIC_DEMO_DIR ?? join(ROOT, '.kvfabric', 'demo');

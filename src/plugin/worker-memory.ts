@@ -18,7 +18,7 @@ import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { BackendInfo, ModelShape } from '../fabric/types';
 import type { AgentModel } from '../workflows/definitions';
-import { MODELS, modelNamed } from '../client/models';
+import { MODELS, modelNamed } from '../engines/models';
 import { createPool } from './backend';
 import { WorkerMetrics } from './metrics';
 import type { KvFabricWorkerOptions } from './worker-options';

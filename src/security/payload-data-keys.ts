@@ -7,13 +7,17 @@
 // never seals anything.
 import { hkdfSync, randomBytes } from 'node:crypto';
 
-import type { CodecKeyRing } from './payload-codec';
-
 export const SALT_BYTES = 32;
 /** Half the SP 800-38D limit: a derived key retires long before its IV collisions matter. */
 export const DEFAULT_SEALS_PER_DATA_KEY = 2 ** 31;
 /** Decoding a history meets one salt per process that wrote it; a bounded cache skips re-deriving. */
 const OPENING_KEYS_CACHED = 1024;
+
+/** The operator's keys the data keys derive from (the payload codec's key ring). */
+export interface MasterKeys {
+  readonly activeKeyId: string;
+  key(id: string): Buffer | undefined;
+}
 
 export interface DataKey {
   /** The operator's key it was derived from (sealed payloads name it). */
@@ -27,7 +31,7 @@ export class DataKeys {
   private readonly opening = new Map<string, Buffer>();
 
   constructor(
-    private readonly ring: CodecKeyRing,
+    private readonly ring: MasterKeys,
     private readonly sealsPerDataKey: number = DEFAULT_SEALS_PER_DATA_KEY,
   ) {
     if (!Number.isSafeInteger(sealsPerDataKey) || sealsPerDataKey < 1 || sealsPerDataKey > DEFAULT_SEALS_PER_DATA_KEY) {

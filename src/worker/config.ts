@@ -9,7 +9,7 @@ import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
-import { modelNamed } from '../client/models';
+import { modelNamed } from '../engines/models';
 import { asWorkerConfigError } from './config-error';
 import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
 

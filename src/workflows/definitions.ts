@@ -6,17 +6,12 @@ import type { DigestState, GenerationSettings, TurnReply } from '../activities/t
 
 export type { GenerationSettings, TurnReply } from '../activities/types';
 import type { Tier } from '../fabric/tier';
-import type { ModelShape } from '../fabric/types';
+import type { AgentModel } from '../engines/models';
 import type { AgentPhase } from './lifecycle';
 
 export type { AgentPhase } from './lifecycle';
 
-export interface AgentModel {
-  /** For people: shown in the memo and the UI. */
-  name: string;
-  shape: ModelShape;
-  tokensPerBlock: number;
-}
+export type { AgentModel } from '../engines/models';
 
 export interface AgentTimers {
   /** A resident agent with no turn for this long moves to the host tier (warm). */

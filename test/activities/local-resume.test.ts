@@ -10,7 +10,7 @@ import { afterEach, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
 import type { LocalResumeRequest } from '../../src/activities/types';
 import { emptyDigest } from '../../src/agent-memory/context-digest';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../security/memory-fixture';
 
 let fixture: MemoryFixture | undefined;

@@ -13,7 +13,7 @@ import type { DigestState } from '../../src/agent-memory/context-digest';
 import { digestOfBytes, emptyDigest, pageDigest } from '../../src/agent-memory/context-digest';
 import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { NativeAllocator } from '../../src/fabric/native-allocator';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { GrantStore } from '../../src/shared-directory/grant-store';
 import { openMemory, type MemoryFixture } from '../security/memory-fixture';
 

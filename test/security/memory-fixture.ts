@@ -18,7 +18,7 @@ import type { RawKey } from '../../src/security/key-list';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { TieredMemory } from '../../src/tiers/tiered-memory';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 
 export interface MemoryFixture {

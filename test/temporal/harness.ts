@@ -20,7 +20,7 @@ import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { ActivityHooks } from '../../src/activities';
 import type { WorkerConfig } from '../../src/worker/config';
 import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { CapabilityIssuer } from '../../src/security/capability-issuer';
 import { dataConverterOf } from '../../src/security/data-converter';
 import { CodecKeyRing } from '../../src/security/payload-codec';

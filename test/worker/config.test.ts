@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { FabricError } from '../../src/fabric/errors';
 import { parseWorkerConfig } from '../../src/worker/config';
 import { WorkerConfigError } from '../../src/worker/config-error';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
 
 describe('worker configuration', () => {

@@ -14,7 +14,7 @@ import { keygen } from '../../src/cli/keygen';
 import { AgentClient } from '../../src/client/agent-client';
 import { clientSecurityFromEnv } from '../../src/client/client-security';
 import { freePort, startDevServer, type DevServer } from '../../src/dev-server/dev-server';
-import { MODELS } from '../../src/client/models';
+import { MODELS } from '../../src/engines/models';
 import { runTsx } from '../cli/run-cli';
 
 const WORKER_MAIN = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');

@@ -8,21 +8,9 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
 import { FabricError } from '../../fabric/errors';
-import type { CryptoJob, CryptoReply, CryptoWork, CryptoWorkerData } from './crypto-worker';
+import type { CryptoJob, CryptoReply, CryptoWork, CryptoWorkerData, OpenItem, SealItem } from './crypto-worker';
 
-/** One byte range of a job's bytes. */
-export interface SealItem {
-  offset: number;
-  length: number;
-  iv: Uint8Array;
-  aad: Uint8Array;
-}
-
-export interface OpenItem extends SealItem {
-  tag: Uint8Array;
-  /** CRC-32 the plaintext must have; omitted for items checked otherwise (manifests). */
-  checksum?: number;
-}
+export type { OpenItem, SealItem } from './crypto-worker';
 
 export interface SealResult {
   /** The job's bytes, now ciphertext (a new view when they were transferred). */

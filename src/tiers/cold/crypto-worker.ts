@@ -13,7 +13,20 @@ import { crc32 } from 'node:zlib';
 
 import type { NativeAddon } from '../../fabric/addon-types';
 import { loadNativeBinding } from '../../fabric/native-binding';
-import type { OpenItem, SealItem } from './crypto-pool';
+
+/** One byte range of a job's bytes. */
+export interface SealItem {
+  offset: number;
+  length: number;
+  iv: Uint8Array;
+  aad: Uint8Array;
+}
+
+export interface OpenItem extends SealItem {
+  tag: Uint8Array;
+  /** CRC-32 the plaintext must have; omitted for items checked otherwise (manifests). */
+  checksum?: number;
+}
 
 /** What the pool hands each thread at its start. */
 export interface CryptoWorkerData {

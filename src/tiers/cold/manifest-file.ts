@@ -6,7 +6,7 @@
 import { crc32 } from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
-import { counterIv, manifestAad, TAG_BYTES } from './binding';
+import { counterIv, manifestAad, TAG_BYTES } from './associated-data';
 import type { CryptoPool, OpenResult } from './crypto-pool';
 import { newDataKey, WRAPPED_KEY_BYTES, type KeyRing } from './key-ring';
 import type { ContextManifest } from './types';

@@ -6,7 +6,7 @@
 import { crc32 } from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
-import { TAG_BYTES } from './binding';
+import { TAG_BYTES } from './associated-data';
 import { WRAPPED_KEY_BYTES } from './key-ring';
 import type { SegmentOwner } from './types';
 import { MAX_BLOCK_BYTES, MAX_CONTEXT_ID_BYTES, MAX_SEGMENT_BLOCKS } from './validation';

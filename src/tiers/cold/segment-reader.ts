@@ -11,7 +11,7 @@ import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 import { FabricError } from '../../fabric/errors';
-import { blockAad, counterIv, TAG_BYTES } from './binding';
+import { blockAad, counterIv, TAG_BYTES } from './associated-data';
 import { forEachBounded, Limiter } from './bounded-parallel';
 import { segmentFileName } from './cold-directory';
 import type { OpenItem, OpenResult } from './crypto-pool';

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 
-import { blockAad, counterIv, TAG_BYTES } from './binding';
+import { blockAad, counterIv, TAG_BYTES } from './associated-data';
 import { forEachBounded } from './bounded-parallel';
 import { segmentFileName } from './cold-directory';
 import type { SealItem } from './crypto-pool';

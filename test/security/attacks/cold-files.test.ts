@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { DigestState } from '../../../src/agent-memory/context-digest';
 import { emptyDigest } from '../../../src/agent-memory/context-digest';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, workflowOf } from './activity-fixture';
 

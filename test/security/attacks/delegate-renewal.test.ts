@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { RenewRequest } from '../../../src/activities';
 import { readClaimsUnverified } from '../../../src/security/capability-issuer';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf, type Activities } from './activity-fixture';
 

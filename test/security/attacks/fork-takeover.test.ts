@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AllocateRequest, ForkRequest } from '../../../src/activities';
 import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
 import { agentWorkflowId } from '../../../src/identity/agent-identity';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf, type Activities } from './activity-fixture';
 

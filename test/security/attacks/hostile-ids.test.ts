@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { emptyDigest } from '../../../src/agent-memory/context-digest';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, workflowOf, type Activities } from './activity-fixture';
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { AllocateRequest, ContextRequest, TurnRequest } from '../../../src/activities';
 import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf, type Activities, type Caller } from './activity-fixture';
 

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NativeAllocator, type PoolOptions } from '../../../src/fabric';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { TieredMemory } from '../../../src/tiers/tiered-memory';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 
 const model = MODELS.tiny!;
 const cleanups: Array<() => void> = [];

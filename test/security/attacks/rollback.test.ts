@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import type { TurnRequest } from '../../../src/activities';
 import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { TEST_AGENT_CONFIG, TINY, startCluster, type TestCluster } from '../../temporal/harness';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, workflowOf } from './activity-fixture';

@@ -20,7 +20,7 @@ import { HolderFences } from '../../../src/shared-directory/holder-fences';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { AuditLog } from '../../../src/security/audit-log';
 import { ColdStore, KeyRing } from '../../../src/tiers/cold';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf } from './activity-fixture';
 

@@ -16,7 +16,7 @@ import type { AllocateRequest } from '../../../src/activities';
 import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
 import { readClaimsUnverified } from '../../../src/security/capability-issuer';
 import { EpochStore } from '../../../src/shared-directory/epochs';
-import { MODELS } from '../../../src/client/models';
+import { MODELS } from '../../../src/engines/models';
 import { Racers } from '../../shared-directory/fixtures/racers';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf, type Activities } from './activity-fixture';

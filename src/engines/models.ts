@@ -1,10 +1,18 @@
 // The model catalog: the shapes agents are started with (AgentClient.start's `model`, `kvfabric start
-// --model`, a worker's --model). A worker's pool is made for one shape; an agent of another shape is
-// refused at allocation (INVALID_ARGUMENT), so clients and workers name models from this one list.
-// Exported from `kvfabric/client`, so a workflow of yours that builds an AgentInput takes its model here.
+// --model`) and workers make their pools for (a worker's --model). A pool is made for one shape; an agent
+// of another shape is refused at allocation (INVALID_ARGUMENT), so clients and workers name models from
+// this one list. Exported from `kvfabric/client`, so a workflow of yours that builds an AgentInput takes
+// its model there.
 import { FabricError } from '../fabric/errors';
 import type { ModelShape } from '../fabric/types';
-import type { AgentModel } from '../workflows/definitions';
+
+/** A model as an agent names it: its KV shape and the tokens per block its contexts are paged in. */
+export interface AgentModel {
+  /** For people: shown in the memo and the UI. */
+  name: string;
+  shape: ModelShape;
+  tokensPerBlock: number;
+}
 
 export const MODELS: Readonly<Record<string, AgentModel>> = {
   // 32 layers x 2 x 8 KV heads x 128 x fp16 = 128 KiB per token, 2 MiB per 16-token block.
