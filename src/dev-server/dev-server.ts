@@ -63,21 +63,44 @@ export function devServerArgs(options: DevServerOptions, port: number, uiPort: n
   return args;
 }
 
+/**
+ * Ports are chosen free just before the server binds them (its own HTTP, metrics and internal ports too):
+ * another process can take one in between, and the server then exits before serving. It is started again
+ * on fresh ports, up to this many times in all, unless the caller fixed the port.
+ */
+const START_ATTEMPTS = 3;
+
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (err) {
+      if (!(err instanceof ExitedBeforeServing) || options.port !== undefined || attempt >= START_ATTEMPTS) throw err;
+    }
+  }
+}
+
+class ExitedBeforeServing extends Error {}
+
+async function startOnce(options: DevServerOptions): Promise<DevServer> {
   const cli = options.cli ?? findTemporalCli();
   const port = options.port ?? (await freePort());
   const uiPort = options.ui === undefined || options.ui === false ? undefined : options.ui === true ? await freePort() : options.ui.port;
   const args = devServerArgs(options, port, uiPort);
-  const log = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
+  const log = options.logFile ? openSync(options.logFile, 'a') : 'pipe';
   const child = spawn(cli, args, { stdio: ['ignore', log, log] });
   if (typeof log === 'number') closeSync(log);
+  const lastOutput = keepTail(child);
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
   const address = `127.0.0.1:${port}`;
   try {
     await waitUntilServing(child, address, options.readyTimeoutMs ?? 60_000);
   } catch (err) {
+    process.removeListener('exit', killOnExit);
     child.kill('SIGKILL');
+    const said = lastOutput();
+    if (said && err instanceof Error) err.message += `; it said: ${said}`;
     throw err;
   }
   return {
@@ -94,11 +117,11 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
 
 async function waitUntilServing(child: ChildProcess, address: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  let exited: string | undefined;
-  child.once('exit', (code, signal) => (exited = `the dev server exited (${signal ?? code}) before serving`));
-  child.once('error', (err) => (exited = `the dev server did not start: ${err.message}`));
+  let exited: Error | undefined;
+  child.once('exit', (code, signal) => (exited = new ExitedBeforeServing(`the dev server exited (${signal ?? code}) before serving`)));
+  child.once('error', (err) => (exited = new Error(`the dev server did not start: ${err.message}`)));
   for (;;) {
-    if (exited) throw new Error(exited);
+    if (exited) throw exited;
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1000 });
       try {
@@ -112,6 +135,17 @@ async function waitUntilServing(child: ChildProcess, address: string, timeoutMs:
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
+}
+
+/** The last lines the server printed (stdout and stderr piped here): why it exited, when it did. */
+function keepTail(child: ChildProcess, maxChars = 1000): () => string {
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-maxChars);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return () => tail.trim().split('\n').slice(-3).join(' | ');
 }
 
 async function stopProcess(child: ChildProcess): Promise<void> {
