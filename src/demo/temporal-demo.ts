@@ -123,8 +123,8 @@ interface Figures {
   before: string[];
   after: string;
   resumeMs: number;
-  restoredBytes: number;
-  restoreMs: number;
+  movedBytes: number;
+  moveMs: number;
   verifyMs: number;
   from: string;
   contextTokens: number;
@@ -210,8 +210,8 @@ async function scenario(agents: AgentClient): Promise<Figures> {
     before,
     after,
     resumeMs,
-    restoredBytes: figures.bytes,
-    restoreMs: figures.transferMs,
+    movedBytes: figures.bytes,
+    moveMs: figures.transferMs,
     verifyMs: figures.verifyMs,
     from: figures.from,
     contextTokens: resumed.tokens,
@@ -237,8 +237,8 @@ async function summary(agents: AgentClient, figures: Figures, metrics: string): 
   for (const reply of figures.before) console.log(`    ${quote(reply)}`);
   console.log(`  ...and after its resume from ${figures.from}:\n    ${quote(figures.after)}`);
   console.log(
-    `  resume of ${figures.contextTokens} tokens (${(figures.restoredBytes / KiB).toFixed(0)} KiB of KV): ${figures.resumeMs.toFixed(0)} ms through Temporal ` +
-      `(restore ${figures.restoreMs.toFixed(0)} ms, verify ${figures.verifyMs.toFixed(0)} ms); re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
+    `  resume of ${figures.contextTokens} tokens (${(figures.movedBytes / KiB).toFixed(0)} KiB of KV): ${figures.resumeMs.toFixed(0)} ms through Temporal ` +
+      `(moved in ${figures.moveMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms); re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
       `${figures.prefillMs.toFixed(0)} ms, ${(figures.prefillMs / figures.resumeMs).toFixed(1)}x longer`,
   );
   console.log(`  denied resumes: ${figures.denials.join('; ')}`);
