@@ -11,7 +11,7 @@ import { Context, log } from '@temporalio/activity';
 import type { AgentMemory, RunAdmitted } from '../agent-memory/agent-memory';
 import type { Presented } from '../agent-memory/capability-check';
 import { agentWorkflowId } from '../identity/agent-identity';
-import type { Operation } from '../operations/operations';
+import { OPERATIONS, type Operation, type OperationRow } from '../operations/operations';
 import { withFailureCodes } from './failures';
 import { withHeartbeat, type Progress } from './heartbeat';
 import { OperationJournal, type Admission } from './operation-journal';
@@ -55,8 +55,6 @@ interface Call {
   operation: Operation;
   /** The activity's name, when it is not the operation's (the local resume). */
   activity?: string;
-  /** The operation ends the context: the journal keeps only its record (for its retries). */
-  ends?: boolean;
   /** What the heartbeat reports while it runs. */
   progress?: Progress;
 }
@@ -94,7 +92,7 @@ export function createActivities(options: {
             () => progress,
             async () => {
               const result = await work();
-              if (how.ends) journal.end(request.agentId, request.operationId);
+              if (endsContext(how.operation)) journal.end(request.agentId, request.operationId);
               return result;
             },
           ),
@@ -143,7 +141,7 @@ export function createActivities(options: {
     },
 
     retire(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ operation: 'retire', ends: true }, request, async (call, run) => {
+      return operate({ operation: 'retire' }, request, async (call, run) => {
         const result = await memory.retire(call, run);
         log.info('context retired without its holder', { agentId: request.agentId, holder });
         return result;
@@ -189,7 +187,7 @@ export function createActivities(options: {
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ operation: 'release', ends: true }, request, async (call, run) => {
+      return operate({ operation: 'release' }, request, async (call, run) => {
         const result = await memory.release(call, run);
         log.info('context released', { agentId: request.agentId });
         return result;
@@ -255,4 +253,10 @@ function presentedChild(request: ForkRequest): Presented {
     action: 'fork',
     token: request.childCapability,
   };
+}
+
+/** The operation's success ends the context: the journal then keeps only its record (for its retries). */
+function endsContext(operation: Operation): boolean {
+  const row: OperationRow = OPERATIONS[operation];
+  return row.ends === true;
 }

@@ -9,6 +9,7 @@ import { FabricError, isFabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
 import type { BlockLayout, ModelShape } from '../fabric/types';
+import { OPERATIONS, type OperationRow } from '../operations/operations';
 import type { CapabilityClaims } from '../security/claims';
 import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
@@ -41,9 +42,6 @@ export interface MemoryObserver {
 export type RunAdmitted = <T>(work: () => Promise<T>) => Promise<T>;
 
 const runNow: RunAdmitted = (work) => work();
-
-/** Operations whose success revokes the token that asked for them (see admitRetry). */
-const REVOKES_PRESENTER: ReadonlySet<Presented['action']> = new Set(['release', 'retire', 'renew']);
 
 export class AgentMemory {
   private readonly tiers: TieredMemory;
@@ -310,7 +308,8 @@ export class AgentMemory {
    * renew) is checked without the epoch it raised (CapabilityCheck.retryClaimsFor).
    */
   async admitRetry(call: Presented): Promise<void> {
-    if (REVOKES_PRESENTER.has(call.action)) await this.capabilities.retryClaimsFor(call);
+    const row: OperationRow = OPERATIONS[call.action];
+    if (row.revokesPresenter) await this.capabilities.retryClaimsFor(call);
     else await this.admit(call);
   }
 

@@ -5,7 +5,7 @@
 // fails it. The public API is src/fabric/index.ts; what is marked @internal here is used only inside
 // the package (the loader, the cold tier's crypto threads, the transfer benchmark).
 import type { FabricError } from './errors';
-import type { Backend, BackendInfo, BlockLayout, ContextHandle, ContextStats, IpcChunk, PoolStats, ScrubPolicy, TenantId } from './types';
+import type { Backend, BackendInfo, BlockLayout, ContextHandle, IpcChunk, KvAllocator, ScrubPolicy, TierPrimitives } from './types';
 
 /**
  * The pool's options as the addon reads them: the model shape flattened in, every other field optional
@@ -28,44 +28,15 @@ export interface NativePoolOptions {
 }
 
 /**
- * The addon's pool class (one PagedAllocator). NativeAllocator extends it, so each method's contract is
- * the one KvAllocator and TierPrimitives (types.ts) state; the compiler checks that these signatures
- * honour them. Every method throws FabricError, async ones reject with it.
+ * The addon's pool class (one PagedAllocator): the allocator contract and the tier primitives as types.ts
+ * states them (NativeAllocator extends this class, with no forwarding layer), plus the native calls that
+ * NativeAllocator turns into properties or friendlier types. Every method throws FabricError, async ones
+ * reject with it.
  */
-export interface NativePool {
+export interface NativePool extends Omit<KvAllocator, 'layout' | 'scrubPolicy'>, Omit<TierPrimitives, 'pageResidency'> {
   blockLayout(): BlockLayout;
-  createContext(tenant: TenantId): ContextHandle;
-  append(ctx: ContextHandle, kv: Uint8Array): void;
-  appendAsync(ctx: ContextHandle, kv: Uint8Array): Promise<void>;
-  read(ctx: ContextHandle, startToken: number, tokenCount: number): Uint8Array;
-  readAsync(ctx: ContextHandle, startToken: number, tokenCount: number): Promise<Uint8Array>;
-  readBlock(ctx: ContextHandle, pageIndex: number): Uint8Array;
-  fork(ctx: ContextHandle): ContextHandle;
-  pin(ctx: ContextHandle): void;
-  unpin(ctx: ContextHandle): void;
-  release(ctx: ContextHandle): void;
-  blockTable(ctx: ContextHandle): Uint32Array;
-  stats(): PoolStats;
-  contextStats(ctx: ContextHandle): ContextStats;
-  allocateBlocks(tenant: TenantId, count: number): Float64Array;
-  freeBlocks(handles: Float64Array): void;
-  close(): void;
-  demote(ctx: ContextHandle): Promise<void>;
-  promote(ctx: ContextHandle): Promise<void>;
-  beginSpill(ctx: ContextHandle): { lease: number; blocks: number };
-  spillRead(lease: number, index: number, into?: Uint8Array): Uint8Array;
-  commitSpill(lease: number, diskKeys: Float64Array, dropHostFrames: boolean): void;
-  beginFill(ctx: ContextHandle, target?: 'host' | 'device'): { lease: number; diskKeys: Float64Array };
-  fillWrite(lease: number, index: number, bytes: Uint8Array): void;
-  commitFill(lease: number): void;
-  abortLease(lease: number): void;
-  importContext(tenant: TenantId, tokens: number, diskKeys: Float64Array, checksums: Uint32Array): ContextHandle;
-  takeFreedDiskKeys(): Float64Array;
-  pageDiskKeys(ctx: ContextHandle): Float64Array;
   /** Each page's native tier: 0 only on disk, 1 device, 2 host (NativeAllocator.pageResidency names them). */
   pageTiers(ctx: ContextHandle): Uint8Array;
-  pageChecksums(ctx: ContextHandle): Uint32Array;
-  forgetDiskCopies(ctx: ContextHandle, diskKeys: Float64Array): void;
   describeBackend(): BackendInfo;
   /** CUDA: each page's block as a device address (an engine's block table); INVALID_STATE on CPU or offloaded. */
   blockDeviceAddresses(ctx: ContextHandle): BigUint64Array;

@@ -17,6 +17,13 @@ export interface OperationRow {
   custody: boolean;
   /** Also run as this local activity in the workflow task, when the worker running the task holds the context. */
   local?: string;
+  /** Its success ends the context: a worker keeps only this operation's record, for its retries. */
+  ends?: true;
+  /**
+   * Its success revokes the token that asked for it: a retry is admitted on the token alone (authentic,
+   * current, the caller's, with the right), since the context's epoch and grant no longer accept it.
+   */
+  revokesPresenter?: true;
 }
 
 export const OPERATIONS = {
@@ -25,7 +32,7 @@ export const OPERATIONS = {
   /** Adopts the context from the cold tier on a new holder after the old one was lost. */
   recover: { update: false, queue: 'placement', right: 'resume', custody: true },
   /** Ends a context whose holder died with no durable copy to adopt (a release with no holder). */
-  retire: { update: false, queue: 'placement', right: 'release', custody: false },
+  retire: { update: false, queue: 'placement', right: 'release', custody: false, ends: true, revokesPresenter: true },
   /** Appends a turn: a message through the worker's model, or a synthetic turn's token count. */
   turn: { update: true, queue: 'holder', right: 'turn', custody: false },
   /** Brings the context back to the device, verified against the workflow's digest. */
@@ -40,12 +47,12 @@ export const OPERATIONS = {
   pin: { update: true, queue: 'holder', right: 'suspend', custody: true },
   unpin: { update: true, queue: 'holder', right: 'suspend', custody: false },
   /** Frees the context and revokes its tokens. */
-  release: { update: true, queue: 'holder', right: 'release', custody: false },
+  release: { update: true, queue: 'holder', right: 'release', custody: false, ends: true, revokesPresenter: true },
   /**
    * Replaces the context's capability and revokes every older token, the owner's too: its own right, so
    * a narrow delegate (resume only) cannot revoke its owner.
    */
-  renew: { update: true, queue: 'holder', right: 'renew', custody: false },
+  renew: { update: true, queue: 'holder', right: 'renew', custody: false, revokesPresenter: true },
 } as const satisfies Record<string, OperationRow>;
 
 export type Operation = keyof typeof OPERATIONS;
