@@ -5,11 +5,23 @@
 // resume update until its result) and takes one more one-token turn, whose engine loads the context
 // from kvfabric's pages: resume + that turn is "back to a ready sequence that has answered". A hot turn
 // of the same size (nothing to load) is measured too, so the load's own share is visible.
+// Against the plain engine, in the same process: node-llama-cpp alone (same model file, threads, context
+// size, flash attention, K/V f16, the engine's own ChatML turn format) takes the same turns of the same
+// tokens, each right after the agent's, with no kvfabric, no Temporal and no save. With one resident
+// update round trip (a pin and an unpin of the resident agent: one holder activity each that touches no
+// KV and no model), that judges the target "a hot turn through Temporal costs at most 1.05x the plain
+// engine's same turn plus one resident update round trip" from one run.
 //   npm run bench:agent -- [--tokens 512,2k,8k] [--repeats 3] [--json FILE]
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
+import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+
 import type { AgentHandle } from '../src/client/agent-client';
+import { chatMlTurnFormat, type ChatTurnFormat } from '../src/engines/llama/chat-turn';
+import { modelFile } from '../src/engines/llama/default-model';
+import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
 import { startAgentRig } from './agent-rig';
 import { median, modelContextSizes, option, printTable } from './measure';
 
@@ -22,6 +34,10 @@ const ONE_TOKEN = { maxTokens: 1 };
 const PROBE = 'Go on.';
 /** Model turns take seconds to minutes on two cores. */
 const CONFIG = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 }, timeouts: { attemptMs: 900_000, operationMs: 1_800_000 } };
+/** The llama engine's default threads (all cores but one), which the rig's worker runs with. */
+const THREADS = Math.max(1, os.availableParallelism() - 1);
+/** The target's allowance on the plain engine's turn, before the round trip is added. */
+const HOT_TURN_FACTOR = 1.05;
 
 export interface AgentResumeRow {
   tokens: number;
@@ -35,6 +51,77 @@ export interface AgentResumeRow {
   /** prefill / (resume + first turn). */
   ratio: number;
   repeats: number;
+}
+
+/** A hot turn through Temporal against the plain engine's same turn, at one context size. */
+export interface HotTurnRow {
+  /** The agent's context before its hot turns. */
+  tokens: number;
+  /** Whether the plain sequence held as many tokens as the agent's context after the same turns. */
+  sameTokens: boolean;
+  /** The agent's first turn (its prefill) through Temporal, and the plain engine's same turn. */
+  prefillMs: number;
+  plainPrefillMs: number;
+  /** A one-token turn through Temporal: the turn update sent until its result, everything a turn pays included. */
+  hotTurnMs: number;
+  /** The plain engine's same turn: prompt, one reply token, closing tokens. */
+  plainTurnMs: number;
+  /** A pin or unpin update of the resident agent: one holder activity, no KV, no model. */
+  roundTripMs: number;
+  /** HOT_TURN_FACTOR x plainTurnMs + roundTripMs. */
+  boundMs: number;
+  /** hotTurnMs / plainTurnMs. */
+  overhead: number;
+  withinTarget: boolean;
+  repeats: number;
+}
+
+/** node-llama-cpp alone, set up as the llama engine sets up its context; no kvfabric anywhere. */
+interface PlainEngine {
+  model: LlamaModel;
+  context: LlamaContext;
+  format: ChatTurnFormat;
+  close(): Promise<void>;
+}
+
+async function openPlainEngine(): Promise<PlainEngine> {
+  const nlc = await loadNodeLlamaCpp();
+  const llama = await nlc.getLlama({ gpu: false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false });
+  const model = await llama.loadModel({ modelPath: modelFile() });
+  // The engine's settings (src/engines/llama/llama-engine.ts): two sequences, as its default hot contexts.
+  const context = await model.createContext({
+    contextSize: CONTEXT_LENGTH,
+    sequences: 2,
+    flashAttention: true,
+    experimentalKvCacheKeyType: 'F16',
+    experimentalKvCacheValueType: 'F16',
+    swaFullCache: true,
+    threads: THREADS,
+  });
+  if (!context.flashAttention) throw new Error('llama.cpp gave the plain engine no flash attention');
+  return {
+    model,
+    context,
+    format: chatMlTurnFormat(model),
+    async close() {
+      await context.dispose();
+      await model.dispose();
+    },
+  };
+}
+
+/** The llama engine's turn without kvfabric: evaluate the prompt, sample, evaluate what is left and the close. */
+async function plainTurn(plain: PlainEngine, sequence: LlamaContextSequence, message: string, maxTokens: number): Promise<void> {
+  const before = sequence.contextTokens.length;
+  const prompt = plain.format.prompt(message, before === 0, undefined);
+  const reply: Token[] = [];
+  for await (const token of sequence.evaluate(prompt, { temperature: 0 })) {
+    if (plain.model.isEogToken(token)) break;
+    reply.push(token);
+    if (reply.length >= maxTokens) break;
+  }
+  const evaluated = sequence.contextTokens.length - before;
+  await sequence.evaluateWithoutGeneratingNewTokens([...[...prompt, ...reply].slice(evaluated), ...plain.format.close]);
 }
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -52,9 +139,13 @@ function notes(count: number): string {
 }
 
 async function main(): Promise<void> {
-  console.log(`agent resume through Temporal vs re-prefill, real model, sizes ${sizes.join(', ')}, ${repeats} repeats`);
+  console.log(
+    `agent resume through Temporal vs re-prefill, and hot turns vs the plain engine, real model, sizes ${sizes.join(', ')}, ${repeats} repeats, ${THREADS} thread(s)`,
+  );
   const rig = await startAgentRig({ name: 'agent-resume-bench', engine: 'llama', contextLength: CONTEXT_LENGTH, blocks: 2048 });
+  const plain = await openPlainEngine();
   const rows: AgentResumeRow[] = [];
+  const turns: HotTurnRow[] = [];
   try {
     // Tokens per sentence, from a probe turn's prompt count (the chat template adds a few of its own).
     const probe = await rig.agents.start({ agentId: 'probe', tenant: 'bench', config: CONFIG });
@@ -64,15 +155,49 @@ async function main(): Promise<void> {
 
     for (const size of sizes) {
       const agent: AgentHandle = await rig.agents.start({ agentId: `agent-${size}`, tenant: 'bench', config: CONFIG });
-      process.stdout.write(`  ${size} tokens: prefill...`);
+      const sequence = plain.context.getSequence();
+      process.stdout.write(`  ${size} tokens: prefill through Temporal...`);
       // Room is left for the probe turns that follow (3 hot, 6 after resumes, about a dozen tokens each).
       const target = Math.min(size, CONTEXT_LENGTH - 300) - 40;
-      const [first, prefillMs] = await timed(() =>
-        agent.turn({ message: notes(Math.max(1, Math.floor(target / perSentence))), generation: ONE_TOKEN }),
-      );
-      process.stdout.write(` ${(prefillMs / 1000).toFixed(1)} s (${first.tokens} tokens);`);
+      const message = notes(Math.max(1, Math.floor(target / perSentence)));
+      const [first, prefillMs] = await timed(() => agent.turn({ message, generation: ONE_TOKEN }));
+      process.stdout.write(` ${(prefillMs / 1000).toFixed(1)} s (${first.tokens} tokens); plain prefill...`);
+      const [, plainPrefillMs] = await timed(() => plainTurn(plain, sequence, message, 1));
+      process.stdout.write(` ${(plainPrefillMs / 1000).toFixed(1)} s;`);
+
+      // Alternated: the agent's hot turn, the plain engine's same turn, a pin, an unpin.
       const hot: number[] = [];
-      for (let i = 0; i < repeats; i++) hot.push((await timed(() => agent.turn({ message: PROBE, generation: ONE_TOKEN })))[1]);
+      const plainHot: number[] = [];
+      const roundTrips: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        hot.push((await timed(() => agent.turn({ message: PROBE, generation: ONE_TOKEN })))[1]);
+        plainHot.push((await timed(() => plainTurn(plain, sequence, PROBE, 1)))[1]);
+        roundTrips.push((await timed(() => agent.pin()))[1]);
+        roundTrips.push((await timed(() => agent.unpin()))[1]);
+      }
+      const afterHot = await agent.status();
+      const hotTurnMs = median(hot);
+      const plainTurnMs = median(plainHot);
+      const roundTripMs = median(roundTrips);
+      const boundMs = HOT_TURN_FACTOR * plainTurnMs + roundTripMs;
+      turns.push({
+        tokens: first.tokens,
+        sameTokens: afterHot.tokens === sequence.contextTokens.length,
+        prefillMs,
+        plainPrefillMs,
+        hotTurnMs,
+        plainTurnMs,
+        roundTripMs,
+        boundMs,
+        overhead: hotTurnMs / plainTurnMs,
+        withinTarget: hotTurnMs <= boundMs,
+        repeats,
+      });
+      await sequence.dispose();
+      process.stdout.write(
+        ` hot ${hotTurnMs.toFixed(0)} ms, plain ${plainTurnMs.toFixed(0)} ms, round trip ${roundTripMs.toFixed(0)} ms;\n   `,
+      );
+
       for (const from of ['host', 'disk'] as const) {
         const resumes: number[] = [];
         const firstTurns: number[] = [];
@@ -88,7 +213,7 @@ async function main(): Promise<void> {
           tokens: status.tokens,
           kvBytes: status.lastResume?.bytes ?? 0,
           prefillMs,
-          hotTurnMs: median(hot),
+          hotTurnMs,
           from,
           resumeMs,
           firstTurnMs,
@@ -101,6 +226,7 @@ async function main(): Promise<void> {
       await agent.release();
     }
   } finally {
+    await plain.close();
     await rig.close();
   }
   printTable(
@@ -116,9 +242,36 @@ async function main(): Promise<void> {
       `${r.ratio.toFixed(1)}x`,
     ]),
   );
+  console.log('');
+  printTable(
+    [
+      'tokens',
+      'same tokens',
+      'prefill (turn)',
+      'plain prefill',
+      'hot turn',
+      'plain turn',
+      'hot / plain',
+      'round trip (pin)',
+      `bound ${HOT_TURN_FACTOR}x plain + round trip`,
+      'target',
+    ],
+    turns.map((t) => [
+      String(t.tokens),
+      String(t.sameTokens),
+      `${(t.prefillMs / 1000).toFixed(2)} s`,
+      `${(t.plainPrefillMs / 1000).toFixed(2)} s`,
+      `${t.hotTurnMs.toFixed(0)} ms`,
+      `${t.plainTurnMs.toFixed(0)} ms`,
+      `${t.overhead.toFixed(2)}x`,
+      `${t.roundTripMs.toFixed(0)} ms`,
+      `${t.boundMs.toFixed(0)} ms`,
+      t.withinTarget ? 'within' : 'over',
+    ]),
+  );
   if (jsonPath) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-    fs.writeFileSync(jsonPath, JSON.stringify({ rows }, null, 2));
+    fs.writeFileSync(jsonPath, JSON.stringify({ threads: THREADS, rows, turns }, null, 2));
   }
 }
 

@@ -3,7 +3,8 @@
 // library; agent-resume: through Temporal). Each runs in its own process (so one's pools are gone before
 // the next allocates), writes its JSON, and this collects them with the machine's description into
 // build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for
-// docs/benchmarks.md.
+// docs/benchmarks.md, and draws resume against re-prefill by context length into docs/resume-vs-prefill.svg
+// (bench/chart.ts; `npm run bench:chart -- build/bench/results.json` redraws it from a saved run).
 //   npm run bench:all -- [--tokens 8k,32k] [--repeats 3] [--out build/bench]
 // --tokens: resume context sizes (default 8k,32k,128k); a size whose device and host pools do not both
 // fit in memory (128k: 16 GiB each) is measured from disk only, through the library (resume.bench.ts).
@@ -12,6 +13,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
+import { libraryRowsOf, RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable } from './measure';
 
 const tokens = option('--tokens') ?? '8k,32k,128k';
@@ -98,29 +101,34 @@ interface TransferJson {
     ceilingGBps: number;
   }>;
 }
-interface EngineResumeJson {
-  threads: number;
-  rows: Array<{
-    tokens: number;
-    kvBytes: number;
-    prefillMs: number;
-    resumeMs: number;
-    diskResumeMs: number;
-    ratio: number;
-    sameContinuation: boolean;
-  }>;
+/**
+ * engine-resume's row as the table reads it: `tokens`, `prefillMs` and `resumeMs` (the library's pages
+ * to a ready sequence, from host) always; the others where the bench reports them.
+ */
+interface EngineResumeRow {
+  tokens: number;
+  prefillMs: number;
+  resumeMs: number;
+  kvBytes?: number;
+  diskResumeMs?: number;
+  sameContinuation?: boolean;
+}
+function engineRowsOf(json: unknown): EngineResumeRow[] {
+  const raw = (json as { rows: Array<Record<string, unknown>> }).rows;
+  return libraryRowsOf(json).map((row, i) => {
+    const { kvBytes, diskResumeMs, sameContinuation } = raw[i]!;
+    return {
+      ...row,
+      ...(typeof kvBytes === 'number' ? { kvBytes } : {}),
+      ...(typeof diskResumeMs === 'number' ? { diskResumeMs } : {}),
+      ...(typeof sameContinuation === 'boolean' ? { sameContinuation } : {}),
+    };
+  });
 }
 interface AgentResumeJson {
-  rows: Array<{
-    tokens: number;
-    kvBytes: number;
-    from: string;
-    prefillMs: number;
-    resumeMs: number;
-    firstTurnMs: number;
-    hotTurnMs: number;
-    ratio: number;
-  }>;
+  threads: number;
+  turns: HotTurnRow[];
+  rows: AgentResumeRow[];
 }
 interface MemoryJson {
   forks: Array<{
@@ -151,7 +159,9 @@ function main(): void {
   const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, ...temporalArgs]) as ResumeJson;
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
   // A real model (SmolLM2-135M on the CPU): 8k tokens of prefill take about two minutes here.
-  const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as EngineResumeJson;
+  const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]);
+  const engineRows = engineRowsOf(engine);
+  const engineThreads = (engine as { threads?: unknown }).threads;
   // The same through Temporal: a resume update, then the first turn after it (the engine loads the pages).
   const agent = run('agent-resume', 'agent-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as AgentResumeJson;
 
@@ -242,8 +252,9 @@ function main(): void {
       '-',
     ]);
   }
-  for (const e of engine.rows) {
-    const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engine.threads} thread(s)${e.sameContinuation ? '' : ', CONTINUATION DIFFERED'}`;
+  for (const e of engineRows) {
+    const kv = e.kvBytes === undefined ? '' : ` (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB)`;
+    const what = `${e.tokens} tokens${kv}, SmolLM2-135M, CPU ${engineThreads ?? '?'} thread(s)${e.sameContinuation === false ? ', CONTINUATION DIFFERED' : ''}`;
     rows.push([
       'resume, real model',
       `${what}, library, from host`,
@@ -251,6 +262,7 @@ function main(): void {
       `prefill ${ms(e.prefillMs)}`,
       (e.resumeMs / e.prefillMs).toFixed(3),
     ]);
+    if (e.diskResumeMs === undefined) continue;
     rows.push([
       'resume, real model',
       `${what}, library, from disk`,
@@ -262,6 +274,17 @@ function main(): void {
   for (const a of agent.rows) {
     const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: resume ${ms(a.resumeMs)} + first turn ${ms(a.firstTurnMs)} (hot turn ${ms(a.hotTurnMs)})`;
     rows.push(['resume, real model', what, ms(a.resumeMs + a.firstTurnMs), `prefill turn ${ms(a.prefillMs)}`, (1 / a.ratio).toFixed(3)]);
+  }
+  // The target: a hot turn through Temporal within 1.05x the plain engine's same turn plus one resident
+  // update round trip (a pin or unpin), all three alternated in one process.
+  for (const h of agent.turns) {
+    rows.push([
+      'turn, real model',
+      `hot one-token turn at ${h.tokens} tokens through Temporal, CPU ${agent.threads} thread(s)${h.sameTokens ? '' : ', TOKEN COUNTS DIFFERED'}`,
+      ms(h.hotTurnMs),
+      `plain node-llama-cpp ${ms(h.plainTurnMs)} + round trip ${ms(h.roundTripMs)}: bound ${ms(h.boundMs)}`,
+      `${h.overhead.toFixed(2)}x (${h.withinTarget ? 'within' : 'over'})`,
+    ]);
   }
   for (const f of memory.forks) {
     rows.push([
@@ -319,11 +342,12 @@ function main(): void {
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   fs.writeFileSync(path.join(outDir, 'results.md'), `${markdown}\n`);
+  writeResumeChart(results, subtitleOf(results));
   console.log(`\n=== kvfabric benchmarks: ${machineLine}\n`);
   printTable(headers, rows);
   console.log();
   for (const n of notes) console.log(`note: ${n}`);
-  console.log(`\nwrote ${path.join(outDir, 'results.json')} and results.md (${results.durationSeconds} s)`);
+  console.log(`\nwrote ${path.join(outDir, 'results.json')}, results.md and ${RESUME_CHART_FILE} (${results.durationSeconds} s)`);
 }
 
 main();

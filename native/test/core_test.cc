@@ -673,6 +673,92 @@ static void testAppendInPieces() {
   CHECK(clean);
 }
 
+// A plane-major copy lays each plane's rows (or transposed elements) where the layout says, reading a
+// fork's shared pages and a range that starts and ends inside pages, and refuses a changed byte, naming
+// the page, whatever part of the page the range covers.
+static void testPlaneMajor() {
+  PoolConfig config;
+  config.shape = {2, 1, 4, 2};  // 4 planes of 8-byte rows: 32 bytes a token
+  config.tokensPerBlock = 4;
+  config.blockCount = 8;
+  std::unique_ptr<BlockMemory> deviceMemory;
+  BlockLayout layout;
+  CHECK(PagedAllocator::validate(config, &layout).isOk());
+  CHECK(HostBlockMemory::create(layout, config.blockCount, &deviceMemory).isOk());
+  BlockMemory* device = deviceMemory.get();
+  std::unique_ptr<PagedAllocator> pool;
+  CHECK(PagedAllocator::create(config, std::move(deviceMemory), &pool).isOk());
+  Handle parent, child;
+  CHECK(pool->createContext(1, &parent).isOk());
+  std::vector<uint8_t> kv(10 * 32);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<uint8_t>(i * 13 + i / 256 * 7 + 1);  // no two rows alike
+  CHECK(pool->append(parent, kv.data(), 6 * 32).isOk());
+  CHECK(pool->fork(parent, &child).isOk());
+  CHECK(pool->append(child, kv.data() + 6 * 32, 4 * 32).isOk());
+
+  // Tokens [1, 9) of the child: planes in the order V1, K0, V0, K1 after a 3-byte header; V0 transposed by 2.
+  const uint64_t start = 1, tokens = 8, header = 3;
+  PlaneMajorLayout target;
+  target.tokens = tokens;
+  target.offset = {header + 1 * tokens * 8, header + 2 * tokens * 8, header + 3 * tokens * 8, header};
+  target.elementBytes = {0, 0, 2, 0};
+  uint64_t end = 0;
+  CHECK(target.extent(layout, &end).isOk() && end == header + 4 * tokens * 8);
+  std::vector<uint8_t> file(end, 0xEE);
+  {
+    ReadLease lease;
+    CHECK(pool->beginRead(child, start, tokens, &lease).isOk());
+    CHECK(lease.copyPlaneMajor(target, file.data()).isOk());
+  }
+  bool exact = file[0] == 0xEE && file[2] == 0xEE;
+  for (uint64_t t = 0; t < tokens; ++t) {
+    for (uint32_t p = 0; p < 4; ++p) {
+      for (uint32_t b = 0; b < 8; ++b) {
+        const uint8_t want = kv[(start + t) * 32 + p * 8 + b];
+        const uint64_t at = target.elementBytes[p] == 0 ? target.offset[p] + t * 8 + b
+                                                        : target.offset[p] + ((b / 2) * tokens + t) * 2 + b % 2;
+        exact = exact && file[at] == want;
+      }
+    }
+  }
+  CHECK(exact);
+
+  // A layout that misses a plane or splits a row unevenly is refused before anything is read.
+  PlaneMajorLayout missing = target;
+  missing.offset.pop_back();
+  CHECK(missing.extent(layout, &end).code() == Code::kInvalidArgument);
+  PlaneMajorLayout uneven = target;
+  uneven.elementBytes[0] = 3;
+  CHECK(uneven.extent(layout, &end).code() == Code::kInvalidArgument);
+
+  // A byte of the child's own page 2 (tokens 8-9) flipped: a range reaching into it is refused naming it,
+  // even one that reads only token 8 of it, while a range before it still reads.
+  uint8_t* flipped = nullptr;
+  for (uint32_t frame = 0; frame < config.blockCount && flipped == nullptr; ++frame) {
+    uint8_t* bytes = device->hostAddress(frame);
+    if (std::memcmp(bytes, kv.data() + 8 * 32, 8) == 0) flipped = bytes + 8 + 1;  // plane 0, token 9
+  }
+  CHECK(flipped != nullptr);
+  if (flipped == nullptr) return;
+  *flipped ^= 0x10;
+  PlaneMajorLayout eight = target;
+  eight.elementBytes = {0, 0, 0, 0};
+  {
+    ReadLease lease;
+    CHECK(pool->beginRead(child, start, tokens, &lease).isOk());
+    const Status st = lease.copyPlaneMajor(eight, file.data());
+    CHECK(st.code() == Code::kIntegrity && st.message().find("page 2 ") == 0);
+  }
+  {
+    PlaneMajorLayout seven = eight;
+    seven.tokens = 7;
+    ReadLease lease;
+    CHECK(pool->beginRead(child, start, 7, &lease).isOk());
+    CHECK(lease.copyPlaneMajor(seven, file.data()).isOk());
+  }
+  *flipped ^= 0x10;
+}
+
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
@@ -691,6 +777,7 @@ int main() {
   testChecksums();
   testChecksumKernel();
   testBlockChecksumPaths();
+  testPlaneMajor();
   std::printf("core: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

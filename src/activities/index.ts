@@ -19,12 +19,15 @@ import type {
   AllocateRequest,
   Allocation,
   ContextRequest,
+  ConversationRecord,
+  DigestState,
   ContextSnapshot,
   ForkRequest,
   ForkResult,
   HolderActivities,
   LocalActivities,
   LocalResumeRequest,
+  LocalTurnRequest,
   Placement,
   PlacementActivities,
   RecoverRequest,
@@ -45,7 +48,7 @@ export interface ActivityHooks {
   /**
    * Runs after an operation is applied and recorded, before its result goes back. Tests throw here once
    * to make Temporal retry an activity whose side effect already happened. `activity` is the activity's
-   * name: the operation's, or `resumeIfHolder` for the local resume.
+   * name: the operation's, or the local activity's (`resumeIfHolder`, `turnIfHolder`).
    */
   afterApplied?(activity: string, request: ContextRequest): void;
 }
@@ -53,7 +56,7 @@ export interface ActivityHooks {
 /** How the adapter runs one operation's call. */
 interface Call {
   operation: Operation;
-  /** The activity's name, when it is not the operation's (the local resume). */
+  /** The activity's name, when it is not the operation's (a local activity). */
   activity?: string;
   /** What the heartbeat reports while it runs. */
   progress?: Progress;
@@ -151,8 +154,7 @@ export function createActivities(options: {
 
   const holderActivities: HolderActivities = {
     turn(request: TurnRequest): Promise<TurnResult> {
-      const progress = { phase: 'turn', turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) };
-      return operate({ operation: 'turn', progress }, request, (call, run) => memory.turn(call, request, run));
+      return turn('turn', request);
     },
 
     resume(request: ResumeRequest): Promise<ResumeResult> {
@@ -161,12 +163,19 @@ export function createActivities(options: {
 
     suspend(request: SuspendRequest): Promise<SuspendResult> {
       const progress = { phase: `suspend to ${request.tier}` };
-      return operate({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request.tier, run));
+      return operate({ operation: 'suspend', progress }, request, (call, run) =>
+        memory.suspend(call, { tier: request.tier, ...conversationOf(request) }, run),
+      );
     },
 
     fork(request: ForkRequest): Promise<ForkResult> {
       return operate({ operation: 'fork' }, request, (call, run) =>
-        memory.fork(call, presentedChild(request), { childCustodian: request.childCustodian, checkpoint: request.checkpoint }, run),
+        memory.fork(
+          call,
+          presentedChild(request),
+          { childCustodian: request.childCustodian, checkpoint: request.checkpoint, ...conversationOf(request) },
+          run,
+        ),
       );
     },
 
@@ -209,11 +218,26 @@ export function createActivities(options: {
       if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier === 'disk') return null;
       return resume('resumeIfHolder', request);
     },
+
+    async turnIfHolder(request: LocalTurnRequest): Promise<TurnResult | null> {
+      // Only a resident context: one to bring back first, or one evicted since the workflow looked, takes the
+      // holder's queue, whose heartbeats cover the transfer. Nothing is checked or recorded before this
+      // answer, so null leaves the operation id unused for the holder's queue.
+      if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier !== 'device') return null;
+      return turn('turnIfHolder', request);
+    },
   };
+
+  function turn(activity: string, request: TurnRequest): Promise<TurnResult> {
+    const progress = { phase: 'turn', turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) };
+    return operate({ operation: 'turn', activity, progress }, request, (call, run) => memory.turn(call, request, run));
+  }
 
   function resume(activity: string, request: ResumeRequest): Promise<ResumeResult> {
     const progress = { phase: 'resume', tokens: request.expected.tokens };
-    return operate({ operation: 'resume', activity, progress }, request, (call, run) => memory.resume(call, request.expected, run));
+    return operate({ operation: 'resume', activity, progress }, request, (call, run) =>
+      memory.resume(call, { expected: request.expected, tail: request.tail ?? [] }, run),
+    );
   }
 
   return { placement, holder: holderActivities, local };
@@ -259,4 +283,9 @@ function presentedChild(request: ForkRequest): Presented {
 function endsContext(operation: Operation): boolean {
   const row: OperationRow = OPERATIONS[operation];
   return row.ends === true;
+}
+
+/** The workflow's record of the conversation, as a request carries it (absent fields stay absent). */
+function conversationOf(request: Partial<ConversationRecord>): { expected?: DigestState; tail?: number[] } {
+  return { ...(request.expected ? { expected: request.expected } : {}), ...(request.tail ? { tail: request.tail } : {}) };
 }

@@ -55,7 +55,17 @@ export interface RecoverRequest extends ContextRequest {
 /** A turn: a message for the worker's model or a synthetic turn's token count (the fields: TurnAsk). */
 export interface TurnRequest extends ContextRequest, TurnAsk {}
 
-export interface ForkRequest extends ContextRequest {
+/**
+ * What the workflow records of a context's conversation: the digest of its pages, and the token ids after
+ * them (turns whose KV had not reached the pages yet), which the worker saves or evaluates again.
+ */
+export interface ConversationRecord {
+  /** The context must begin with exactly these bytes. */
+  expected: DigestState;
+  tail?: number[];
+}
+
+export interface ForkRequest extends ContextRequest, Partial<ConversationRecord> {
   childId: string;
   childCapability: string;
   /** The child's custodian token (minted with childCapability), checked here before the child workflow carries it. */
@@ -63,18 +73,23 @@ export interface ForkRequest extends ContextRequest {
   checkpoint: boolean;
 }
 
-export interface SuspendRequest extends ContextRequest {
+/** The context leaves the engine: its pages are first brought up to the whole conversation. */
+export interface SuspendRequest extends ContextRequest, Partial<ConversationRecord> {
   tier: 'host' | 'disk';
 }
 
-export interface ResumeRequest extends ContextRequest {
-  /** The context must begin with exactly these bytes; it may be longer only by a turn in flight. */
-  expected: DigestState;
-}
+/** The context may be longer than `expected` by a turn in flight, or by (part of) the tail. */
+export interface ResumeRequest extends ContextRequest, ConversationRecord {}
 
 /** A resume the workflow asks of its own worker, as a local activity: done there only if that worker is the holder. */
 export interface LocalResumeRequest extends ResumeRequest {
   /** The holder the workflow recorded: the worker running the workflow task resumes only if it is this one. */
+  holder: string;
+}
+
+/** A turn the workflow asks of its own worker, as a local activity: done there only if that worker is the holder. */
+export interface LocalTurnRequest extends TurnRequest {
+  /** The holder the workflow recorded: the worker running the workflow task turns only if it is this one. */
   holder: string;
 }
 
@@ -103,6 +118,12 @@ export interface PlacementActivities {
 export interface LocalActivities {
   /** A resume from memory (device or host tier) when this worker holds the context. */
   resumeIfHolder(request: LocalResumeRequest): Promise<ResumeResult | null>;
+  /**
+   * A turn on a resident (device tier) context when this worker holds it: the holder's `turn`, admitted and
+   * journaled under the same operation id, so whichever way runs it again (a retried workflow task, the
+   * holder's queue after a failed local attempt) gets the recorded result.
+   */
+  turnIfHolder(request: LocalTurnRequest): Promise<TurnResult | null>;
 }
 
 /** Run on the holder's worker-specific task queue: one method per operation whose row says `queue: 'holder'`. */

@@ -72,8 +72,13 @@ export class AgentMemory {
     fences?: HolderFences;
     /** Tenant names to the allocator's ids, unique across the workers sharing the tier directory. */
     tenantIds: TenantRegistry;
-    /** Runs message turns; its hot copy of a context is let go whenever the context leaves the device. */
+    /** Runs message turns; its hot copy of a context is let go when the context is suspended, dropped or freed. */
     engine?: Engine;
+    /**
+     * A model turn's write-behind that failed (the pages stay behind the conversation, which the
+     * workflow's tail rebuilds on the next call): for the worker's log.
+     */
+    onBackgroundError?: (what: string, err: unknown) => void;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -85,14 +90,19 @@ export class AgentMemory {
     this.tenantIds = options.tenantIds;
     this.engine = options.engine;
     this.verifier = new ContextVerifier(this.tiers, this.layout.tokensPerBlock);
-    this.turns = new TurnRunner(this.tiers, this.verifier, this.layout.bytesPerToken, this.engine, (bytes) =>
-      this.observer?.transferred('append', bytes),
-    );
-    // Told by the tier layer itself, foreground or background: nothing to rescan after a call.
-    this.tiers.onEviction((eviction) => {
-      this.observer?.evicted(eviction.from, eviction.to);
-      this.letGo(eviction.contextId);
+    this.turns = new TurnRunner({
+      tiers: this.tiers,
+      verifier: this.verifier,
+      bytesPerToken: this.layout.bytesPerToken,
+      engine: this.engine,
+      appended: (bytes) => this.observer?.transferred('append', bytes),
+      checkpoint: (contextId) => this.checkpointUnlessDiskFull(contextId),
+      onWriteBehindError: (contextId, err) => options.onBackgroundError?.(`saving a turn of ${contextId} into its pages`, err),
     });
+    // Told by the tier layer itself, foreground or background: nothing to rescan after a call. The
+    // engine's hot copy stays: it is the engine's memory, not the pool's, and may hold a turn whose KV
+    // the pages do not have yet.
+    this.tiers.onEviction((eviction) => this.observer?.evicted(eviction.from, eviction.to));
   }
 
   // ---- operations, one method each (src/operations) ----
@@ -153,16 +163,20 @@ export class AgentMemory {
   }
 
   /**
-   * Runs a turn (turn-runner.ts) and, when asked, writes the durable copy after it. A full disk does not
-   * stop the agent: the turn is in memory, the older copy stays, and `durable: false` says so.
+   * Runs a turn (turn-runner.ts) and, when asked, writes the durable copy after it: a synthetic turn at
+   * once, a model turn after its write-behind. A full disk does not stop the agent: the turn is in memory,
+   * the older copy stays, and `durable: false` says so (for a model turn, of the last write-behind's).
    */
   async turn(call: Presented, ask: TurnAsk, run: RunAdmitted = runNow): Promise<TurnResult> {
     await this.admitHeld(call);
     return run(async () => {
       const contextId = call.contextId;
-      const [{ digest, alreadyApplied, reply, durable }, appendMs] = await timed(async () => {
-        const applied = await this.turns.run(contextId, ask.turn, turnInputOf(ask), ask.before);
-        return { ...applied, durable: ask.checkpoint ? await this.checkpointUnlessDiskFull(contextId) : undefined };
+      const input = turnInputOf(ask);
+      const [{ digest, alreadyApplied, reply, added, durable }, appendMs] = await timed(async () => {
+        const applied = await this.turns.run(contextId, ask.turn, input, ask.before, ask.tail ?? [], ask.checkpoint);
+        if (!ask.checkpoint) return { ...applied, durable: undefined };
+        if ('tokens' in input) return { ...applied, durable: await this.checkpointUnlessDiskFull(contextId) };
+        return { ...applied, durable: !this.turns.durableCopyStale(contextId) };
       });
       return {
         ...this.snapshot(contextId),
@@ -170,6 +184,7 @@ export class AgentMemory {
         appendMs,
         alreadyApplied,
         ...(reply ? { reply } : {}),
+        ...(added ? { added } : {}),
         ...(durable === undefined ? {} : { durable }),
       };
     });
@@ -178,25 +193,50 @@ export class AgentMemory {
   /**
    * Brings the context to the device and checks it against the digest its workflow recorded: its first
    * `expected.tokens` tokens must have that digest (INTEGRITY otherwise); it may be longer only by a turn
-   * in flight. Returns what moved, from where, and the digest of the whole context.
+   * in flight, or by the recorded `tail`. A model context is then loaded into the engine (its tail
+   * evaluated), so the next turn pays only its own model time. Returns what moved, from where, and the
+   * digest of the whole of its pages.
    */
-  async resume(call: Presented, expected: DigestState, run: RunAdmitted = runNow): Promise<ResumeResult> {
+  async resume(
+    call: Presented,
+    { expected, tail = [] }: { expected: DigestState; tail?: readonly number[] },
+    run: RunAdmitted = runNow,
+  ): Promise<ResumeResult> {
     await this.admitHeld(call);
     return run(async () => {
       const contextId = call.contextId;
+      await this.turns.settled(contextId);
       const [{ bytes, from }, transferMs] = await timed(() => this.tiers.restore(contextId));
       this.observer?.transferred('to-device', bytes);
       const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
-      return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs };
+      const [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail));
+      return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
     });
   }
 
-  /** Moves the context off the device, to host memory or to disk (with its manifest). */
-  async suspend(call: Presented, tier: 'host' | 'disk', run: RunAdmitted = runNow): Promise<SuspendResult> {
+  /**
+   * Moves the context off the device, to host memory or to disk (with its manifest), its pages first
+   * brought up to the whole conversation the workflow recorded (`expected` and `tail`): the context leaves
+   * the engine. Returns the digest of all of it.
+   */
+  async suspend(
+    call: Presented,
+    request: { tier: 'host' | 'disk'; expected?: DigestState; tail?: readonly number[] },
+    run: RunAdmitted = runNow,
+  ): Promise<SuspendResult> {
     await this.admitHeld(call);
     return run(async () => {
-      const [bytes, transferMs] = await timed(() => this.moveOff(call.contextId, tier));
-      return { ...this.snapshot(call.contextId), bytes, transferMs };
+      const { contextId } = call;
+      const [bytes, transferMs] = await timed(async () => {
+        const tail = request.tail ?? [];
+        if (tail.length > 0) {
+          if (!request.expected) throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
+          await this.turns.saveTail(contextId, request.expected, tail);
+        }
+        return this.moveOff(contextId, request.tier);
+      });
+      const digest = await this.verifier.digestAt(contextId, this.tiers.contextStats(contextId).tokens);
+      return { ...this.snapshot(contextId), digest, bytes, transferMs };
     });
   }
 
@@ -208,12 +248,20 @@ export class AgentMemory {
   async fork(
     call: Presented,
     child: Presented,
-    options: { childCustodian: unknown; checkpoint: boolean },
+    options: { childCustodian: unknown; checkpoint: boolean; expected?: DigestState; tail?: readonly number[] },
     run: RunAdmitted = runNow,
   ): Promise<ForkResult> {
     const parent = await this.admitHeld(call);
     return run(async () => {
       const childId = child.contextId;
+      // The child gets the pages: every turn of the parent's must be in them first.
+      const tail = options.tail ?? [];
+      if (tail.length > 0) {
+        if (!options.expected) throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
+        await this.turns.saveTail(call.contextId, options.expected, tail);
+      } else {
+        await this.turns.settled(call.contextId);
+      }
       const claims = await this.capabilities.childClaims(child, parent);
       await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
       const existing = await this.grants.get(childId);
@@ -229,7 +277,8 @@ export class AgentMemory {
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
       this.tenants.set(childId, claims.ten);
       if (options.checkpoint) await this.tiers.checkpoint(childId);
-      return { parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
+      const digest = await this.verifier.digestAt(call.contextId, this.tiers.contextStats(call.contextId).tokens);
+      return { digest, parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
     });
   }
 
@@ -360,8 +409,14 @@ export class AgentMemory {
    * The drain at shutdown: writes the context to the cold tier with its manifest and lets go of it in
    * memory, with no caller to admit (the worker is stopping). Returns the bytes written.
    */
-  drainContext(contextId: string): Promise<number> {
+  async drainContext(contextId: string): Promise<number> {
+    await this.turns.settled(contextId);
     return this.moveOff(contextId, 'disk');
+  }
+
+  /** Resolves once every model turn's write-behind has run (before the worker closes its engine and pool). */
+  settled(): Promise<void> {
+    return this.turns.allSettled();
   }
 
   /** Deletes segment files no manifest names that are older than `minAgeMs`; returns how many. */
@@ -445,6 +500,7 @@ export class AgentMemory {
 
   /** Moves the context off the device; returns the bytes that changed tier. */
   private async moveOff(contextId: string, tier: 'host' | 'disk'): Promise<number> {
+    await this.turns.settled(contextId);
     this.letGo(contextId);
     const { bytes } = await this.tiers.offload(contextId, tier);
     this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
@@ -465,13 +521,14 @@ export class AgentMemory {
 
   /** Frees a held context and forgets it (see release()); returns the tokens it held. */
   private async free(contextId: string, claims: CapabilityClaims): Promise<number> {
+    await this.turns.settled(contextId);
     const tokens = this.tiers.contextStats(contextId).tokens;
     await this.tiers.release(contextId);
     await this.forget(contextId, claims);
     return tokens;
   }
 
-  /** The engine's hot copy follows the context off the device: the next turn reads the stored pages. */
+  /** The engine's hot copy follows the context off this worker's device: the next turn reads the stored pages. */
   private letGo(contextId: string): void {
     void this.engine?.release(contextId).catch(() => undefined); // nothing to let go of is no failure
   }

@@ -15,7 +15,13 @@ export interface Allocated extends ContextSnapshot {
 }
 
 export interface TurnResult extends ContextSnapshot {
+  /**
+   * The digest of the context's pages when the turn ran. A model turn's own KV reaches the pages after
+   * its reply (write-behind), so the workflow keeps `added` until a later result's digest covers it.
+   */
   digest: DigestState;
+  /** Model turns: the token ids the turn added, in order. */
+  added?: number[];
   /** The turn and, when asked for, its checkpoint. */
   appendMs: number;
   /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
@@ -30,6 +36,8 @@ export interface TurnResult extends ContextSnapshot {
 }
 
 export interface SuspendResult extends ContextSnapshot {
+  /** The digest of the whole context as it left: its pages then hold every turn (the tail is saved). */
+  digest: DigestState;
   /** Bytes moved between tiers by this call. */
   bytes: number;
   transferMs: number;
@@ -45,9 +53,13 @@ export interface ResumeResult extends ContextSnapshot {
   /** The digest of the whole context as it came back, checked against `expected` over its first tokens. */
   digest: DigestState;
   verifyMs: number;
+  /** Loading it into the worker's model engine (0 without one, or when the engine held it hot). */
+  engineLoadMs: number;
 }
 
 export interface ForkResult {
+  /** The parent's whole context as the child got it (its tail saved first): the child starts from this. */
+  digest: DigestState;
   parent: ContextSnapshot;
   child: ContextSnapshot;
 }

@@ -19,8 +19,14 @@ export interface TurnAsk {
   tokens?: number;
   message?: string;
   generation?: GenerationSettings;
-  /** The context's digest before this turn (the workflow's record). */
+  /** The context's digest before this turn (the workflow's record of its pages). */
   before: DigestState;
+  /**
+   * Token ids the conversation holds after `before` (the workflow's record of them): turns whose KV was
+   * not yet in the pages when their results came back. A worker rebuilding the context (after a failover,
+   * or an engine that let go of it) evaluates them again.
+   */
+  tail?: number[];
   /** Write the durable copy after appending. */
   checkpoint: boolean;
 }
@@ -29,7 +35,10 @@ export interface TurnAsk {
 export type TurnInput = { tokens: number } | { message: string; generation?: GenerationSettings };
 
 export interface AppliedTurn {
+  /** The digest of the pages as the turn found them (a model turn's own KV follows them write-behind). */
   digest: DigestState;
+  /** Model turns: the token ids the turn added, which the workflow keeps until the pages have their KV. */
+  added?: number[];
   /** The turn was already in the context (an attempt whose worker was lost applied it). */
   alreadyApplied: boolean;
   reply?: TurnReply;

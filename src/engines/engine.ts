@@ -1,8 +1,11 @@
 // The seam between kvfabric and whatever computes KV: an engine runs one turn of an agent's context and
-// hands back only what the turn added, as token ids and KV rows in kvfabric's token-major layout
-// ([token][layer][K=0,V=1][kvHead][headDim], src/fabric/types.ts BlockLayout). kvfabric keeps the pages;
-// the engine may keep a context "hot" in its own cache between turns, as a cache of those pages: it reads
-// the stored context (through a loader) only when it does not hold exactly that context already.
+// hands back the token ids it added; their KV follows when kvfabric asks (save), as rows in kvfabric's
+// token-major layout ([token][layer][K=0,V=1][kvHead][headDim], src/fabric/types.ts BlockLayout), so a
+// turn never waits for its KV to be copied out. kvfabric keeps the pages;
+// the engine may keep a context "hot" in its own cache between turns, as a cache of those pages: it has
+// the stored context written into its own state format (straight from the pages, natively) only when it
+// does not hold exactly that context already.
+import type { MemoryFile, PlaneMajorPiece } from '../fabric/types';
 import type { EngineFingerprint } from './fingerprint';
 
 /** Token ids and their KV: kv.length === tokens.length x bytesPerToken of the engine's shape. */
@@ -13,12 +16,23 @@ export interface ContextKv {
 
 /** An agent's context as kvfabric holds it before a turn. */
 export interface StoredContext {
-  /** All token ids of the context (cheap: 4 bytes a token), so an engine can tell if its hot copy is this one. */
+  /**
+   * Every token id of the context (cheap: 4 bytes a token), so an engine can tell if its hot copy is this
+   * one. The KV of the first `storedTokens` is in kvfabric's pages; the rest (a tail whose KV was not
+   * saved yet, e.g. after its worker died) the engine evaluates again after loading the pages.
+   */
   tokens: Uint32Array;
+  /** How many of `tokens` have KV in the pages (default: all). */
+  storedTokens?: number;
   /** The fingerprint recorded with the context; absent only for an empty context. */
   fingerprint?: EngineFingerprint;
-  /** The KV rows of every token, token-major; called at most once, and only when the engine needs them. */
-  loadKv(): Promise<Uint8Array>;
+  /**
+   * Writes the KV of the first `storedTokens` tokens into `file`, laid out by `pieces` (the engine's own
+   * state format: its headers, and each layer's K and V rows where the format wants them), straight from
+   * the pages and each page checked against its checksum on the way (INTEGRITY otherwise); resolves with
+   * the file's length. Called at most once, and only when the engine does not hold the context hot.
+   */
+  writeKv(file: MemoryFile, pieces: readonly PlaneMajorPiece[]): Promise<number>;
 }
 
 export interface GenerationSettings {
@@ -46,8 +60,11 @@ export interface EngineTurnResult {
   promptTokens: number;
   /** Tokens generated for the reply, end-of-turn token excluded. */
   replyTokens: number;
-  /** Only what the turn added to the context: every token whose KV is now in the engine's cache, and that KV. */
-  appended: ContextKv;
+  /**
+   * The token ids the turn added (message, reply, closing tokens), in order. Their KV is in the engine's
+   * hot copy only, until `save` hands it over: a turn does not wait for that.
+   */
+  added: Uint32Array;
   /** Whether the engine continued its hot copy, loaded the stored context, or started from empty. */
   resumedFrom: 'hot' | 'stored' | 'empty';
 }
@@ -58,10 +75,21 @@ export interface Engine {
   /**
    * Runs one turn. Errors are FabricErrors: INCOMPATIBLE (context of another engine setting),
    * OUT_OF_RANGE (the turn would pass the context length; nothing changes), INTEGRITY (stored bytes that
-   * cannot be a context), INVALID_ARGUMENT, BUSY (a turn of `key` is running). Checks run before anything
+   * cannot be a context), INVALID_ARGUMENT, BUSY (a call on `key` is running). Checks run before anything
    * changes; an error after the turn started leaves the engine with no hot copy of `key`.
    */
   turn(request: EngineTurnRequest): Promise<EngineTurnResult>;
+  /**
+   * Makes `context` the hot copy of `key` (pages loaded, the tail evaluated), unless it is already: what a
+   * resume does so that the next turn pays only its own model time. Same errors as turn().
+   */
+  load(key: string, context: StoredContext): Promise<EngineTurnResult['resumedFrom']>;
+  /**
+   * The KV of the hot copy of `key` from token `fromToken` on, as token ids and token-major rows: what
+   * kvfabric appends to the pages after a turn, off the turn's path. INVALID_STATE when `key` is not hot
+   * (evicted meanwhile: its pages and token ids still rebuild it), BUSY while a call on `key` runs.
+   */
+  save(key: string, fromToken: number): Promise<ContextKv>;
   /** Lets go of the hot copy of `key`, if any; the next turn on it loads the stored context. */
   release(key: string): Promise<void>;
   close(): Promise<void>;

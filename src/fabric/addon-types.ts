@@ -1,11 +1,21 @@
-// Every export of the native addon (native/src/addon/addon.cc, pool_wrap.cc, aes_gcm.cc), declared once
+// Every export of the native addon (native/src/addon/addon.cc, pool_wrap.cc, memory_file_wrap.cc, aes_gcm.cc), declared once
 // with its exact signature. The addon is loaded only through loadNativeBinding() (native-binding.ts),
 // which returns NativeAddon. test/fabric/native-surface.test.ts reads this file's declarations and
 // compares them with the loaded addon, member by member, so an export added or removed on either side
 // fails it. The public API is src/fabric/index.ts; what is marked @internal here is used only inside
 // the package (the loader, the cold tier's crypto threads, the transfer benchmark).
 import type { FabricError } from './errors';
-import type { Backend, BackendInfo, BlockLayout, ContextHandle, IpcChunk, KvAllocator, ScrubPolicy, TierPrimitives } from './types';
+import type {
+  Backend,
+  BackendInfo,
+  BlockLayout,
+  ContextHandle,
+  IpcChunk,
+  KvAllocator,
+  MemoryFile,
+  ScrubPolicy,
+  TierPrimitives,
+} from './types';
 
 /**
  * The pool's options as the addon reads them: the model shape flattened in, every other field optional
@@ -95,6 +105,10 @@ export interface NativeAddon {
   NativePool: new (
     options: NativePoolOptions,
   ) => NativePool;
+  /** A memory file named `name` (shown in /proc/self/fd); UNAVAILABLE where the system has no memfd. */
+  MemoryFile: new (
+    name: string,
+  ) => MemoryFile;
   /** @internal The loader hands over FabricError once, so native failures are thrown as that class. */
   registerErrorClass(errorClass: typeof FabricError): void;
   /** Never throws for CUDA's sake: an unusable device is `usable: false` with the reason. */

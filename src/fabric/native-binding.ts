@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { NativeAddon } from './addon-types';
 import { FabricError } from './errors';
 
-const EXPECTED_ABI = 3;
+const EXPECTED_ABI = 4;
 let binding: NativeAddon | undefined;
 
 function packageRoot(): string {

@@ -151,6 +151,29 @@ export interface ContextStats {
   diskCopies: number;
 }
 
+/**
+ * A file that lives only in this process's memory (a Linux memfd), kept mapped between writes: what a
+ * context is written into for an engine that loads files by path. Its pages stay allocated until
+ * close(), so writing it again costs a copy; it only grows, and bytes past what the last write laid out
+ * are left from earlier writes (a reader takes the length the write resolved with).
+ */
+export interface MemoryFile {
+  /** /proc/self/fd/N: opens the file in this process only; empty once closed. */
+  readonly path: string;
+  /** Bytes allocated, a multiple of 2 MiB. */
+  readonly capacity: number;
+  /** Frees its memory; BUSY while a write runs. */
+  close(): void;
+}
+
+/**
+ * One piece of a file that writePlaneMajorAsync lays out, in file order: literal bytes (headers), or
+ * the rows of every read token in one block plane (plane = layer x 2 + {K: 0, V: 1}), one row of
+ * kvHeads x headDim x dtypeBytes per token; with elementBytes, the plane element-transposed instead
+ * (element e of token t at e x tokenCount + t, each elementBytes long).
+ */
+export type PlaneMajorPiece = { bytes: Uint8Array } | { plane: number; elementBytes?: number };
+
 export interface KvAllocator {
   readonly layout: BlockLayout;
   readonly scrubPolicy: ScrubPolicy;
@@ -192,6 +215,20 @@ export interface TierPrimitives {
   demote(ctx: ContextHandle): Promise<void>;
   /** Offloaded -> resident: host blocks move to the device. Pages only on disk must be filled first. */
   promote(ctx: ContextHandle): Promise<void>;
+  /**
+   * Writes tokens [startToken, startToken + tokenCount) into `file` laid out by `pieces` (in file order:
+   * literal bytes, and every block plane's rows once), off the event loop, checking each page against
+   * its checksum as it reads it (INTEGRITY, naming the page, otherwise). No token-major copy is made and
+   * no byte passes through JavaScript. Resolves with the file's length in bytes; pages only on disk are
+   * INVALID_STATE (restore first), a file being written BUSY.
+   */
+  writePlaneMajorAsync(
+    ctx: ContextHandle,
+    file: MemoryFile,
+    startToken: number,
+    tokenCount: number,
+    pieces: readonly PlaneMajorPiece[],
+  ): Promise<number>;
   /** Blocks of ctx without a disk copy, to be written by the disk tier. */
   beginSpill(ctx: ContextHandle): { lease: number; blocks: number };
   /** One spilled block's bytes: a new buffer, or copied into `into` (exactly one block) and returned. */

@@ -34,7 +34,7 @@ export const OPERATIONS = {
   /** Ends a context whose holder died with no durable copy to adopt (a release with no holder). */
   retire: { update: false, queue: 'placement', right: 'release', custody: false, ends: true, revokesPresenter: true },
   /** Appends a turn: a message through the worker's model, or a synthetic turn's token count. */
-  turn: { update: true, queue: 'holder', right: 'turn', custody: false },
+  turn: { update: true, queue: 'holder', right: 'turn', custody: false, local: 'turnIfHolder' },
   /** Brings the context back to the device, verified against the workflow's digest. */
   resume: { update: true, queue: 'holder', right: 'resume', custody: false, local: 'resumeIfHolder' },
   /** Moves the context off the device, to host memory or disk (also the idle timers' move). */

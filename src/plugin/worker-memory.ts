@@ -94,6 +94,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       fences,
       tenantIds,
       ...(engine ? { engine } : {}),
+      onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
     });
     const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
     return {
@@ -104,6 +105,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       backend,
       engine,
       async close() {
+        await memory.settled();
         await cold.close();
         await engine?.close();
         pool.close();

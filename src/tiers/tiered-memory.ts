@@ -6,7 +6,7 @@
 import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { Tier } from '../fabric/tier';
-import type { ContextHandle, ContextStats, PoolStats, TenantId } from '../fabric/types';
+import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStats, TenantId } from '../fabric/types';
 import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
 import { ContextRegistry, type ContextEntry } from './context-registry';
 import { DurableCopies } from './durable-copies';
@@ -116,13 +116,17 @@ export class TieredMemory {
   /**
    * Appends whole tokens; an offloaded context is restored first, and room is made by eviction. An
    * attachment given replaces the context's once the tokens are in, under the same lock, so no durable
-   * copy ever pairs these pages with another note. Returns the evictions it caused.
+   * copy ever pairs these pages with another note. `expectedHandle`: append only to that incarnation
+   * of the id (STALE_HANDLE when it was freed, or made again, meanwhile). Returns the evictions it caused.
    */
-  append(contextId: string, kv: Uint8Array, attachment?: ContextAttachment): Promise<Eviction[]> {
+  append(contextId: string, kv: Uint8Array, attachment?: ContextAttachment, expectedHandle?: ContextHandle): Promise<Eviction[]> {
     // The caller's buffer may be detached or resized while this waits for the lock or for room; the
     // native append checks it again for each piece it takes once it runs.
     const bytes = kv.byteLength;
     return this.locked(contextId, async (entry) => {
+      if (expectedHandle !== undefined && entry.handle !== expectedHandle) {
+        throw new FabricError('STALE_HANDLE', `context ${contextId} was freed or made again since`);
+      }
       unchangedSince(kv, bytes, contextId);
       this.registry.touch(contextId);
       const log: Eviction[] = [];
@@ -149,6 +153,19 @@ export class TieredMemory {
       this.registry.touch(contextId);
       if (this.tierOf(entry) === 'disk') await this.moves.restore(entry, []);
       return this.pool.readAsync(entry.handle, startToken, tokenCount);
+    });
+  }
+
+  /**
+   * Writes the context's first `tokenCount` tokens into `file` laid out by `pieces`, natively and checked
+   * page by page (NativeAllocator.writePlaneMajorAsync); pages only on disk are restored first. Resolves
+   * with the file's length.
+   */
+  writePlaneMajor(contextId: string, file: MemoryFile, tokenCount: number, pieces: readonly PlaneMajorPiece[]): Promise<number> {
+    return this.locked(contextId, async (entry) => {
+      this.registry.touch(contextId);
+      if (this.tierOf(entry) === 'disk') await this.moves.restore(entry, []);
+      return this.pool.writePlaneMajorAsync(entry.handle, file, 0, tokenCount, pieces);
     });
   }
 

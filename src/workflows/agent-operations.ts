@@ -9,7 +9,7 @@ import { agentWorkflowId } from '../identity/agent-identity';
 import { startAgentChild } from './agent-child';
 import type { AgentRun } from './agent-run';
 import { initialState, statusOf } from './agent-state';
-import { bringBack, resumeOn } from './bring-back';
+import { bringBack } from './bring-back';
 import type {
   AgentInput,
   AgentStatus,
@@ -25,6 +25,7 @@ import type {
 import { adoptionImpossible, failedWith, refusal } from './failures';
 import type { HolderCalls } from './holder-calls';
 import { canTake, timerOf, type LifecycleEvent } from './lifecycle';
+import { turnOnHolder } from './turn-on-holder';
 
 export class AgentOperations {
   constructor(
@@ -46,8 +47,8 @@ export class AgentOperations {
       checkpoint: this.durable,
     });
     run.place(placed);
+    run.recordPages(placed.digest);
     run.absorb(placed);
-    run.state.digest = placed.digest;
   }
 
   async turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
@@ -59,14 +60,16 @@ export class AgentOperations {
     try {
       // A message's token count is the model's to decide: any number may already be in flight.
       const input = tokens !== undefined ? { tokens } : { message: message!, ...(generation ? { generation } : {}) };
-      const result = await this.calls.call(async (holder) => {
-        // After a failover the context is on disk at its new holder; the turn may already be in it.
-        if (state.tier !== 'device') await resumeOn(run, holder, capability, tokens ?? 'any');
-        return holder.turn({ ...run.request(capability), turn: state.turns, ...input, before: state.digest, checkpoint: this.durable });
+      const result = await turnOnHolder(run, this.calls, capability, {
+        turn: state.turns,
+        ...input,
+        before: state.digest,
+        tail: state.tail,
+        checkpoint: this.durable,
       });
       reply = result.reply;
+      run.recordPages(result.digest, result.added);
       run.absorb(result);
-      state.digest = result.digest;
       state.turns++;
       if (result.durable === false) {
         state.durableCopyStale = true;
@@ -100,8 +103,17 @@ export class AgentOperations {
     const { run } = this;
     const { state, input } = run;
     const forked = await this.calls.call((holder) =>
-      holder.fork({ ...run.request(capability), childId, childCapability, childCustodian, checkpoint: this.durable }),
+      holder.fork({
+        ...run.request(capability),
+        childId,
+        childCapability,
+        childCustodian,
+        checkpoint: this.durable,
+        expected: state.digest,
+        tail: state.tail,
+      }),
     );
+    run.recordPages(forked.digest);
     run.absorb(forked.parent);
     const childInput: AgentInput = {
       agentId: childId,
@@ -204,9 +216,12 @@ export class AgentOperations {
       // After a failover the context is already on disk: nothing to move.
       run.state.tier !== 'none' && TIER_DEPTH[run.state.tier] >= TIER_DEPTH[tier]
         ? undefined
-        : holder.suspend({ ...run.request(capability), tier }),
+        : holder.suspend({ ...run.request(capability), tier, expected: run.state.digest, tail: run.state.tail }),
     );
-    if (suspended) run.absorb(suspended);
+    if (suspended) {
+      run.recordPages(suspended.digest);
+      run.absorb(suspended);
+    }
     if (tier === 'disk') delete run.state.durableCopyStale;
     run.move(event);
   }

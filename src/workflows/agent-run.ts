@@ -3,7 +3,7 @@
 // (updates, operations, holder calls, timers) share one AgentRun; nothing here calls an activity.
 import { ApplicationFailure } from '@temporalio/workflow';
 
-import type { ContextRequest, ContextSnapshot, Placement } from '../activities/types';
+import type { ContextRequest, ContextSnapshot, DigestState, Placement } from '../activities/types';
 import type { AgentInput, AgentState, AgentStatus } from './definitions';
 import { initialState, statusOf } from './agent-state';
 import { next, timerOf, type LifecycleEvent } from './lifecycle';
@@ -40,7 +40,7 @@ export class AgentRun {
 
   /**
    * Runs `body` alone, after every operation that arrived before it, and publishes the search attributes
-   * it changed. A released agent takes no operation.
+   * when it moved the agent (AttributePublisher). A released agent takes no operation.
    */
   operation<T>(body: () => Promise<T>): Promise<T> {
     return this.queue.run(async () => {
@@ -84,15 +84,36 @@ export class AgentRun {
     else delete this.state.holderRunsWorkflows;
   }
 
+  /** A worker's snapshot: where the context is and how big (its pages, or the conversation when longer). */
   absorb(snapshot: ContextSnapshot): void {
     const { state } = this;
     state.tier = snapshot.tier;
-    state.tokens = snapshot.tokens;
+    state.tokens = Math.max(snapshot.tokens, state.digest.tokens + state.tail.length);
     state.blocks = snapshot.blocks;
     state.sharedBlocks = snapshot.sharedBlocks;
     state.pinned = snapshot.pinned;
     // The highest seen: a snapshot taken before a later durable copy never lowers the record.
     state.durableVersion = Math.max(state.durableVersion, snapshot.durableVersion);
+  }
+
+  /**
+   * The digest of the pages a worker reported, and the token ids a model turn added: the tail keeps the
+   * ids the pages do not hold yet. Pages never go back (INTEGRITY); a synthetic turn's pages move past an
+   * empty tail.
+   */
+  recordPages(digest: DigestState, added: readonly number[] = []): void {
+    const { state } = this;
+    const caughtUp = digest.tokens - state.digest.tokens;
+    if (caughtUp < 0) {
+      throw ApplicationFailure.create({
+        type: 'INTEGRITY',
+        message: `a worker reported ${digest.tokens} tokens of pages; the workflow recorded ${state.digest.tokens}`,
+        nonRetryable: true,
+      });
+    }
+    state.tail = [...state.tail, ...added].slice(caughtUp);
+    state.digest = digest;
+    state.tokens = Math.max(state.tokens, digest.tokens + state.tail.length);
   }
 
   touch(): void {

@@ -21,6 +21,8 @@ export function initialState(input: AgentInput): AgentState {
     turns: 0,
     // Replaced by the allocation's digest before any turn; a fork starts from its parent's.
     digest: parent?.digest ?? { scheme: 'page-checksums', value: '', tokens: 0 },
+    // A fork's pages hold its parent's whole conversation: the parent's worker saved the tail first.
+    tail: [],
     holder: parent?.holder ?? null,
     ...(parent?.holderRunsWorkflows ? { holderRunsWorkflows: true } : {}),
     nextOperation: 0,

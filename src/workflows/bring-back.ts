@@ -1,8 +1,6 @@
 // Bringing an agent's context back to the device, wherever it is: in the workflow task itself when the
 // worker running the task holds it in memory, else through the holder's queue (failover included). The
 // worker verifies what came back against the digest the workflow recorded; the workflow checks the count.
-import { ApplicationFailure } from '@temporalio/workflow';
-
 import type { HolderActivities, ResumeRequest, ResumeResult } from '../activities/types';
 import type { AgentRun } from './agent-run';
 import { refusal } from './failures';
@@ -27,30 +25,37 @@ export async function resumeOn(run: AgentRun, holder: HolderActivities, capabili
 async function resumeLocally(run: AgentRun, calls: HolderCalls, capability: string): Promise<boolean> {
   const { state } = run;
   // Only a holder that runs agent workflows can be the worker running this task.
-  if (state.holder === null || !state.holderRunsWorkflows || (state.tier !== 'device' && state.tier !== 'host')) return false;
-  let resumed: ResumeResult | null;
-  try {
-    resumed = await calls.resumeLocally({ ...resumeRequest(run, capability), holder: state.holder });
-  } catch (err) {
-    if (err instanceof ApplicationFailure && err.type === 'PERMISSION_DENIED') state.denials++;
-    throw err;
-  }
+  const holder = state.holder;
+  if (holder === null || !state.holderRunsWorkflows || (state.tier !== 'device' && state.tier !== 'host')) return false;
+  const resumed = await calls.locally((local) => local.resumeIfHolder({ ...resumeRequest(run, capability), holder }));
   if (resumed === null) return false;
   accept(run, resumed, 0);
   return true;
 }
 
 function resumeRequest(run: AgentRun, capability: string): ResumeRequest {
-  return { ...run.request(capability), expected: run.state.digest };
+  return { ...run.request(capability), expected: run.state.digest, tail: run.state.tail };
 }
 
-/** Takes a resume's result: its token count against the recorded one, then its snapshot and figures. */
+/**
+ * Takes a resume's result: its token count against the recorded one, then its snapshot and figures. Pages
+ * longer than recorded by at most the tail have caught up with it (the worker checked the ids); longer by
+ * a turn in flight, the turn's own activity checks them, so the record stays.
+ */
 function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | 'any'): void {
   const { state } = run;
   const extra = resumed.tokens - state.digest.tokens;
-  if (extra !== 0 && extra !== inFlightTokens && !(inFlightTokens === 'any' && extra > 0)) {
+  const caughtUp = extra >= 0 && extra <= state.tail.length;
+  if (!caughtUp && extra !== inFlightTokens && !(inFlightTokens === 'any' && extra > 0)) {
     throw refusal('INTEGRITY', `context came back with ${resumed.tokens} tokens; the workflow recorded ${state.digest.tokens}`);
   }
+  if (caughtUp) run.recordPages(resumed.digest);
   run.absorb(resumed);
-  state.lastResume = { bytes: resumed.bytes, transferMs: resumed.transferMs, verifyMs: resumed.verifyMs, from: resumed.from };
+  state.lastResume = {
+    bytes: resumed.bytes,
+    transferMs: resumed.transferMs,
+    verifyMs: resumed.verifyMs,
+    engineLoadMs: resumed.engineLoadMs,
+    from: resumed.from,
+  };
 }

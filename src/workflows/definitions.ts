@@ -75,10 +75,18 @@ export interface AgentState {
   pinned: boolean;
   /** This agent's own turns (a fork starts at 0; its prefix is its parent's). */
   turns: number;
+  /** The digest of the context's pages as a worker last reported them. */
   digest: DigestState;
+  /**
+   * Token ids of the conversation after `digest`: model turns whose KV had not reached the pages when
+   * their results came back (a turn's KV follows its reply). Any worker rebuilding the context (after a
+   * failover) evaluates them again; usually the last turn's, and empty once the context leaves the engine.
+   * Sealed by the payload codec like all state.
+   */
+  tail: number[];
   /** Worker-specific task queue of the worker holding the context's hot and warm blocks. */
   holder: string | null;
-  /** The holder runs agent workflows too, so restores from memory may run locally (agent.ts, restoreLocally). */
+  /** The holder runs agent workflows too, so resumes from memory and hot turns may run locally (HolderCalls.locally). */
   holderRunsWorkflows?: boolean;
   /** Next operation id's sequence number: ids are `${agentId}:${n}`, unique across continue-as-new. */
   nextOperation: number;
@@ -104,6 +112,8 @@ export interface ResumeFigures {
   bytes: number;
   transferMs: number;
   verifyMs: number;
+  /** Loading it into the holder's model engine, so the next turn is hot (0 without one). */
+  engineLoadMs: number;
   from: Tier;
 }
 

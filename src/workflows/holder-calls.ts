@@ -1,9 +1,9 @@
 // The agent workflow's calls to workers: placement calls on the shared queue, calls on the holder's own
-// queue with the workflow's retries, the local resume in the workflow task, and failover: when the holder
-// is gone, another worker adopts the context from the cold tier and the call runs there.
+// queue with the workflow's retries, local calls in the workflow task (a resume, a turn), and failover:
+// when the holder is gone, another worker adopts the context from the cold tier and the call runs there.
 import { TemporalFailure, log, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 
-import type { HolderActivities, LocalActivities, LocalResumeRequest, PlacementActivities, ResumeResult } from '../activities/types';
+import type { HolderActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import type { AgentRun } from './agent-run';
 import { canTake } from './lifecycle';
 import { decisiveLocalFailure, holderLost, retryable } from './failures';
@@ -22,7 +22,7 @@ export class HolderCalls {
       scheduleToCloseTimeout: timeouts.operationMs,
       retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
     });
-    // Run in the workflow task by the worker that runs it: one attempt; see resumeLocally.
+    // Run in the workflow task by the worker that runs it: one attempt; see locally.
     this.local = proxyLocalActivities<LocalActivities>({ startToCloseTimeout: timeouts.attemptMs, retry: { maximumAttempts: 1 } });
   }
 
@@ -46,14 +46,15 @@ export class HolderCalls {
   }
 
   /**
-   * A resume of a context in memory, in the workflow task itself, when the worker running that task holds
+   * A call on a context in memory, in the workflow task itself, when the worker running that task holds
    * it: one workflow task and no activity dispatch through the server. Null when that worker is not the
-   * holder (or the context is on disk): the caller then goes through the holder's queue, where heartbeats,
-   * failover and retries apply. Throws only a decisive failure (a denial, damaged bytes).
+   * holder (or the context is not where the local call acts), or when the local call failed in a way the
+   * holder's queue may not: the caller then goes through the holder's queue, where heartbeats, failover
+   * and retries apply. Throws only a decisive failure (a denial, counted; damaged bytes).
    */
-  async resumeLocally(request: LocalResumeRequest): Promise<ResumeResult | null> {
+  async locally<T>(call: (local: LocalActivities) => Promise<T | null>): Promise<T | null> {
     try {
-      return await this.local.resumeIfHolder(request);
+      return await call(this.local);
     } catch (err) {
       // Not an activity's failure: this worker lacks the local activity (it runs the agent workflow without
       // the kvfabric plugin). Falling back here would record a history that replays differently on a
@@ -64,8 +65,9 @@ export class HolderCalls {
         );
       }
       const decisive = decisiveLocalFailure(err);
+      if (decisive?.type === 'PERMISSION_DENIED') this.run.state.denials++;
       if (decisive) throw decisive;
-      log.info('local resume not done; asking the holder', { agentId: this.run.agentId, error: String(err) });
+      log.info('local call not done; asking the holder', { agentId: this.run.agentId, error: String(err) });
       return null;
     }
   }

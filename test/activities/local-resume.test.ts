@@ -34,7 +34,7 @@ it('answers null for another holder, a context it does not hold, and one on disk
     before: emptyDigest(),
     checkpoint: false,
   });
-  await memory.suspend(call('ctx', 'acme', 'suspend', capability), 'host');
+  await memory.suspend(call('ctx', 'acme', 'suspend', capability), { tier: 'host' });
   const request = (over: Partial<LocalResumeRequest> = {}): LocalResumeRequest => ({
     agentId: 'ctx',
     tenant: 'acme',
@@ -57,7 +57,7 @@ it('answers null for another holder, a context it does not hold, and one on disk
   expect(changesSince(before)).toEqual([]);
   expect(memory.snapshot('ctx').tier).toBe('host');
 
-  await memory.suspend(call('ctx', 'acme', 'suspend', capability), 'disk');
+  await memory.suspend(call('ctx', 'acme', 'suspend', capability), { tier: 'disk' });
   const onDisk = tierCalls.length;
   expect(await local.resumeIfHolder(request())).toBeNull();
   expect(changesSince(onDisk)).toEqual([]);

@@ -117,7 +117,7 @@ describe('AgentMemory over tiered memory', () => {
       a.memory.turn(a.call('ctx', 'acme', 'turn', token), { turn: 2, before: t1.digest, checkpoint: false }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
 
-    const suspended = await a.memory.suspend(a.call('ctx', 'acme', 'suspend', token), 'disk');
+    const suspended = await a.memory.suspend(a.call('ctx', 'acme', 'suspend', token), { tier: 'disk' });
     expect(suspended).toMatchObject({ tier: 'disk', tokens: 30 });
     expect(suspended.bytes).toBeGreaterThan(0);
     // Another process adopts it from the cold tier, and every resume checks it against the digest.
@@ -125,22 +125,26 @@ describe('AgentMemory over tiered memory', () => {
     expect(
       await b.memory.recover(b.call('ctx', 'acme', 'recover', token), { minVersion: suspended.durableVersion, epoch: 1, attempt: 1 }),
     ).toMatchObject({ tokens: 30 });
-    const resumed = await b.memory.resume(b.call('ctx', 'acme', 'resume', token), t1.digest);
+    const resumed = await b.memory.resume(b.call('ctx', 'acme', 'resume', token), { expected: t1.digest });
     expect(resumed).toMatchObject({ tier: 'device', tokens: 30, from: 'disk', digest: t1.digest, bytes: 2 * 16 * BPT }); // whole pages
     expect(resumed.verifyMs).toBeGreaterThanOrEqual(0);
     // A verified prefix, and more (a turn in flight): the digest of the whole context comes back.
-    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), t0.digest)).resolves.toMatchObject({
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { expected: t0.digest })).resolves.toMatchObject({
       from: 'device',
       bytes: 0,
       digest: t1.digest,
     });
-    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { ...t1.digest, value: '00'.repeat(32) })).rejects.toMatchObject({
+    await expect(
+      b.memory.resume(b.call('ctx', 'acme', 'resume', token), { expected: { ...t1.digest, value: '00'.repeat(32) } }),
+    ).rejects.toMatchObject({
       code: 'INTEGRITY',
     });
-    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { ...t1.digest, tokens: 31 })).rejects.toMatchObject({
-      code: 'INTEGRITY',
-    });
-    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', b.token('other')), t1.digest)).rejects.toMatchObject({
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', token), { expected: { ...t1.digest, tokens: 31 } })).rejects.toMatchObject(
+      {
+        code: 'INTEGRITY',
+      },
+    );
+    await expect(b.memory.resume(b.call('ctx', 'acme', 'resume', b.token('other')), { expected: t1.digest })).rejects.toMatchObject({
       code: 'PERMISSION_DENIED',
     });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.

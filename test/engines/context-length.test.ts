@@ -18,7 +18,7 @@ describe('the llama engine context length', () => {
   });
 
   it('refuses a turn that would pass it with OUT_OF_RANGE, and then serves one that fits', async () => {
-    const context = { tokens: new Uint32Array(0), loadKv: async () => new Uint8Array(0) };
+    const context = { tokens: new Uint32Array(0), writeKv: async () => 0 };
     const long = 'Tell me everything about bridges, their history, materials, loads, spans and failures. '.repeat(3);
     await expect(engine.turn({ key: 'long', context, input: long, generation: { maxTokens: 16 } })).rejects.toMatchObject({
       name: 'FabricError',
@@ -27,7 +27,7 @@ describe('the llama engine context length', () => {
     });
     // The refusal held nothing back: a turn that fits runs on the same engine.
     const fits = await engine.turn({ key: 'short', context, input: 'Hi.', generation: { maxTokens: 4 } });
-    expect(fits.appended.tokens.length).toBeLessThanOrEqual(64);
+    expect(fits.added.length).toBeLessThanOrEqual(64);
   });
 });
 

@@ -27,30 +27,40 @@ afterAll(async () => {
   pool?.close();
 });
 
-/** A kvfabric context: token ids beside the pool's pages, and the fingerprint recorded with them. */
+/**
+ * A kvfabric context: token ids beside the pool's pages, and the fingerprint recorded with them. `tail`:
+ * token ids of turns whose KV was never saved into the pages (their worker died first).
+ */
 class PooledContext {
   tokens = new Uint32Array(0);
+  tail: Uint32Array = new Uint32Array(0);
   fingerprint: EngineFingerprint | undefined;
   loads = 0;
   constructor(readonly handle: ContextHandle = pool.createContext(TENANT)) {}
 
   stored(): StoredContext {
+    const all = new Uint32Array(this.tokens.length + this.tail.length);
+    all.set(this.tokens);
+    all.set(this.tail, this.tokens.length);
     return {
-      tokens: this.tokens,
+      tokens: all,
+      storedTokens: this.tokens.length,
       ...(this.fingerprint ? { fingerprint: this.fingerprint } : {}),
-      loadKv: async () => {
+      writeKv: async (file, pieces) => {
         this.loads++;
-        return pool.read(this.handle, 0, this.tokens.length);
+        return pool.writePlaneMajorAsync(this.handle, file, 0, this.tokens.length, pieces);
       },
     };
   }
 
-  absorb(result: EngineTurnResult): void {
-    pool.append(this.handle, result.appended.kv);
-    const tokens = new Uint32Array(this.tokens.length + result.appended.tokens.length);
+  /** The engine's save of everything after the pages, appended to them. */
+  absorb(saved: ContextKv): void {
+    pool.append(this.handle, saved.kv);
+    const tokens = new Uint32Array(this.tokens.length + saved.tokens.length);
     tokens.set(this.tokens);
-    tokens.set(result.appended.tokens, this.tokens.length);
+    tokens.set(saved.tokens, this.tokens.length);
     this.tokens = tokens;
+    this.tail = new Uint32Array(0);
     this.fingerprint = engine.fingerprint;
   }
 
@@ -62,17 +72,29 @@ class PooledContext {
   }
 }
 
-async function turn(key: string, context: PooledContext, input: string): Promise<EngineTurnResult> {
-  const result = await engine.turn({ key, context: context.stored(), input, generation: { maxTokens: MAX_TOKENS } });
-  expect(result.appended.kv.length).toBe(result.appended.tokens.length * 23_040);
-  context.absorb(result);
-  return result;
+/** A turn and, as kvfabric's write-behind does after it, the engine's save of its KV into the pages. */
+interface SavedTurn extends EngineTurnResult {
+  saved: ContextKv;
 }
 
-function expectSameTurn(a: EngineTurnResult, b: EngineTurnResult): void {
+async function turn(key: string, context: PooledContext, input: string): Promise<SavedTurn> {
+  const stored = context.tokens.length;
+  const result = await engine.turn({ key, context: context.stored(), input, generation: { maxTokens: MAX_TOKENS } });
+  const saved = await engine.save(key, stored);
+  // The save hands over everything after the pages: an unsaved tail, then exactly the turn's tokens.
+  expect(Array.from(saved.tokens.subarray(context.tail.length))).toEqual(Array.from(result.added));
+  expect(saved.kv.length).toBe(saved.tokens.length * 23_040);
+  context.absorb(saved);
+  return { ...result, saved };
+}
+
+function expectSameTurn(a: SavedTurn, b: SavedTurn): void {
   expect(b.reply).toBe(a.reply);
-  expect(Array.from(b.appended.tokens)).toEqual(Array.from(a.appended.tokens));
-  expectSameBytes(b.appended.kv, a.appended.kv);
+  expect(Array.from(b.added)).toEqual(Array.from(a.added));
+  expectSameBytes(
+    b.saved.kv.subarray(b.saved.kv.length - b.added.length * 23_040),
+    a.saved.kv.subarray(a.saved.kv.length - a.added.length * 23_040),
+  );
 }
 
 async function expectCode(promise: Promise<unknown>, code: string): Promise<FabricError> {
@@ -101,12 +123,12 @@ describe('LlamaEngine', () => {
 
   it('a conversation restored from kvfabric pages after the engine let go continues exactly like an uninterrupted one', async () => {
     const straight = new PooledContext();
-    const straightTurns: EngineTurnResult[] = [];
+    const straightTurns: SavedTurn[] = [];
     for (const message of MESSAGES) straightTurns.push(await turn('straight', straight, message));
     expect(straightTurns.map((t) => t.resumedFrom)).toEqual(['empty', 'hot', 'hot']);
     expect(straight.loads).toBe(0);
     // The context's tokens are exactly those whose KV kvfabric holds: prompt, reply and closing tokens.
-    for (const t of straightTurns) expect(t.appended.tokens.length).toBeGreaterThanOrEqual(t.promptTokens + t.replyTokens);
+    for (const t of straightTurns) expect(t.added.length).toBeGreaterThanOrEqual(t.promptTokens + t.replyTokens);
 
     const restored = new PooledContext();
     expectSameTurn(straightTurns[0]!, await turn('restored', restored, MESSAGES[0]!));
@@ -138,7 +160,7 @@ describe('LlamaEngine', () => {
       expectSameTurn(forked[i]!, await turn(`fresh-${i}`, fresh, message));
       await engine.release(`fresh-${i}`);
     }
-    expect(Array.from(forked[0]!.appended.tokens)).not.toEqual(Array.from(forked[1]!.appended.tokens));
+    expect(Array.from(forked[0]!.added)).not.toEqual(Array.from(forked[1]!.added));
     await engine.release('fork-a');
     await engine.release('fork-b');
   });
@@ -179,16 +201,15 @@ describe('LlamaEngine', () => {
     await engine.release('long');
   });
 
-  it('corrupted stored contexts are typed errors, never a crash: wrong KV length, token ids outside the vocabulary', async () => {
+  it('corrupted stored contexts are typed errors, never a crash: a state of the wrong length, token ids outside the vocabulary', async () => {
     const context = new PooledContext();
     await turn('corrupt', context, MESSAGES[0]!);
     await engine.release('corrupt');
     const stored = context.stored();
-    const kv = pool.read(context.handle, 0, context.tokens.length);
-    await expectCode(
-      engine.turn({ key: 'corrupt', context: { ...stored, loadKv: async () => kv.subarray(1) }, input: 'Hi.' }),
-      'INTEGRITY',
-    );
+    // Rows of one token fewer make a shorter file: refused before llama.cpp sees it.
+    const short: StoredContext['writeKv'] = (file, pieces) =>
+      pool.writePlaneMajorAsync(context.handle, file, 0, context.tokens.length - 1, pieces);
+    await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, writeKv: short }, input: 'Hi.' }), 'INTEGRITY');
     const badTokens = Uint32Array.from(context.tokens);
     badTokens[3] = 0x7fffffff;
     await expectCode(engine.turn({ key: 'corrupt', context: { ...stored, tokens: badTokens }, input: 'Hi.' }), 'INTEGRITY');
@@ -200,7 +221,7 @@ describe('LlamaEngine', () => {
           key: `unreadable-${i}`,
           context: {
             ...stored,
-            loadKv: async () => {
+            writeKv: async () => {
               throw new Error('disk gone');
             },
           },
@@ -233,7 +254,7 @@ describe('LlamaEngine', () => {
   });
 
   it('seeded sampling repeats exactly', async () => {
-    const results: ContextKv[] = [];
+    const results: Uint32Array[] = [];
     for (const key of ['seeded-a', 'seeded-b']) {
       const result = await engine.turn({
         key,
@@ -241,9 +262,67 @@ describe('LlamaEngine', () => {
         input: MESSAGES[2]!,
         generation: { maxTokens: MAX_TOKENS, temperature: 0.9, seed: 42 },
       });
-      results.push(result.appended);
+      results.push(result.added);
       await engine.release(key);
     }
-    expect(Array.from(results[1]!.tokens)).toEqual(Array.from(results[0]!.tokens));
+    expect(Array.from(results[1]!)).toEqual(Array.from(results[0]!));
+  });
+
+  it('a turn whose KV was never saved (its worker died) is evaluated again from its token ids: the conversation goes on byte for byte', async () => {
+    const straight = new PooledContext();
+    const straightTurns: SavedTurn[] = [];
+    for (const message of MESSAGES) straightTurns.push(await turn('tail-straight', straight, message));
+
+    const rebuilt = new PooledContext();
+    await turn('tail-rebuilt', rebuilt, MESSAGES[0]!);
+    // Turn 2 answers, and its worker dies before the save: only its token ids survive (the workflow's tail).
+    const lost = await engine.turn({
+      key: 'tail-rebuilt',
+      context: rebuilt.stored(),
+      input: MESSAGES[1]!,
+      generation: { maxTokens: MAX_TOKENS },
+    });
+    expect(lost.reply).toBe(straightTurns[1]!.reply);
+    await engine.release('tail-rebuilt');
+    rebuilt.tail = lost.added;
+    const third = await turn('tail-rebuilt', rebuilt, MESSAGES[2]!);
+    expect(third.resumedFrom).toBe('stored');
+    expectSameTurn(straightTurns[2]!, third);
+    // The pages now hold the lost turn's KV too, as the uninterrupted run made it.
+    expectSameBytes(pool.read(rebuilt.handle, 0, rebuilt.tokens.length), pool.read(straight.handle, 0, straight.tokens.length));
+    await engine.release('tail-straight');
+    await engine.release('tail-rebuilt');
+  });
+
+  it('load() makes a stored context hot, so the next turn pays only its own model time', async () => {
+    const context = new PooledContext();
+    await turn('warm', context, MESSAGES[0]!);
+    await engine.release('warm');
+    expect(await engine.load('warm', context.stored())).toBe('stored');
+    expect(await engine.load('warm', context.stored())).toBe('hot');
+    expect(context.loads).toBe(1);
+    expect((await turn('warm', context, MESSAGES[1]!)).resumedFrom).toBe('hot');
+    await engine.release('warm');
+  });
+
+  it('save() of a context the engine does not hold is INVALID_STATE; from past its end, OUT_OF_RANGE', async () => {
+    await expectCode(engine.save('never-seen', 0), 'INVALID_STATE');
+    const context = new PooledContext();
+    await turn('save-range', context, MESSAGES[0]!);
+    await expectCode(engine.save('save-range', context.tokens.length + 1), 'OUT_OF_RANGE');
+    expect((await engine.save('save-range', context.tokens.length)).tokens.length).toBe(0);
+    await engine.release('save-range');
+  });
+
+  it('evicts a context whose KV is saved before one whose turn is not', async () => {
+    const [saved, unsaved, next] = [new PooledContext(), new PooledContext(), new PooledContext()];
+    await engine.turn({ key: 'evict-unsaved', context: unsaved.stored(), input: MESSAGES[0]!, generation: { maxTokens: MAX_TOKENS } });
+    await turn('evict-saved', saved, MESSAGES[0]!);
+    // The unsaved one is the least recently used; a third context takes the saved one's place all the same...
+    await turn('evict-next', next, MESSAGES[0]!);
+    await expectCode(engine.save('evict-saved', 0), 'INVALID_STATE');
+    // ...and the unsaved one's KV can still be handed over.
+    expect((await engine.save('evict-unsaved', 0)).tokens.length).toBeGreaterThan(0);
+    for (const key of ['evict-saved', 'evict-unsaved', 'evict-next']) await engine.release(key);
   });
 });

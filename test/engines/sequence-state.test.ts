@@ -1,7 +1,7 @@
-// llama.cpp's sequence-state files and kvfabric's token-major rows: real states saved by llama.cpp
-// (flash attention on and off, one and two streams) parse into rows and rebuild byte for byte, the
-// layout is the one docs/engines.md describes, and bad bytes are typed errors. A property test covers
-// random shapes and token counts.
+// llama.cpp's sequence-state files and kvfabric's pages: real states saved by llama.cpp (flash attention
+// on and off, one and two streams) parse into rows, and the allocator lays those rows out again from its
+// pages byte for byte; the layout is the one docs/engines.md describes, and bad bytes are typed errors. A
+// property test covers random shapes and token counts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,13 +14,14 @@ import { FabricError } from '../../src/fabric';
 import { modelFile } from '../../src/engines/llama/default-model';
 import { modelInfoFromMetadata, readModelInfo } from '../../src/engines/llama/gguf-shape';
 import {
-  buildSequenceState,
   bytesPerToken,
   parseSequenceState,
   readSequenceStateFile,
+  sequenceStatePieces,
   type SequenceStateShape,
 } from '../../src/engines/llama/sequence-state';
 import { expectSameBytes } from '../fabric/implementations';
+import { stateFromPool } from './state-in-pool';
 
 const SHAPE: SequenceStateShape = { layers: 30, kvHeads: 3, headDim: 64, kType: 'f16', vType: 'f16' };
 const stateDir = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
@@ -79,13 +80,13 @@ describe('real llama.cpp sequence states', () => {
 
   for (const flashAttention of [true, false]) {
     for (const sequences of [1, 2]) {
-      it(`flash attention ${flashAttention ? 'on' : 'off'}, ${sequences} stream(s): parse -> rows -> rebuild is byte-exact`, () => {
+      it(`flash attention ${flashAttention ? 'on' : 'off'}, ${sequences} stream(s): parse -> rows -> pages -> state is byte-exact`, async () => {
         const { file, tokens } = saved.get(`${flashAttention}/${sequences}`)!;
         const state = parseSequenceState(file, SHAPE);
         expect(Array.from(state.tokens)).toEqual(tokens);
         expect(state.layout).toEqual({ vTransposed: !flashAttention, streams: sequences, stream: sequences - 1, seqId: sequences - 1 });
         expect(state.kv.length).toBe(tokens.length * 23_040);
-        expectSameBytes(buildSequenceState(state.tokens, state.kv, SHAPE, state.layout), file);
+        expectSameBytes(await stateFromPool(state.tokens, state.kv, SHAPE, state.layout), file);
         // A suffix parse is the tail of the full rows; read from a file at offsets, the same.
         expectSameBytes(parseSequenceState(file, SHAPE, 3).kv, state.kv.subarray(3 * 23_040));
         const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-read.ggsq`);
@@ -149,12 +150,11 @@ describe('real llama.cpp sequence states', () => {
     expectCode(() => parseSequenceState(file, { ...SHAPE, kType: 'bf16' }), 'INCOMPATIBLE');
     expectCode(() => parseSequenceState(file, { ...SHAPE, layers: 32 }), 'INCOMPATIBLE');
     expectCode(
-      () =>
-        buildSequenceState(Uint32Array.of(1, 2), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 0, seqId: 0 }),
+      () => sequenceStatePieces(Uint32Array.of(), SHAPE, { vTransposed: false, streams: 1, stream: 0, seqId: 0 }),
       'INVALID_ARGUMENT',
     );
     expectCode(
-      () => buildSequenceState(Uint32Array.of(1), new Uint8Array(23_040), SHAPE, { vTransposed: false, streams: 1, stream: 1, seqId: 0 }),
+      () => sequenceStatePieces(Uint32Array.of(1), SHAPE, { vTransposed: false, streams: 1, stream: 1, seqId: 0 }),
       'INVALID_ARGUMENT',
     );
   });
@@ -171,40 +171,39 @@ describe('the converter on random shapes (property)', () => {
   const onDisk = path.join(stateDir, `kvfabric-test-${process.pid}-property.ggsq`);
   afterAll(() => fs.rmSync(onDisk, { force: true }));
 
-  it('rows -> state -> rows is the identity, and state -> rows -> state too, for any token count, streams and V layout', () => {
-    fc.assert(
-      fc.property(
+  it('rows -> pages -> state -> rows is the identity, and state -> rows -> pages -> state too, for any token count, streams and V layout', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         shapes,
-        fc.integer({ min: 0, max: 40 }),
+        fc.integer({ min: 1, max: 40 }),
         fc.integer({ min: 1, max: 4 }),
         fc.nat(),
         fc.boolean(),
         fc.integer(),
-        (s, n, streams, streamPick, vTransposed, seed) => {
+        async (s, n, streams, streamPick, vTransposed, seed) => {
           const layout = { vTransposed, streams, stream: streamPick % streams, seqId: streamPick % 5 };
           const shape: SequenceStateShape = { ...s, vType: s.kType };
           const tokens = Uint32Array.from({ length: n }, (_, i) => (seed + i * 7919) >>> 0);
-          const kv = Uint8Array.from({ length: n * bytesPerToken(shape) }, (_, i) => (seed + i * 31) & 0xff);
-          const file = buildSequenceState(tokens, kv, shape, layout);
+          const kv = Uint8Array.from({ length: n * bytesPerToken(shape) }, (_, i) => (seed + i * 31 + (i >> 8) * 7) & 0xff);
+          const file = await stateFromPool(tokens, kv, shape, layout);
           const state = parseSequenceState(file, shape);
           expect(Array.from(state.tokens)).toEqual(Array.from(tokens));
           expectSameBytes(state.kv, kv);
-          // An empty sequence writes no layout beyond the stream count.
-          expect(state.layout).toEqual(n > 0 ? layout : { vTransposed: false, streams, stream: 0, seqId: 0 });
-          expectSameBytes(buildSequenceState(state.tokens, state.kv, shape, state.layout), file);
+          expect(state.layout).toEqual(layout);
+          expectSameBytes(await stateFromPool(state.tokens, state.kv, shape, state.layout), file);
           const from = Math.floor(n / 2);
           expectSameBytes(parseSequenceState(file, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
           fs.writeFileSync(onDisk, file);
           expectSameBytes(readSequenceStateFile(onDisk, shape, from).kv, kv.subarray(from * bytesPerToken(shape)));
         },
       ),
-      { numRuns: 200 },
+      { numRuns: 100 },
     );
   });
 
-  it('any truncation of a state is INTEGRITY, in memory and read from a file', () => {
+  it('any truncation of a state is INTEGRITY, in memory and read from a file', async () => {
     const shape: SequenceStateShape = { layers: 2, kvHeads: 1, headDim: 2, kType: 'f16', vType: 'f16' };
-    const file = buildSequenceState(Uint32Array.of(4, 5, 6), new Uint8Array(3 * bytesPerToken(shape)).fill(9), shape, {
+    const file = await stateFromPool(Uint32Array.of(4, 5, 6), new Uint8Array(3 * bytesPerToken(shape)).fill(9), shape, {
       vTransposed: true,
       streams: 2,
       stream: 1,

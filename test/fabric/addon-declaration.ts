@@ -12,7 +12,7 @@ export interface DeclaredExport {
   kind: ExportKind;
   /** Declared optional (`name?`): the addon exports it only in some builds or processes. */
   optional: boolean;
-  /** A class's instance methods, in declaration order. */
+  /** A class's prototype members (methods, and read-only accessors), in declaration order. */
   methods?: string[];
 }
 
@@ -24,6 +24,10 @@ function kindOf(checker: ts.TypeChecker, type: ts.Type, name: string): ExportKin
   if (type.flags & ts.TypeFlags.NumberLike) return 'number';
   if (type.flags & ts.TypeFlags.BooleanLike) return 'boolean';
   throw new Error(`addon-types.ts: ${name} is ${checker.typeToString(type)}, which the addon cannot export`);
+}
+
+function isReadonly(symbol: ts.Symbol): boolean {
+  return (symbol.declarations ?? []).some((d) => (ts.getCombinedModifierFlags(d) & ts.ModifierFlags.Readonly) !== 0);
 }
 
 /** Every member of the NativeAddon interface, and for a class the members of what it constructs. */
@@ -46,9 +50,11 @@ export function declaredAddonExports(): DeclaredExport[] {
     if (kind !== 'class') return { name: symbol.name, kind, optional };
     const instance = type.getConstructSignatures()[0]!.getReturnType();
     const methods = checker.getPropertiesOfType(instance).map((member) => {
-      const memberKind = kindOf(checker, checker.getNonNullableType(checker.getTypeOfSymbol(member)), `${symbol.name}.${member.name}`);
-      if (memberKind !== 'function')
-        throw new Error(`addon-types.ts: ${symbol.name}.${member.name} is not a method; a native class has only methods`);
+      const memberType = checker.getNonNullableType(checker.getTypeOfSymbol(member));
+      // A read-only string or number is a prototype accessor (node-addon-api's InstanceAccessor).
+      const accessor = (memberType.flags & (ts.TypeFlags.StringLike | ts.TypeFlags.NumberLike)) !== 0 && isReadonly(member);
+      if (!accessor && kindOf(checker, memberType, `${symbol.name}.${member.name}`) !== 'function')
+        throw new Error(`addon-types.ts: ${symbol.name}.${member.name} is not a method or a read-only accessor`);
       return member.name;
     });
     return { name: symbol.name, kind, optional, methods };

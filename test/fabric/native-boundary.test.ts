@@ -121,7 +121,7 @@ describe('native addon boundary', () => {
 
   it('loads one binding with the registered error class', () => {
     const binding = loadNativeBinding();
-    expect(binding.abiVersion).toBe(3);
+    expect(binding.abiVersion).toBe(4);
     expect(() => new binding.NativePool({} as never)).toThrow(FabricError); // no shape: refused natively
   });
 });

@@ -1,5 +1,5 @@
 // The addon exports exactly what src/fabric/addon-types.ts declares: every function, constant and class,
-// and every method of each class's prototype, each of the declared kind. An export added to or removed
+// and every member (method or accessor) of each class's prototype, each of the declared kind. An export added to or removed
 // from either side fails here.
 import { describe, expect, it } from 'vitest';
 
@@ -42,7 +42,7 @@ describe('native addon surface', () => {
     expect(kinds).toEqual(expected);
   });
 
-  it('gives each class exactly the declared prototype methods', () => {
+  it('gives each class exactly the declared prototype members', () => {
     for (const d of declared.filter((e) => e.kind === 'class')) {
       const actual = prototypeMethods(addon[d.name] as { prototype?: object }).sort();
       expect(actual, d.name).toEqual([...d.methods!].sort());

@@ -18,6 +18,7 @@ import type { RawKey } from '../../src/security/key-list';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { TieredMemory } from '../../src/tiers/tiered-memory';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
+import type { Engine } from '../../src/engines/engine';
 import { MODELS } from '../../src/engines/models';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 
@@ -36,16 +37,18 @@ export interface MemoryFixture {
   call(agentId: string, tenant: string, action: Operation, token: unknown): Presented;
   /** Allocates the agent's context with `token`, as its workflow's start does (the tiny model's pages). */
   allocate(agentId: string, token: unknown, options?: { tenant?: string; checkpoint?: boolean }): Promise<Allocated>;
-  /** A synthetic turn of `tokens` tokens, as the agent's workflow asks for it with `token`. */
+  /** A synthetic turn of `tokens` tokens (a fixture without an engine), as the agent's workflow asks for it with `token`. */
   turn(agentId: string, token: unknown, turn: number, tokens: number, before: DigestState, tenant?: string): Promise<TurnResult>;
   close(): Promise<void>;
 }
 
 export async function openMemory(
   dir: string,
-  options: { blockCount?: number; observer?: MemoryObserver; trusted?: RawKey[]; clock?: () => number } = {},
+  options: { blockCount?: number; observer?: MemoryObserver; trusted?: RawKey[]; clock?: () => number; engine?: Engine } = {},
 ): Promise<MemoryFixture> {
-  const pool = new NativeAllocator({ shape: MODELS.tiny!.shape, blockCount: options.blockCount ?? 64, hostBlockCount: 64 });
+  // A model engine's own shape (its turns are messages), else the tiny synthetic one (token-count turns).
+  const model = options.engine ? MODELS['smollm2-135m']! : MODELS.tiny!;
+  const pool = new NativeAllocator({ shape: model.shape, blockCount: options.blockCount ?? 64, hostBlockCount: 64 });
   const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
   const grants = await GrantStore.open(join(dir, 'grants'));
   const auditFile = join(dir, 'audit', 'denials.jsonl');
@@ -65,6 +68,7 @@ export async function openMemory(
     cold,
     tenantIds: await TenantRegistry.open(join(dir, 'tenants')),
     ...(options.observer ? { observer: options.observer } : {}),
+    ...(options.engine ? { engine: options.engine } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
   const call = (agentId: string, tenant: string, action: Operation, token: unknown): Presented => ({
@@ -87,13 +91,14 @@ export async function openMemory(
     call,
     allocate: (agentId, token, { tenant = 'acme', checkpoint = false } = {}) =>
       memory.allocate(call(agentId, tenant, 'allocate', token), {
-        shape: MODELS.tiny!.shape,
-        tokensPerBlock: MODELS.tiny!.tokensPerBlock,
+        shape: model.shape,
+        tokensPerBlock: model.tokensPerBlock,
         checkpoint,
       }),
     turn: (agentId, token, turn, tokens, before, tenant = 'acme') =>
       memory.turn(call(agentId, tenant, 'turn', token), { turn, tokens, before, checkpoint: false }),
     close: async () => {
+      await memory.settled();
       await cold.close();
       pool.close();
     },

@@ -12,6 +12,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import type { TurnRequest } from '../../src/activities/types';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import {
   AGENT_WORKFLOW_TYPE,
@@ -32,7 +33,7 @@ import {
   type AgentWorkflow,
   type TurnOutcome,
 } from '../../src/workflows/definitions';
-import { AGENT_SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes';
+import { AGENT_SEARCH_ATTRIBUTES, KvBlocks, KvPhase, KvTier, KvTokens } from '../../src/workflows/search-attributes';
 import { createTimeSkippingEnv } from '../support/time-skipping';
 import { MockFabric, TOKENS_PER_BLOCK, type AgentPlan } from './fixtures/mock-fabric';
 
@@ -262,16 +263,58 @@ describe('continue-as-new', () => {
     expect(turns).toBeLessThan(40);
     expect(continued).toMatchObject({ turns, digest: last!.digest, holder: HOLDER_A, failovers: 0 });
 
-    const next = await turn(agent, { tokens: 3 });
-    expect(next).toMatchObject({ run: 2, turns: turns + 1, tokens: continued.tokens + 3 });
+    const next = await turn(agent, { message: 'after' });
+    expect(next).toMatchObject({ run: 2, turns: turns + 1, tokens: continued.tokens + 2 });
     expect(fabric.callsOf('continued', 'allocate')).toHaveLength(1);
     const calls = fabric.callsOf('continued', 'turn');
     const sequence = calls.map((call) => Number(call.request.operationId.split(':').pop()));
     // allocate took operation 0; every turn took the next, across the two runs.
     expect(sequence).toEqual(calls.map((_, i) => i + 1));
-    expect(calls.at(-1)!.request.before).toMatchObject({ value: continued.digest, tokens: continued.tokens });
+    // The state carried over: the pages' digest and the last turn's token ids after it (the tail).
+    const carried = calls.at(-1)!.request as unknown as TurnRequest;
+    expect(carried.before).toMatchObject({ value: continued.digest });
+    expect(carried.before.tokens + carried.tail!.length).toBe(continued.tokens);
+    expect(carried.tail!.length).toBeGreaterThan(0);
     const first = await env.client.workflow.getHandle(agent.workflowId, agent.firstExecutionRunId).describe();
     expect(first.status.name).toBe('CONTINUED_AS_NEW');
+  });
+});
+
+describe("a model turn's token ids (the tail)", () => {
+  it('keeps them until the pages have them: the next call carries them, and a suspend settles them', async () => {
+    const agent = await startAgent('tail-kept');
+    const first = await turn(agent, { message: 'one two three four' });
+    const second = await turn(agent, { message: 'five six' });
+    expect(second.tokens).toBeGreaterThan(first.tokens);
+    const turns = fabric.callsOf('tail-kept', 'turn');
+    expect(turns[0]!.request.tail).toEqual([]);
+    // The first turn's KV was not in the pages when its result came back: its ids ride with the second.
+    expect(turns[1]!.request.tail).toEqual([1000, 1001, 1002, 1003, 1004]);
+    expect(turns[1]!.request.before).toMatchObject({ tokens: 0 });
+
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+    const [suspend] = fabric.callsOf('tail-kept', 'suspend');
+    expect(suspend!.request).toMatchObject({ expected: { tokens: 5 }, tail: [2000, 2001] });
+    // Settled: the pages hold every token, and the next call carries no tail.
+    await turn(agent, { message: 'seven' });
+    expect(fabric.callsOf('tail-kept', 'turn').at(-1)!.request).toMatchObject({ tail: [], before: { tokens: 7 } });
+  });
+
+  it('hands them to the adopting worker after a failover, which the lost holder never saved', async () => {
+    const agent = await startAgent('tail-failover');
+    await turn(agent, { message: 'one two three four' });
+    fabric.failNext(
+      'tail-failover',
+      'turn',
+      ApplicationFailure.create({ type: 'STALE_HANDLE', message: 'no such context here', nonRetryable: true }),
+    );
+    const after = await turn(agent, { message: 'five six' });
+    expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, turns: 2 });
+    // The new holder's resume and turn both got the first turn's ids: its pages never had them.
+    const [resume] = fabric.callsOf('tail-failover', 'resume');
+    expect(resume!.request).toMatchObject({ expected: { tokens: 0 }, tail: [1000, 1001, 1002, 1003, 1004] });
+    const onB = fabric.callsOf('tail-failover', 'turn').filter((call) => call.queue === HOLDER_B);
+    expect(onB.at(-1)!.request.tail).toEqual([1000, 1001, 1002, 1003, 1004]);
   });
 });
 
@@ -375,6 +418,122 @@ describe('local resume', () => {
   });
 });
 
+describe('local turn', () => {
+  it('turns a resident agent in the workflow task when the worker running it holds the context: six events, no upsert', async () => {
+    const agent = await startAgent('hot-here', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 9 });
+    const before = (await events(agent)).length;
+
+    const after = await turn(agent, { tokens: 5 });
+
+    expect(after).toMatchObject({ phase: 'idle', tier: 'device', tokens: 14, turns: 2, holder: HOLDER_A });
+    const local = fabric.callsOf('hot-here', 'turnIfHolder');
+    expect(local).toHaveLength(2);
+    expect(local[1]!.request).toMatchObject({ holder: HOLDER_A, capability: CAPABILITY, turn: 1, tokens: 5, before: { tokens: 9 } });
+    expect(fabric.callsOf('hot-here', 'turn')).toEqual([]);
+    // One workflow task carries the update's acceptance, the local activity's marker and the completion.
+    expect(kindsOf((await events(agent)).slice(before))).toEqual([
+      'workflowTaskScheduled',
+      'workflowTaskStarted',
+      'workflowTaskCompleted',
+      'workflowExecutionUpdateAccepted',
+      'markerRecorded',
+      'workflowExecutionUpdateCompleted',
+    ]);
+  });
+
+  it('publishes the search attributes when the agent moves, with the size it has then, not on a hot turn', async () => {
+    const agent = await startAgent('hot-published', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 9 }); // created -> idle: a move
+    await turn(agent, { tokens: 7 });
+    await turn(agent, { tokens: 4 });
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+
+    const upserts = (await events(agent)).filter((event) => event.upsertWorkflowSearchAttributesEventAttributes);
+    const published = upserts.map((event) =>
+      Object.keys(event.upsertWorkflowSearchAttributesEventAttributes!.searchAttributes!.indexedFields!).sort(),
+    );
+    // The allocation (this test starts the workflow with none set), the first turn, the suspend.
+    expect(published).toEqual([
+      ['KvBlocks', 'KvPhase', 'KvTier', 'KvTokens'],
+      ['KvBlocks', 'KvPhase', 'KvTokens'],
+      ['KvBlocks', 'KvPhase', 'KvTier', 'KvTokens'],
+    ]);
+    const attributes = (await agent.describe()).typedSearchAttributes;
+    expect([attributes.get(KvPhase), attributes.get(KvTier), attributes.get(KvTokens), attributes.get(KvBlocks)]).toEqual([
+      'warm',
+      'host',
+      20,
+      2,
+    ]);
+  });
+
+  it("asks the holder's queue with the same operation id when the local turn answers null (the task ran elsewhere)", async () => {
+    const agent = await startAgent('hot-away', { holder: HOLDER_B, holderRunsWorkflows: true });
+    await settled(agent, (s) => s.holder === HOLDER_B);
+
+    const after = await turn(agent, { tokens: 6 });
+
+    expect(after).toMatchObject({ tokens: 6, turns: 1, holder: HOLDER_B });
+    const local = fabric.callsOf('hot-away', 'turnIfHolder');
+    const queued = fabric.callsOf('hot-away', 'turn');
+    expect(local).toHaveLength(1);
+    expect(queued.map((call) => call.queue)).toEqual([HOLDER_B]);
+    expect(queued[0]!.request.operationId).toBe(local[0]!.request.operationId);
+  });
+
+  it("retries a local turn that failed on the holder's queue under the same operation id, so the worker's journal answers it", async () => {
+    const agent = await startAgent('hot-retried', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await settled(agent, (s) => s.holder === HOLDER_A);
+    fabric.failNext('hot-retried', 'turnIfHolder', ApplicationFailure.create({ type: 'POOL_EXHAUSTED', message: 'no free blocks' }));
+
+    const after = await turn(agent, { tokens: 3 });
+
+    expect(after).toMatchObject({ tokens: 3, turns: 1, failovers: 0, holder: HOLDER_A });
+    const local = fabric.callsOf('hot-retried', 'turnIfHolder');
+    const queued = fabric.callsOf('hot-retried', 'turn');
+    expect(queued.map((call) => call.queue)).toEqual([HOLDER_A]);
+    expect(queued[0]!.request.operationId).toBe(local[0]!.request.operationId);
+    expect(queued[0]!.request.before).toEqual(local[0]!.request.before);
+  });
+
+  it("hands a local turn's PERMISSION_DENIED to the caller typed, once, counted, with nothing on the holder's queue", async () => {
+    const agent = await startAgent('hot-denied', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 5 });
+    fabric.failNext(
+      'hot-denied',
+      'turnIfHolder',
+      ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'capability is for another agent', nonRetryable: true }),
+    );
+
+    const refused = await refusalOf(agent.executeUpdate(turnUpdate, { args: [{ capability: 'someone-elses', tokens: 5 }] }));
+
+    expect(refused).toMatchObject({ type: 'PERMISSION_DENIED', message: 'capability is for another agent' });
+    expect(await agent.query(statusQuery)).toMatchObject({ denials: 1, turns: 1, tokens: 5, phase: 'idle', failovers: 0 });
+    expect(fabric.callsOf('hot-denied', 'turnIfHolder')).toHaveLength(2);
+    expect(fabric.callsOf('hot-denied', 'turn')).toEqual([]);
+  });
+
+  it('brings a warm agent back and turns it, both in the workflow task', async () => {
+    const agent = await startAgent('hot-warm', { holder: HOLDER_A, holderRunsWorkflows: true });
+    await turn(agent, { tokens: 8 });
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+    const before = (await events(agent)).length;
+
+    const after = await turn(agent, { tokens: 2 });
+
+    expect(after).toMatchObject({ phase: 'idle', tier: 'device', tokens: 10, turns: 2, lastResume: { from: 'host' } });
+    expect(fabric.callsOf('hot-warm').map((call) => `${call.queue}:${call.activity}`)).toEqual([
+      `${AGENTS_QUEUE}:allocate`,
+      'local:turnIfHolder',
+      `${HOLDER_A}:suspend`,
+      'local:resumeIfHolder',
+      'local:turnIfHolder',
+    ]);
+    expect((await events(agent)).slice(before).filter((event) => event.activityTaskScheduledEventAttributes)).toEqual([]);
+  });
+});
+
 /** Starts an agent whose allocation lands on `plan.holder` (holder A unless told). */
 async function startAgent(
   agentId: string,
@@ -416,6 +575,16 @@ async function refusalOf(update: Promise<unknown>): Promise<{ type: string | und
   const cause = (err as WorkflowUpdateFailedError).cause;
   expect(cause).toBeInstanceOf(ApplicationFailure);
   return { type: (cause as ApplicationFailure).type ?? undefined, message: (cause as ApplicationFailure).message };
+}
+
+/** Each event's kind: the name of its attributes field without `EventAttributes`. */
+function kindsOf(history: HistoryEvent[]): string[] {
+  return history.map((event) =>
+    (Object.keys(event).find((key) => key.endsWith('EventAttributes') && event[key as keyof HistoryEvent]) ?? 'unknown').replace(
+      'EventAttributes',
+      '',
+    ),
+  );
 }
 
 async function events(agent: WorkflowHandle<AgentWorkflow>): Promise<HistoryEvent[]> {

@@ -1,11 +1,13 @@
-// Module entry: exports the NativePool class, the CUDA probe and transfer benchmark, and registerErrorClass(), through
-// which the TypeScript layer hands over FabricError so native failures arrive as the same typed errors as TS ones.
+// Module entry: exports the NativePool and MemoryFile classes, the CUDA probe and transfer benchmark, and
+// registerErrorClass(), through which the TypeScript layer hands over FabricError so native failures arrive as the same
+// typed errors as TS ones.
 #include <napi.h>
 
 #include "aes_gcm.h"
 #include "args.h"
 #include "block_checksum.h"
 #include "cuda_functions.h"
+#include "memory_file_wrap.h"
 #include "pool_wrap.h"
 
 namespace kvfabric::addon {
@@ -32,12 +34,15 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   Napi::Function pool = PoolWrap::define(env);
   data->poolClass = Napi::Persistent(pool);
   exports.Set("NativePool", pool);
+  Napi::Function memoryFile = MemoryFileWrap::define(env);
+  data->memoryFileClass = Napi::Persistent(memoryFile);
+  exports.Set("MemoryFile", memoryFile);
   exports.Set("registerErrorClass", Napi::Function::New(env, registerErrorClass, "registerErrorClass"));
   exports.Set("cudaProbe", Napi::Function::New(env, cudaProbe, "cudaProbe"));
   exports.Set("cudaTransferBench", Napi::Function::New(env, cudaTransferBench, "cudaTransferBench"));
   exports.Set("crc32c", Napi::Function::New(env, crc32cOf, "crc32c"));
   exportAesGcm(env, exports);
-  exports.Set("abiVersion", Napi::Number::New(env, 3));
+  exports.Set("abiVersion", Napi::Number::New(env, 4));
   return exports;
 }
 

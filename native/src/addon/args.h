@@ -21,6 +21,7 @@ namespace kvfabric::addon {
 struct AddonData {
   Napi::FunctionReference errorClass;
   Napi::FunctionReference poolClass;
+  Napi::FunctionReference memoryFileClass;
 };
 
 // A FabricError (or, before registration, an Error with .code) for a failed Status.

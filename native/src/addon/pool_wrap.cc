@@ -1,6 +1,7 @@
 // NativePool method bodies: argument checks, one core call, result conversion.
 #include "pool_wrap.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include "append_job.h"
 #include "args.h"
+#include "memory_file_wrap.h"
 
 namespace kvfabric::addon {
 namespace {
@@ -78,6 +80,56 @@ class ReadWorker final : public StatusWorker {
   uint8_t* data_;
 };
 
+// A file's worth of literal pieces and leased planes (pieces in file order, plane-major layout), written
+// into a memory file off the JS thread. Resolves with the file's length in bytes.
+struct FilePiece {
+  std::vector<uint8_t> bytes;  // literal bytes; empty for a plane
+  int64_t plane = -1;          // the block plane whose rows go here; -1 for literal bytes
+  uint32_t elementBytes = 0;   // 0: rows; else element-transposed (plane_major.h)
+};
+
+class PlaneMajorWorker final : public StatusWorker {
+ public:
+  PlaneMajorWorker(Napi::Env env, Napi::Promise::Deferred deferred, std::shared_ptr<PagedAllocator> pool,
+                   ReadLease lease, std::shared_ptr<SharedMemoryFile> file, std::vector<FilePiece> literals,
+                   std::vector<uint64_t> literalOffsets, PlaneMajorLayout layout, uint64_t length)
+      : StatusWorker(env, "kvfabric.planeMajor", deferred),
+        pool_(std::move(pool)),
+        lease_(std::move(lease)),
+        file_(std::move(file)),
+        literals_(std::move(literals)),
+        literalOffsets_(std::move(literalOffsets)),
+        layout_(std::move(layout)),
+        length_(length) {}
+
+  ~PlaneMajorWorker() override { file_->busy = false; }
+
+  void Execute() override {
+    status_ = file_->file.reserve(length_);
+    if (!status_.isOk()) return;
+    uint8_t* data = file_->file.data();
+    for (size_t i = 0; i < literals_.size(); ++i) {
+      if (!literals_[i].bytes.empty()) {
+        std::memcpy(data + literalOffsets_[i], literals_[i].bytes.data(), literals_[i].bytes.size());
+      }
+    }
+    status_ = lease_.copyPlaneMajor(layout_, data);
+    lease_ = ReadLease();  // let blocks be reused as soon as the bytes are out
+  }
+
+ protected:
+  Napi::Value value() override { return Napi::Number::New(Env(), static_cast<double>(length_)); }
+
+ private:
+  std::shared_ptr<PagedAllocator> pool_;
+  ReadLease lease_;
+  std::shared_ptr<SharedMemoryFile> file_;
+  std::vector<FilePiece> literals_;
+  std::vector<uint64_t> literalOffsets_;
+  PlaneMajorLayout layout_;
+  uint64_t length_;
+};
+
 // Copies a demote or promote between the tiers and commits it off the JS thread.
 class MoveWorker final : public StatusWorker {
  public:
@@ -129,6 +181,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::read>("read"),
                          InstanceMethod<&PoolWrap::readAsync>("readAsync"),
                          InstanceMethod<&PoolWrap::readBlock>("readBlock"),
+                         InstanceMethod<&PoolWrap::writePlaneMajorAsync>("writePlaneMajorAsync"),
                          InstanceMethod<&PoolWrap::fork>("fork"),
                          InstanceMethod<&PoolWrap::pin>("pin"),
                          InstanceMethod<&PoolWrap::unpin>("unpin"),
@@ -254,6 +307,73 @@ Napi::Value PoolWrap::readAsync(const Napi::CallbackInfo& info) {
     check(env, pool->beginRead(ctx, start, count, &lease));
     Napi::ArrayBuffer buffer = newBuffer(env, lease.bytes());
     (new ReadWorker(env, deferred, std::move(pool), std::move(lease), buffer))->Queue();
+  });
+}
+
+Napi::Value PoolWrap::writePlaneMajorAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return asPromise(env, [&](Napi::Promise::Deferred deferred) {
+    auto pool = live(env);
+    const Handle ctx = handleArg(info, 0, "context");
+    const uint64_t start = integerArg(info, 2, "startToken", 0, kMaxSafeInteger);
+    const uint64_t count = integerArg(info, 3, "tokenCount", 0, kMaxSafeInteger);
+    if (!info[4].IsArray()) throwInvalid(env, "pieces must be an array of { bytes } and { plane, elementBytes? }");
+    Napi::Array pieces = info[4].As<Napi::Array>();
+    const BlockLayout& blocks = pool->layout();
+    PlaneMajorLayout layout;
+    layout.tokens = count;
+    layout.offset.assign(blocks.planes, 0);
+    layout.elementBytes.assign(blocks.planes, 0);
+    std::vector<bool> placed(blocks.planes, false);
+    std::vector<FilePiece> literals;
+    std::vector<uint64_t> literalOffsets;
+    uint64_t at = 0;
+    const uint64_t planeBytes = count * blocks.tokenPlaneBytes;
+    for (uint32_t i = 0; i < pieces.Length(); ++i) {
+      Napi::Value item = pieces.Get(i);
+      if (!item.IsObject()) throwInvalid(env, "each piece is { bytes } or { plane, elementBytes? }");
+      Napi::Object piece = item.As<Napi::Object>();
+      Napi::Value bytes = piece.Get("bytes");
+      if (!bytes.IsUndefined()) {
+        if (!bytes.IsTypedArray() || bytes.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+          throwInvalid(env, "a piece's bytes must be a Uint8Array");
+        }
+        Napi::Uint8Array view = bytes.As<Napi::Uint8Array>();
+        FilePiece literal;
+        // Copied now, on this thread: the caller may change or detach its buffer once this returns.
+        if (view.ByteLength() > 0) {
+          literal.bytes.resize(view.ByteLength());
+          std::memcpy(literal.bytes.data(), view.Data(), view.ByteLength());
+        }
+        literalOffsets.push_back(at);
+        at += view.ByteLength();
+        literals.push_back(std::move(literal));
+        continue;
+      }
+      const uint64_t plane = integerValue(env, piece.Get("plane"), "piece plane", 0, blocks.planes - 1);
+      if (placed[plane]) throwInvalid(env, "plane " + std::to_string(plane) + " is placed twice");
+      placed[plane] = true;
+      Napi::Value element = piece.Get("elementBytes");
+      layout.elementBytes[plane] =
+          element.IsUndefined() ? 0 : static_cast<uint32_t>(integerValue(env, element, "elementBytes", 1, 1u << 20));
+      layout.offset[plane] = at;
+      at += planeBytes;
+    }
+    for (uint32_t p = 0; p < blocks.planes; ++p) {
+      if (!placed[p]) throwInvalid(env, "plane " + std::to_string(p) + " has no place in the pieces");
+    }
+    uint64_t end = 0;
+    check(env, layout.extent(blocks, &end));
+    std::shared_ptr<SharedMemoryFile> file = MemoryFileWrap::takeForWrite(env, info[1]);
+    ReadLease lease;
+    Status begun = pool->beginRead(ctx, start, count, &lease);
+    if (!begun.isOk()) {
+      file->busy = false;
+      throwStatus(env, begun);
+    }
+    (new PlaneMajorWorker(env, deferred, std::move(pool), std::move(lease), std::move(file), std::move(literals),
+                          std::move(literalOffsets), std::move(layout), at))
+        ->Queue();
   });
 }
 

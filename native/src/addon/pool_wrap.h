@@ -31,6 +31,9 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value read(const Napi::CallbackInfo& info);
   Napi::Value readAsync(const Napi::CallbackInfo& info);
   Napi::Value readBlock(const Napi::CallbackInfo& info);
+  // (context, memoryFile, startToken, tokenCount, pieces) -> Promise<bytes>: pieces in file order, each
+  // literal bytes or a block plane's rows of the tokens; every plane once (plane_major.h).
+  Napi::Value writePlaneMajorAsync(const Napi::CallbackInfo& info);
   Napi::Value fork(const Napi::CallbackInfo& info);
   Napi::Value pin(const Napi::CallbackInfo& info);
   Napi::Value unpin(const Napi::CallbackInfo& info);

@@ -9,45 +9,9 @@
 
 #include "allocator_detail.h"
 #include "paged_allocator.h"
+#include "parallel_slices.h"
 
 namespace kvfabric {
-namespace {
-
-// Moves at least this big are split across threads: one core's copy does not reach the memory's
-// bandwidth (bench/tiers.bench.ts); a small move is not worth a thread's start.
-constexpr uint64_t kParallelCopyBytes = uint64_t{64} << 20;
-constexpr size_t kMaxCopyThreads = 4;
-constexpr size_t kRunsPerThread = 8;  // runs handed out per thread, on average: small enough to even out a stall
-
-// Runs body(begin, end) over [0, count) on up to that many threads (this one included), handing out
-// runs of a few blocks from one counter: a thread the system preempts (a worker's core is shared with
-// the Temporal SDK and the server) leaves its share to the others instead of holding the whole move up.
-// A thread the system will not start is simply not there: never an exception out of here.
-template <typename Body>
-void inSlices(size_t count, uint64_t bytes, const Body& body) {
-  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = bytes < kParallelCopyBytes ? 1 : std::min({cores, kMaxCopyThreads, count});
-  if (threads <= 1) {
-    body(0, count);
-    return;
-  }
-  const size_t run = std::max<size_t>(1, count / (threads * kRunsPerThread));
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t begin; (begin = next.fetch_add(run)) < count;) body(begin, std::min(count, begin + run));
-  };
-  std::vector<std::thread> helpers;
-  try {
-    helpers.reserve(threads - 1);
-    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  } catch (...) {
-    // Fewer helpers: the runs are shared among those that started.
-  }
-  work();
-  for (std::thread& helper : helpers) helper.join();
-}
-
-}  // namespace
 
 // ---- leases ----
 
@@ -138,8 +102,11 @@ ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
     reset();
     pool_ = other.pool_;
     bytes_ = other.bytes_;
+    startToken_ = other.startToken_;
     wholeBlock_ = other.wholeBlock_;
     runs_ = std::move(other.runs_);
+    fills_ = std::move(other.fills_);
+    checksums_ = std::move(other.checksums_);
     other.pool_ = nullptr;
   }
   return *this;
@@ -149,8 +116,11 @@ void ReadLease::reset() {
   if (pool_) pool_->endRead(this);
   pool_ = nullptr;
   bytes_ = 0;
+  startToken_ = 0;
   wholeBlock_ = false;
   runs_.clear();
+  fills_.clear();
+  checksums_.clear();
 }
 
 void ReadLease::copyTo(uint8_t* dst) const {

@@ -436,6 +436,8 @@ Status PagedAllocator::beginRead(Handle ctx, uint64_t startToken, uint64_t token
   }
   try {
     lease->runs_.reserve(tokenCount / tpb + 2);
+    lease->fills_.reserve(tokenCount / tpb + 2);
+    lease->checksums_.reserve(tokenCount / tpb + 2);
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
@@ -445,10 +447,13 @@ Status PagedAllocator::beginRead(Handle ctx, uint64_t startToken, uint64_t token
     const uint64_t count = std::min(end - token, tpb - slot);
     BlockMeta& m = blocks_[block];
     lease->runs_.push_back({block, m.tier, m.frame, static_cast<uint32_t>(slot), static_cast<uint32_t>(count)});
+    lease->fills_.push_back(m.fill);
+    lease->checksums_.push_back(m.checksum);
     ++m.readers;
     token += count;
   }
   lease->pool_ = this;
+  lease->startToken_ = startToken;
   lease->bytes_ = tokenCount * layout_.bytesPerToken;
   return Status::ok();
 }

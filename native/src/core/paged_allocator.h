@@ -42,6 +42,7 @@
 #include "block_layout.h"
 #include "block_memory.h"
 #include "frame_arena.h"
+#include "plane_major.h"
 #include "status.h"
 
 namespace kvfabric {
@@ -172,6 +173,10 @@ class ReadLease {
 
   uint64_t bytes() const { return bytes_; }
   void copyTo(uint8_t* dst) const;
+  // Copies the leased tokens into `dst` laid out plane-major (plane_major.h), checking every block
+  // against its checksum as it reads it: kIntegrity naming the first page that does not match (the
+  // bytes already copied are then not to be used). `dst` holds layout.extent() bytes. (plane_major.cc)
+  Status copyPlaneMajor(const PlaneMajorLayout& layout, uint8_t* dst);
 
  private:
   friend class PagedAllocator;
@@ -179,8 +184,11 @@ class ReadLease {
 
   PagedAllocator* pool_ = nullptr;
   uint64_t bytes_ = 0;
+  uint64_t startToken_ = 0;
   bool wholeBlock_ = false;
   std::vector<SlotRun> runs_;
+  std::vector<uint32_t> fills_;      // per run: the tokens its block's checksum covered at begin
+  std::vector<uint32_t> checksums_;  // per run: that checksum
 };
 
 // One context's blocks moving between the device and host tiers (demote, promote) or arriving from

@@ -19,13 +19,16 @@ import path from 'node:path';
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
 
 import { FabricError, isFabricError } from '../../fabric/errors';
-import type { ContextKv, Engine, EngineTurnRequest, EngineTurnResult } from '../engine';
+import { createMemoryFile } from '../../fabric/memory-file';
+import type { MemoryFile, PlaneMajorPiece } from '../../fabric/types';
+import { SerialQueue } from './serial-queue';
+import type { ContextKv, Engine, EngineTurnRequest, EngineTurnResult, StoredContext } from '../engine';
 import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
 import { loadNodeLlamaCpp, noPrebuiltBinary, NODE_LLAMA_CPP_VERSION } from './node-llama-cpp';
-import { buildSequenceState, bytesPerToken, readSequenceStateFile, type SequenceStateShape } from './sequence-state';
+import { bytesPerToken, readSequenceStateFile, sequenceStatePieces, type SequenceStateShape } from './sequence-state';
 
 export const LLAMA_ENGINE_NAME = 'llama.cpp';
 
@@ -58,6 +61,8 @@ export interface LlamaEngineOptions {
 interface HotContext {
   sequence: LlamaContextSequence;
   lastUsed: number;
+  /** Holds tokens whose KV kvfabric has not saved yet: evicted only when no other sequence can go. */
+  unsaved: boolean;
 }
 
 const DEFAULT_MAX_TOKENS = 128;
@@ -70,6 +75,9 @@ export class LlamaEngine implements Engine {
   private readonly stateShape: SequenceStateShape;
   private readonly tokenBytes: number;
   private useClock = 0;
+  /** Where stored contexts are laid out for llama.cpp to load; one load at a time uses it. */
+  private readonly stateFile: MemoryFile = createMemoryFile('kvfabric-sequence-state');
+  private readonly staging = new SerialQueue();
 
   private closed = false;
 
@@ -155,11 +163,9 @@ export class LlamaEngine implements Engine {
   }
 
   async turn(request: EngineTurnRequest): Promise<EngineTurnResult> {
-    if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
     const { key, context, input } = request;
-    if (typeof key !== 'string' || typeof input !== 'string' || !(context?.tokens instanceof Uint32Array)) {
-      throw new FabricError('INVALID_ARGUMENT', 'a turn needs a string key, a string input and context.tokens as a Uint32Array');
-    }
+    if (typeof input !== 'string') throw new FabricError('INVALID_ARGUMENT', 'a turn needs a string input');
+    const before = this.checkContext(key, context);
     const maxTokens = request.generation?.maxTokens ?? DEFAULT_MAX_TOKENS;
     const temperature = request.generation?.temperature ?? 0;
     if (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || !(temperature >= 0)) {
@@ -167,13 +173,6 @@ export class LlamaEngine implements Engine {
         'INVALID_ARGUMENT',
         `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`,
       );
-    }
-    if (this.busy.has(key)) throw new FabricError('BUSY', `a turn of ${key} is already running`);
-
-    const before = context.tokens;
-    if (before.length > 0) {
-      if (!context.fingerprint) throw new FabricError('INVALID_ARGUMENT', 'a non-empty context needs the fingerprint recorded with it');
-      requireCompatible(context.fingerprint, this.fingerprint);
     }
     const prompt = this.format.prompt(input, before.length === 0, request.system);
     // Reply, then the last sampled token if llama.cpp has not evaluated it, then the closing tokens.
@@ -185,11 +184,8 @@ export class LlamaEngine implements Engine {
       );
     }
 
-    this.busy.add(key);
-    try {
-      const { sequence, resumedFrom } = await this.sequenceFor(key, before, context);
-      // Held under its key from here, so an error below disposes it (release) instead of leaking it.
-      this.touch(key, sequence);
+    return this.exclusive(key, async () => {
+      const { sequence, resumedFrom } = await this.sequenceFor(key, context);
       const reply: Token[] = [];
       const generation = sequence.evaluate(prompt, {
         temperature,
@@ -203,27 +199,45 @@ export class LlamaEngine implements Engine {
       // Whatever was sampled but not yet evaluated goes in now, then the reply is closed whether it ended
       // on its own or at maxTokens: the context's tokens are then exactly those whose KV is cached, and a
       // restored context continues exactly like one that stayed hot.
-      const expected = [...(Array.from(before) as Token[]), ...prompt, ...reply];
-      const evaluated = sequence.contextTokens.length;
-      if (evaluated < before.length + prompt.length || evaluated > expected.length) {
+      const added = [...prompt, ...reply];
+      const evaluated = sequence.contextTokens.length - before.length;
+      if (evaluated < prompt.length || evaluated > added.length) {
         throw new FabricError(
           'INVALID_STATE',
-          `sequence holds ${evaluated} tokens after generation, expected ${before.length + prompt.length}..${expected.length}`,
+          `sequence holds ${before.length + evaluated} tokens after generation, expected ${before.length + prompt.length}..${before.length + added.length}`,
         );
       }
-      await sequence.evaluateWithoutGeneratingNewTokens([...expected.slice(evaluated), ...this.format.close]);
-      const all = [...expected, ...this.format.close];
-      const appended = await this.saveNewPart(sequence, before.length, all);
+      await sequence.evaluateWithoutGeneratingNewTokens([...added.slice(evaluated), ...this.format.close]);
+      this.touch(key, sequence, true);
       return {
         reply: this.model.detokenize(reply),
         promptTokens: prompt.length,
         replyTokens: reply.length,
-        appended,
+        added: Uint32Array.from([...added, ...this.format.close]),
         resumedFrom,
       };
-    } catch (err) {
-      await this.release(key);
-      throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
+    });
+  }
+
+  async load(key: string, context: StoredContext): Promise<EngineTurnResult['resumedFrom']> {
+    this.checkContext(key, context);
+    return this.exclusive(key, async () => (await this.sequenceFor(key, context)).resumedFrom);
+  }
+
+  async save(key: string, fromToken: number): Promise<ContextKv> {
+    if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
+    if (this.busy.has(key)) throw new FabricError('BUSY', `a call on ${key} is already running`);
+    const entry = this.hot.get(key);
+    if (!entry) throw new FabricError('INVALID_STATE', `${key} is not hot in the engine`);
+    const held = entry.sequence.contextTokens.length;
+    if (!Number.isSafeInteger(fromToken) || fromToken < 0 || fromToken > held) {
+      throw new FabricError('OUT_OF_RANGE', `save from token ${fromToken} of a sequence holding ${held}`);
+    }
+    this.busy.add(key);
+    try {
+      const saved = await this.saveFrom(entry.sequence, fromToken);
+      entry.unsaved = false;
+      return saved;
     } finally {
       this.busy.delete(key);
     }
@@ -243,76 +257,124 @@ export class LlamaEngine implements Engine {
     await this.context.dispose();
     await this.model.dispose();
     await this.llama.dispose();
+    await this.staging.run(async () => this.stateFile.close());
   }
 
-  /** The hot sequence of `key` when it holds exactly `tokens`; otherwise a sequence loaded from the store. */
+  /** The checks every call on a context starts with; returns its token ids. */
+  private checkContext(key: string, context: StoredContext): Uint32Array {
+    if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
+    if (typeof key !== 'string' || !(context?.tokens instanceof Uint32Array)) {
+      throw new FabricError('INVALID_ARGUMENT', 'a call needs a string key and context.tokens as a Uint32Array');
+    }
+    const stored = context.storedTokens ?? context.tokens.length;
+    if (!Number.isSafeInteger(stored) || stored < 0 || stored > context.tokens.length) {
+      throw new FabricError('INVALID_ARGUMENT', `storedTokens ${stored} of a context of ${context.tokens.length} tokens`);
+    }
+    if (context.tokens.length > 0) {
+      if (!context.fingerprint) throw new FabricError('INVALID_ARGUMENT', 'a non-empty context needs the fingerprint recorded with it');
+      requireCompatible(context.fingerprint, this.fingerprint);
+    }
+    if (this.busy.has(key)) throw new FabricError('BUSY', `a call on ${key} is already running`);
+    return context.tokens;
+  }
+
+  /** Runs `work` as the only call on `key`; an error drops the hot copy, which may be half changed. */
+  private async exclusive<T>(key: string, work: () => Promise<T>): Promise<T> {
+    this.busy.add(key);
+    try {
+      return await work();
+    } catch (err) {
+      await this.release(key);
+      throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
+    } finally {
+      this.busy.delete(key);
+    }
+  }
+
+  /**
+   * The hot sequence of `key` when it holds exactly the context's tokens; otherwise a sequence loaded from
+   * the store, its tail evaluated. Held under `key` (so an error after this disposes it).
+   */
   private async sequenceFor(
     key: string,
-    tokens: Uint32Array,
-    stored: EngineTurnRequest['context'],
+    context: StoredContext,
   ): Promise<{ sequence: LlamaContextSequence; resumedFrom: EngineTurnResult['resumedFrom'] }> {
+    const { tokens } = context;
     const entry = this.hot.get(key);
-    if (entry && sameTokens(entry.sequence.contextTokens, tokens)) return { sequence: entry.sequence, resumedFrom: 'hot' };
+    if (entry && sameTokens(entry.sequence.contextTokens, tokens)) {
+      this.touch(key, entry.sequence, entry.unsaved);
+      return { sequence: entry.sequence, resumedFrom: 'hot' };
+    }
     await this.release(key);
-    if (tokens.length === 0) return { sequence: await this.freeSequence(), resumedFrom: 'empty' };
-
     for (const token of tokens) {
       if (token >= this.vocabularySize)
         throw new FabricError('INTEGRITY', `token id ${token} is outside the vocabulary (${this.vocabularySize})`);
     }
-    const kv = await stored.loadKv();
-    if (!(kv instanceof Uint8Array) || kv.length !== tokens.length * this.tokenBytes) {
-      throw new FabricError(
-        'INTEGRITY',
-        `stored context has ${kv?.length} KV bytes for ${tokens.length} tokens of ${this.tokenBytes} bytes`,
-      );
+    const storedTokens = context.storedTokens ?? tokens.length;
+    const sequence = await this.freeSequence();
+    this.touch(key, sequence, storedTokens < tokens.length);
+    if (storedTokens > 0) await this.loadStored(sequence, tokens.subarray(0, storedTokens), context);
+    // The tail whose KV was never saved: evaluated again (the same tokens give the same KV on this build:
+    // tests/engines check it byte for byte).
+    if (storedTokens < tokens.length) {
+      await sequence.evaluateWithoutGeneratingNewTokens(Array.from(tokens.subarray(storedTokens)) as Token[]);
     }
-    const file = buildSequenceState(tokens, kv, this.stateShape, {
+    if (!sameTokens(sequence.contextTokens, tokens))
+      throw new FabricError('INTEGRITY', 'the loaded sequence does not hold the stored tokens');
+    return { sequence, resumedFrom: tokens.length === 0 ? 'empty' : 'stored' };
+  }
+
+  /** The stored pages of `tokens` into `sequence`: laid out natively into the memory file, then loaded. */
+  private async loadStored(sequence: LlamaContextSequence, tokens: Uint32Array, context: StoredContext): Promise<void> {
+    const pieces = sequenceStatePieces(tokens, this.stateShape, {
       vTransposed: !this.fingerprint.flashAttention,
       streams: this.streams,
       stream: 0,
       seqId: 0,
     });
-    const sequence = await this.freeSequence();
-    const statePath = this.statePath();
-    try {
-      await fs.promises.writeFile(statePath, file);
-      await sequence.loadStateFromFile(statePath, { acceptRisk: true });
-    } catch (err) {
-      await sequence.dispose();
-      throw new FabricError('INTEGRITY', `llama.cpp refused the rebuilt state: ${(err as Error).message}`);
-    } finally {
-      await fs.promises.rm(statePath, { force: true });
-    }
-    if (!sameTokens(sequence.contextTokens, tokens)) {
-      await sequence.dispose();
-      throw new FabricError('INTEGRITY', 'the loaded sequence does not hold the stored tokens');
-    }
-    return { sequence, resumedFrom: 'stored' };
+    const expectedLength = fileLength(pieces, tokens.length, this.tokenBytes / (2 * this.stateShape.layers));
+    await this.staging.run(async () => {
+      const length = await context.writeKv(this.stateFile, pieces);
+      // Rows of another size would make another file: llama.cpp must not be handed it.
+      if (length !== expectedLength) {
+        throw new FabricError(
+          'INTEGRITY',
+          `stored context wrote a ${length}-byte state for ${tokens.length} tokens of ${this.tokenBytes} bytes; expected ${expectedLength}`,
+        );
+      }
+      await sequence.loadStateFromFile(this.stateFile.path, { acceptRisk: true }).catch((err: unknown) => {
+        throw new FabricError('INTEGRITY', `llama.cpp refused the rebuilt state: ${(err as Error).message}`);
+      });
+    });
   }
 
-  /** A sequence of the llama context, evicting the least recently used hot one when all are taken. */
+  /**
+   * A sequence of the llama context, evicting a hot one when all are taken: the least recently used whose
+   * KV kvfabric has saved, else the least recently used (its pages and token ids still rebuild it).
+   */
   private async freeSequence(): Promise<LlamaContextSequence> {
     if (this.context.sequencesLeft === 0) {
-      const idle = [...this.hot.entries()].filter(([key]) => !this.busy.has(key)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)[0];
-      if (!idle) throw new FabricError('BUSY', 'every hot context is in a turn');
+      const idle = [...this.hot.entries()]
+        .filter(([key]) => !this.busy.has(key))
+        .sort((a, b) => Number(a[1].unsaved) - Number(b[1].unsaved) || a[1].lastUsed - b[1].lastUsed)[0];
+      if (!idle) throw new FabricError('BUSY', 'every hot context is in a call');
       await this.release(idle[0]);
     }
     return this.context.getSequence();
   }
 
-  private touch(key: string, sequence: LlamaContextSequence): void {
-    this.hot.set(key, { sequence, lastUsed: ++this.useClock });
+  private touch(key: string, sequence: LlamaContextSequence, unsaved: boolean): void {
+    this.hot.set(key, { sequence, lastUsed: ++this.useClock, unsaved });
   }
 
-  /** Saves the sequence and reads back only the rows of tokens [from, end): what this turn added. */
-  private async saveNewPart(sequence: LlamaContextSequence, from: number, all: readonly Token[]): Promise<ContextKv> {
+  /** Saves the sequence and reads back only the token ids and rows from `from` on. */
+  private async saveFrom(sequence: LlamaContextSequence, from: number): Promise<ContextKv> {
     const statePath = this.statePath();
     try {
       await sequence.saveStateToFile(statePath);
       const state = readSequenceStateFile(statePath, this.stateShape, from);
-      if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(all))) {
-        throw new FabricError('INVALID_STATE', "the saved sequence does not hold the turn's tokens");
+      if (!sameTokens(Array.from(state.tokens) as Token[], Uint32Array.from(sequence.contextTokens))) {
+        throw new FabricError('INVALID_STATE', "the saved sequence does not hold the sequence's tokens");
       }
       return { tokens: state.tokens.slice(from), kv: state.kv };
     } finally {
@@ -323,6 +385,11 @@ export class LlamaEngine implements Engine {
   private statePath(): string {
     return path.join(this.stateDir, `kvfabric-${process.pid}-${randomUUID()}.ggsq`);
   }
+}
+
+/** The length of the file `pieces` lay out for `tokens` tokens: their literal bytes and every plane's rows. */
+function fileLength(pieces: readonly PlaneMajorPiece[], tokens: number, rowBytes: number): number {
+  return pieces.reduce((sum, piece) => sum + ('bytes' in piece ? piece.bytes.byteLength : tokens * rowBytes), 0);
 }
 
 /** The length asked for, checked against the model; the default fits the model. */

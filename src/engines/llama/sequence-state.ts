@@ -1,5 +1,5 @@
-// llama.cpp's sequence-state file (llama_state_seq_save_file, "GGSQ" version 3) to and from kvfabric's
-// token-major rows. Layout, little-endian, as written by llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and
+// llama.cpp's sequence-state file (llama_state_seq_save_file, "GGSQ" version 3) from kvfabric's pages
+// (laid out natively, sequenceStatePieces) and to token-major rows (a turn's new part). Layout, little-endian, as written by llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and
 // checked against real saved files (docs/engines.md):
 //   u32 magic 'ggsq' (0x67677371), u32 version 3, u32 n_tokens, i32 tokens[n_tokens]
 //   u32 n_stream (the llama context's sequence count; 1 with a unified cache), then per stream:
@@ -19,6 +19,7 @@ import fs from 'node:fs';
 
 import { FabricError } from '../../fabric/errors';
 import { bytesPerTokenOf } from '../../fabric/layout';
+import type { PlaneMajorPiece } from '../../fabric/types';
 
 export const GGSQ_MAGIC = 0x67677371;
 export const GGSQ_VERSION = 3;
@@ -262,25 +263,17 @@ function parseFrom(source: StateSource, shape: SequenceStateShape, fromToken: nu
   return { tokens, kv, layout: { vTransposed: vTrans === 1, streams: nStream, stream, seqId } };
 }
 
-/** The size of the file buildSequenceState writes for n tokens. */
-export function sequenceStateBytes(shape: SequenceStateShape, nTokens: number, streams = 1): number {
-  if (nTokens === 0) return HEADER_BYTES + 4 + 4 * streams;
-  const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
-  // Each layer's K and V header is 12 bytes: i32 type + u64 row size, or (V transposed) i32 type + u32 + u32.
-  return HEADER_BYTES + 4 * nTokens + 4 + 4 * streams + CELL_BYTES * nTokens + 8 + shape.layers * (24 + 2 * nTokens * rowBytes);
-}
-
 /**
- * The sequence-state file llama.cpp would have saved for `tokens` with KV `kv` (token-major rows):
- * the inverse of parseSequenceState, byte for byte. INVALID_ARGUMENT when kv is not tokens x bytesPerToken.
+ * The sequence-state file llama.cpp would have saved for `tokens`, as pieces for the allocator to lay out
+ * (NativeAllocator.writePlaneMajorAsync): the headers as literal bytes, and each layer's K and V rows
+ * taken straight from the pages (plane 2 x layer for K, 2 x layer + 1 for V; V element-transposed
+ * without flash attention). The inverse of parseSequenceState, byte for byte, with no KV byte in
+ * JavaScript. INVALID_ARGUMENT for an empty sequence (nothing to load) or a bad stream.
  */
-export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: SequenceStateShape, layout: StateLayout): Uint8Array {
+export function sequenceStatePieces(tokens: Uint32Array, shape: SequenceStateShape, layout: StateLayout): PlaneMajorPiece[] {
   const { vTransposed, streams, stream, seqId } = layout;
   const n = tokens.length;
-  const tokenBytes = bytesPerToken(shape);
-  if (kv.length !== n * tokenBytes) {
-    throw new FabricError('INVALID_ARGUMENT', `${kv.length} KV bytes for ${n} tokens of ${tokenBytes} bytes`);
-  }
+  if (n === 0) throw new FabricError('INVALID_ARGUMENT', 'an empty sequence has no state to load');
   if (
     !Number.isSafeInteger(streams) ||
     streams < 1 ||
@@ -292,66 +285,63 @@ export function buildSequenceState(tokens: Uint32Array, kv: Uint8Array, shape: S
     throw new FabricError('INVALID_ARGUMENT', `stream ${stream} of ${streams}`);
   }
   if (!Number.isSafeInteger(seqId) || seqId < 0 || seqId > 0x7fffffff) throw new FabricError('INVALID_ARGUMENT', `seqId ${seqId}`);
-  const out = new Uint8Array(sequenceStateBytes(shape, n, streams));
-  const view = new DataView(out.buffer);
-  let at = 0;
-  const u32 = (value: number) => {
-    view.setUint32(at, value, true);
-    at += 4;
-  };
-  u32(GGSQ_MAGIC);
-  u32(GGSQ_VERSION);
-  u32(n);
-  for (let i = 0; i < n; i++) u32(tokens[i]!);
-  u32(streams);
-  // An empty sequence has no cells in any stream.
-  for (let s = 0; s < (n === 0 ? streams : stream); s++) u32(0);
-  if (n === 0) return out;
-  u32(n);
-  for (let i = 0; i < n; i++) {
-    u32(i); // pos
-    u32(1); // one sequence id
-    u32(seqId);
-  }
-  u32(vTransposed ? 1 : 0);
-  u32(shape.layers);
+  const head = new Bytes(HEADER_BYTES + 4 * n + 4 + 4 * stream + 4 + CELL_BYTES * n + 8);
+  head.u32(GGSQ_MAGIC).u32(GGSQ_VERSION).u32(n);
+  for (let i = 0; i < n; i++) head.u32(tokens[i]!);
+  head.u32(streams);
+  for (let s = 0; s < stream; s++) head.u32(0);
+  head.u32(n);
+  for (let i = 0; i < n; i++) head.u32(i).u32(1).u32(seqId); // pos, one sequence id, the id
+  head.u32(vTransposed ? 1 : 0).u32(shape.layers);
+
   const rowBytes = shape.kvHeads * shape.headDim * GGML_TYPES[shape.kType].bytes;
-  const halfBytes = rowBytes;
+  const pieces: PlaneMajorPiece[] = [{ bytes: head.bytes }];
   for (let layer = 0; layer < shape.layers; layer++) {
-    u32(GGML_TYPES[shape.kType].id);
-    view.setBigUint64(at, BigInt(rowBytes), true);
-    at += 8;
-    for (let t = 0; t < n; t++) {
-      const src = t * tokenBytes + 2 * layer * halfBytes;
-      out.set(kv.subarray(src, src + rowBytes), at);
-      at += rowBytes;
-    }
+    pieces.push({ bytes: new Bytes(12).u32(GGML_TYPES[shape.kType].id).u64(rowBytes).bytes }, { plane: 2 * layer });
   }
   for (let layer = 0; layer < shape.layers; layer++) {
-    u32(GGML_TYPES[shape.vType].id);
-    const vIn = (2 * layer + 1) * halfBytes;
+    const type = GGML_TYPES[shape.vType];
     if (!vTransposed) {
-      view.setBigUint64(at, BigInt(rowBytes), true);
-      at += 8;
-      for (let t = 0; t < n; t++) {
-        const src = t * tokenBytes + vIn;
-        out.set(kv.subarray(src, src + rowBytes), at);
-        at += rowBytes;
-      }
+      pieces.push({ bytes: new Bytes(12).u32(type.id).u64(rowBytes).bytes }, { plane: 2 * layer + 1 });
     } else {
-      const el = GGML_TYPES[shape.vType].bytes;
-      const nEmbd = rowBytes / el;
-      u32(el);
-      u32(nEmbd);
-      for (let j = 0; j < nEmbd; j++) {
-        for (let t = 0; t < n; t++) {
-          const src = t * tokenBytes + vIn + j * el;
-          for (let b = 0; b < el; b++) out[at + b] = kv[src + b]!;
-          at += el;
-        }
-      }
+      pieces.push(
+        {
+          bytes: new Bytes(12)
+            .u32(type.id)
+            .u32(type.bytes)
+            .u32(rowBytes / type.bytes).bytes,
+        },
+        {
+          plane: 2 * layer + 1,
+          elementBytes: type.bytes,
+        },
+      );
     }
   }
-  for (let s = stream + 1; s < streams; s++) u32(0);
-  return out;
+  if (stream + 1 < streams) pieces.push({ bytes: new Uint8Array(4 * (streams - stream - 1)) });
+  return pieces;
+}
+
+/** Little-endian header bytes, written in order. */
+class Bytes {
+  readonly bytes: Uint8Array;
+  private readonly view: DataView;
+  private at = 0;
+
+  constructor(length: number) {
+    this.bytes = new Uint8Array(length);
+    this.view = new DataView(this.bytes.buffer);
+  }
+
+  u32(value: number): this {
+    this.view.setUint32(this.at, value, true);
+    this.at += 4;
+    return this;
+  }
+
+  u64(value: number): this {
+    this.view.setBigUint64(this.at, BigInt(value), true);
+    this.at += 8;
+    return this;
+  }
 }

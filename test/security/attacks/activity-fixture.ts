@@ -49,3 +49,49 @@ export function denials(fx: MemoryFixture): Array<Record<string, unknown>> {
     .filter((line) => line.length > 0)
     .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
+
+/** A caller other than the victim, with the token it presents and the denial reason the audit log records. */
+export interface Intruder {
+  name: string;
+  caller: () => Caller;
+  tenant: string;
+  capability: () => string;
+  reason: string;
+}
+
+/**
+ * The callers every attack on the victim's context is tried by: another tenant with no token and with
+ * its own agent's, a sibling agent of the same tenant, and the victim's own token from another workflow.
+ */
+export function intrudersOf(fx: () => MemoryFixture, victimToken: () => string): Intruder[] {
+  return [
+    {
+      name: 'another tenant, no valid token',
+      caller: () => workflowOf('mallory'),
+      tenant: 'globex',
+      capability: () => 'not-a-token',
+      reason: 'malformed',
+    },
+    {
+      name: "another tenant with its own agent's token",
+      caller: () => workflowOf('mallory'),
+      tenant: 'globex',
+      capability: () => fx().token('mallory', 'globex'),
+      reason: 'wrong-context',
+    },
+    {
+      name: 'another agent of the same tenant',
+      caller: () => workflowOf('sibling'),
+      tenant: 'acme',
+      capability: () => fx().token('sibling'),
+      reason: 'wrong-context',
+    },
+    {
+      name: "the victim's own token, presented from another workflow",
+      caller: () => workflowOf('mallory'),
+      tenant: 'acme',
+      capability: victimToken,
+      reason: 'wrong-workflow',
+    },
+  ];
+}

@@ -212,7 +212,10 @@ describe('capability attacks', () => {
   it("leaves the owner's context intact: the owner's token still works and the bytes verify", async () => {
     const claims = await fx.memory.admit(fx.call('planner', 'acme', 'resume', owner));
     expect(claims).toMatchObject({ ten: 'acme', sub: 'planner', ctx: 'planner', wf: agentWorkflowId('planner') });
-    expect(await fx.memory.resume(fx.call('planner', 'acme', 'resume', owner), digest)).toMatchObject({ digest, tier: 'device' });
+    expect(await fx.memory.resume(fx.call('planner', 'acme', 'resume', owner), { expected: digest })).toMatchObject({
+      digest,
+      tier: 'device',
+    });
     expect(readFileSync(fx.auditFile, 'utf8')).not.toContain(owner.split('.')[2]!);
   });
 

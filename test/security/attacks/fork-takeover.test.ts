@@ -87,7 +87,7 @@ afterAll(async () => {
 /** The sibling as its owner sees it: same bytes, same grant, its own token still opens it. */
 async function expectSiblingIntact(): Promise<void> {
   expect(fx.memory.snapshot('sibling')).toMatchObject({ tokens: 20, sharedBlocks: 0 });
-  expect(await fx.memory.resume(fx.call('sibling', 'acme', 'resume', siblingToken), siblingDigest)).toMatchObject({
+  expect(await fx.memory.resume(fx.call('sibling', 'acme', 'resume', siblingToken), { expected: siblingDigest })).toMatchObject({
     digest: siblingDigest,
   });
   await expect(fx.memory.admit(fx.call('sibling', 'acme', 'resume', siblingToken))).resolves.toMatchObject({ sub: 'sibling' });
@@ -114,7 +114,7 @@ describe('attack: fork onto an existing agent', () => {
   it('refuses a typo of a sibling that exists on disk only, held by no worker', async () => {
     const typo = fx.token('sibling-2');
     await as(workflowOf('sibling-2'), () => activities.placement.allocate(allocation('sibling-2', typo)));
-    await fx.memory.suspend(fx.call('sibling-2', 'acme', 'suspend', typo), 'disk');
+    await fx.memory.suspend(fx.call('sibling-2', 'acme', 'suspend', typo), { tier: 'disk' });
     await fx.tiers.dropLocalCopy('sibling-2'); // its worker is gone: only the grant and the durable copy remain
     const childCapability = fx.issuer.mintChild(parentToken, { agentId: 'sibling-2', workflowId: agentWorkflowId('sibling-2') });
     await expect(as(workflowOf('parent'), () => activities.holder.fork(shareOf('sibling-2', childCapability)))).rejects.toMatchObject({

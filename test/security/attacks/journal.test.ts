@@ -12,7 +12,7 @@ import type { AllocateRequest, ContextRequest, TurnRequest } from '../../../src/
 import { emptyDigest, type DigestState } from '../../../src/agent-memory/context-digest';
 import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
-import { activitiesOf, as, denials, workflowOf, type Activities, type Caller } from './activity-fixture';
+import { activitiesOf, as, denials, intrudersOf, workflowOf, type Activities, type Intruder } from './activity-fixture';
 
 let dir: string;
 let fx: MemoryFixture;
@@ -54,44 +54,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Replay {
-  name: string;
-  caller: () => Caller;
-  tenant: string;
-  capability: () => string;
-  reason: string;
-}
-
 // Each asks for operation victim:1 (the victim's recorded turn) of context 'victim'.
-const REPLAYS: Replay[] = [
-  {
-    name: 'another tenant, no valid token',
-    caller: () => workflowOf('mallory'),
-    tenant: 'globex',
-    capability: () => 'not-a-token',
-    reason: 'malformed',
-  },
-  {
-    name: "another tenant with its own agent's token",
-    caller: () => workflowOf('mallory'),
-    tenant: 'globex',
-    capability: () => fx.token('mallory', 'globex'),
-    reason: 'wrong-context',
-  },
-  {
-    name: 'another agent of the same tenant',
-    caller: () => workflowOf('sibling'),
-    tenant: 'acme',
-    capability: () => fx.token('sibling'),
-    reason: 'wrong-context',
-  },
-  {
-    name: "the victim's own token, presented from another workflow",
-    caller: () => workflowOf('mallory'),
-    tenant: 'acme',
-    capability: () => victimToken,
-    reason: 'wrong-workflow',
-  },
+const REPLAYS: Intruder[] = [
+  ...intrudersOf(
+    () => fx,
+    () => victimToken,
+  ),
   {
     name: "the victim's workflow id with a token of another workflow (a later run)",
     caller: () => workflowOf('victim', 'run-2'),

@@ -180,7 +180,7 @@ describe('attack: losing a revocation to a concurrent lower one', () => {
       await expect(workerA.memory.admit(workerA.call('critic', 'acme', 'resume', bystander))).resolves.toMatchObject({ sub: 'critic' });
       // The newest token still opens the agent, whose bytes still verify against the digest.
       const newest = workerA.token('planner', 'acme', { epoch: highest });
-      await expect(workerA.memory.resume(workerA.call('planner', 'acme', 'resume', newest), digest)).resolves.toMatchObject({
+      await expect(workerA.memory.resume(workerA.call('planner', 'acme', 'resume', newest), { expected: digest })).resolves.toMatchObject({
         digest,
         tokens: 24,
       });
