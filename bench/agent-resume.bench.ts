@@ -2,9 +2,9 @@
 // CPU) against re-prefilling the same context with the same model, in one run. For each context size an
 // agent's first turn is a message of about that many tokens (its prefill, timed through the turn update,
 // one reply token); then, from host memory and from disk, the agent is suspended and resumed (timed: the
-// resume update until its result) and takes one more one-token turn, whose engine loads the context
-// from kvfabric's pages: resume + that turn is "back to a ready sequence that has answered". A hot turn
-// of the same size (nothing to load) is measured too, so the load's own share is visible.
+// resume update until its result, which includes the worker loading the context from kvfabric's pages into
+// the engine) and takes one more one-token turn, reported apart: resume + that turn is "back to a ready
+// sequence that has answered". A hot turn of the same size is measured too.
 // Against the plain engine, in the same process: node-llama-cpp alone (same model file, threads, context
 // size, flash attention, K/V f16, the engine's own ChatML turn format) takes the same turns of the same
 // tokens, each right after the agent's, with no kvfabric, no Temporal and no save. With one resident
@@ -46,7 +46,9 @@ export interface AgentResumeRow {
   hotTurnMs: number;
   from: 'host' | 'disk';
   resumeMs: number;
-  /** The one-token turn right after the resume: the engine loads the context from the pages first. */
+  /** Of the resume, the worker's load of the context into the engine (median). */
+  engineLoadMs: number;
+  /** The one-token turn right after the resume: the engine holds the context hot already. */
   firstTurnMs: number;
   /** prefill / (resume + first turn). */
   ratio: number;
@@ -200,10 +202,13 @@ async function main(): Promise<void> {
 
       for (const from of ['host', 'disk'] as const) {
         const resumes: number[] = [];
+        const engineLoads: number[] = [];
         const firstTurns: number[] = [];
         for (let i = 0; i < repeats; i++) {
           await agent.suspend(from);
-          resumes.push((await timed(() => agent.resume()))[1]);
+          const [resumed, resumeMs] = await timed(() => agent.resume());
+          resumes.push(resumeMs);
+          engineLoads.push(resumed.lastResume?.engineLoadMs ?? 0);
           firstTurns.push((await timed(() => agent.turn({ message: PROBE, generation: ONE_TOKEN })))[1]);
         }
         const status = await agent.status();
@@ -216,6 +221,7 @@ async function main(): Promise<void> {
           hotTurnMs,
           from,
           resumeMs,
+          engineLoadMs: median(engineLoads),
           firstTurnMs,
           ratio: prefillMs / (resumeMs + firstTurnMs),
           repeats,

@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
+import type { EngineResumeRow } from './engine-resume.bench';
 import { libraryRowsOf, RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable } from './measure';
 
@@ -101,29 +102,9 @@ interface TransferJson {
     ceilingGBps: number;
   }>;
 }
-/**
- * engine-resume's row as the table reads it: `tokens`, `prefillMs` and `resumeMs` (the library's pages
- * to a ready sequence, from host) always; the others where the bench reports them.
- */
-interface EngineResumeRow {
-  tokens: number;
-  prefillMs: number;
-  resumeMs: number;
-  kvBytes?: number;
-  diskResumeMs?: number;
-  sameContinuation?: boolean;
-}
-function engineRowsOf(json: unknown): EngineResumeRow[] {
-  const raw = (json as { rows: Array<Record<string, unknown>> }).rows;
-  return libraryRowsOf(json).map((row, i) => {
-    const { kvBytes, diskResumeMs, sameContinuation } = raw[i]!;
-    return {
-      ...row,
-      ...(typeof kvBytes === 'number' ? { kvBytes } : {}),
-      ...(typeof diskResumeMs === 'number' ? { diskResumeMs } : {}),
-      ...(typeof sameContinuation === 'boolean' ? { sameContinuation } : {}),
-    };
-  });
+interface EngineResumeJson {
+  threads: number;
+  rows: EngineResumeRow[];
 }
 interface AgentResumeJson {
   threads: number;
@@ -159,9 +140,9 @@ function main(): void {
   const temporal = run('resume-temporal', 'resume.bench.ts', ['--mode', 'temporal', '--tokens', tokens, ...temporalArgs]) as ResumeJson;
   const memory = run('memory', 'memory.bench.ts', []) as MemoryJson;
   // A real model (SmolLM2-135M on the CPU): 8k tokens of prefill take about two minutes here.
-  const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]);
-  const engineRows = engineRowsOf(engine);
-  const engineThreads = (engine as { threads?: unknown }).threads;
+  const engine = run('engine-resume', 'engine-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as EngineResumeJson;
+  const engineRows = engine.rows;
+  const engineThreads = engine.threads;
   // The same through Temporal: a resume update, then the first turn after it (the engine loads the pages).
   const agent = run('agent-resume', 'agent-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as AgentResumeJson;
 
@@ -253,27 +234,53 @@ function main(): void {
     ]);
   }
   for (const e of engineRows) {
-    const kv = e.kvBytes === undefined ? '' : ` (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB)`;
-    const what = `${e.tokens} tokens${kv}, SmolLM2-135M, CPU ${engineThreads ?? '?'} thread(s)${e.sameContinuation === false ? ', CONTINUATION DIFFERED' : ''}`;
+    const what = `${e.tokens} tokens (${(e.kvBytes / 2 ** 20).toFixed(1)} MiB), SmolLM2-135M, CPU ${engineThreads} thread(s)${e.sameState ? '' : ', KV DIFFERED'}`;
+    // The targets: within 1.5x of llama.cpp's own load at 2k and 8k; 1,000x the prefill at 8k.
     rows.push([
       'resume, real model',
-      `${what}, library, from host`,
+      `${what}, library: pages (host) to a ready sequence (the layout alone: ${ms(e.assembleMs)})`,
+      ms(e.resumeMs),
+      `llama.cpp's own load of the state ${ms(e.llamaLoadMs)}`,
+      `${e.loadRatio.toFixed(2)}x${e.tokens >= 2048 ? ` (${e.loadRatio <= 1.5 ? 'within' : 'over'} 1.5x)` : ''}`,
+    ]);
+    rows.push([
+      'resume, real model',
+      `${what}, library, against re-prefill`,
       ms(e.resumeMs),
       `prefill ${ms(e.prefillMs)}`,
-      (e.resumeMs / e.prefillMs).toFixed(3),
+      `${e.ratio.toFixed(0)}x faster${e.tokens >= 8000 ? ` (target 1000x: ${e.ratio >= 1000 ? 'met' : 'not met'})` : ''}`,
     ]);
-    if (e.diskResumeMs === undefined) continue;
     rows.push([
       'resume, real model',
-      `${what}, library, from disk`,
+      `${what}, library, from disk (restore + load)`,
       ms(e.diskResumeMs),
       `prefill ${ms(e.prefillMs)}`,
-      (e.diskResumeMs / e.prefillMs).toFixed(3),
+      `${e.diskRatio.toFixed(0)}x faster`,
+    ]);
+    rows.push([
+      'turn, real model',
+      `${e.tokens} tokens, the engine's hot turn (its KV saved after the reply: ${ms(e.saveMs)})${e.sameTurns ? '' : ', TOKENS DIFFERED'}`,
+      ms(e.hotTurnMs),
+      `node-llama-cpp's same turn ${ms(e.plainTurnMs)}`,
+      `${e.turnRatio.toFixed(3)}x`,
     ]);
   }
   for (const a of agent.rows) {
-    const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: resume ${ms(a.resumeMs)} + first turn ${ms(a.firstTurnMs)} (hot turn ${ms(a.hotTurnMs)})`;
-    rows.push(['resume, real model', what, ms(a.resumeMs + a.firstTurnMs), `prefill turn ${ms(a.prefillMs)}`, (1 / a.ratio).toFixed(3)]);
+    const engineRow = engineRows.find((e) => Math.abs(e.tokens - a.tokens) / e.tokens < 0.2);
+    const roundTrip = agent.turns.find((t) => Math.abs(t.tokens - a.tokens) / t.tokens < 0.2)?.roundTripMs;
+    // The target, from host: the resume update (restore, digest, engine load) within the library's pages
+    // to a ready sequence plus one resident update round trip.
+    const bound = a.from === 'host' && engineRow && roundTrip !== undefined ? engineRow.resumeMs + roundTrip : undefined;
+    const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: the resume update (engine load ${ms(a.engineLoadMs)}), then the first turn ${ms(a.firstTurnMs)} apart (hot turn ${ms(a.hotTurnMs)})`;
+    rows.push([
+      'resume, real model',
+      what,
+      ms(a.resumeMs),
+      bound === undefined
+        ? `prefill turn ${ms(a.prefillMs)}`
+        : `library ${ms(engineRow!.resumeMs)} + round trip ${ms(roundTrip!)}: bound ${ms(bound)}`,
+      bound === undefined ? `${(a.prefillMs / a.resumeMs).toFixed(0)}x faster` : `${(a.resumeMs / bound).toFixed(2)} (${a.resumeMs <= bound ? 'within' : 'over'})`,
+    ]);
   }
   // The target: a hot turn through Temporal within 1.05x the plain engine's same turn plus one resident
   // update round trip (a pin or unpin), all three alternated in one process.

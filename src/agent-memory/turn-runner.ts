@@ -109,8 +109,9 @@ export class TurnRunner {
   }
 
   /**
-   * Loads the conversation into the engine (a resume does, so the next turn is hot). Returns whether the
-   * engine held it hot already; nothing to do on a worker without a model or for an empty context.
+   * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do on a
+   * worker without a model or for an empty context. An engine whose every sequence is in a call (BUSY)
+   * is left alone: the next turn loads the context itself.
    */
   async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
     const engine = this.options.engine;
@@ -120,7 +121,11 @@ export class TurnRunner {
     const note = this.noteOf(contextId, held);
     const conversation = conversationOf(contextId, note, before, tail);
     if (conversation.tokens.length === 0) return;
-    await engine.load(contextId, this.storedContext(contextId, conversation, note));
+    try {
+      await engine.load(contextId, this.storedContext(contextId, conversation, note));
+    } catch (err) {
+      if (!isFabricError(err, 'BUSY')) throw err;
+    }
   }
 
   private async synthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {

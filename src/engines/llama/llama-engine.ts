@@ -1,11 +1,13 @@
 // The default engine: llama.cpp through node-llama-cpp (pinned 3.22.1, prebuilt binaries only). One
-// llama context holds a few sequences; each is the hot copy of one kvfabric context, kept between turns
-// and evicted least recently used first, since kvfabric has every byte of it anyway.
+// llama context holds a few sequences; each is the hot copy of one kvfabric context, kept between turns.
+// When all are taken, one whose KV kvfabric has saved goes first (least recently used); one holding an
+// unsaved turn only when nothing else can, since kvfabric's pages and the turn's token ids rebuild it.
 //
-// A context crosses the seam as a llama.cpp sequence-state file (GGSQ, ./sequence-state.ts) on tmpfs:
-// out, the sequence is saved and its new tokens' rows cut from the file; in, the file is rebuilt from
-// token ids and rows, and loaded only after the fingerprint matched, because llama.cpp trusts the file
-// (a foreign state loaded with acceptRisk can crash the process).
+// A context crosses the seam as a llama.cpp sequence-state file (GGSQ, ./sequence-state.ts). In: the
+// allocator lays the file out natively from the pages into the engine's memory file (a memfd), and
+// llama.cpp loads it only after the fingerprint matched and the file's length is right, because it
+// trusts the file (a foreign state loaded with acceptRisk can crash the process). Out (save, after a
+// turn has answered): the sequence is saved to tmpfs and only the rows past the pages are cut from it.
 //
 // Pinned, and recorded in the fingerprint: flash attention (default on: V rows are then stored untransposed
 // and the conversion is a copy per row), K and V as f16. CPU by default (`gpu: false`); `gpu: 'cuda'`
@@ -48,7 +50,7 @@ export interface LlamaEngineOptions {
   hotContexts?: number;
   /** Default false (CPU). 'cuda' is unverified here. */
   gpu?: false | 'cuda';
-  /** Where state files pass through; default /dev/shm (tmpfs) when writable, else the OS temp directory. */
+  /** Where saved states pass through (a turn's KV on its way out); default /dev/shm (tmpfs) when writable, else the OS temp directory. */
   stateDir?: string;
   /**
    * CPU threads (default: all cores but one). llama.cpp's threads spin at every barrier, so on a busy
@@ -78,6 +80,8 @@ export class LlamaEngine implements Engine {
   /** Where stored contexts are laid out for llama.cpp to load; one load at a time uses it. */
   private readonly stateFile: MemoryFile = createMemoryFile('kvfabric-sequence-state');
   private readonly staging = new SerialQueue();
+  /** Who waits for a sequence while every hot one is in a call: woken when any call ends. */
+  private readonly sequenceWaiters: Array<() => void> = [];
 
   private closed = false;
 
@@ -239,7 +243,7 @@ export class LlamaEngine implements Engine {
       entry.unsaved = false;
       return saved;
     } finally {
-      this.busy.delete(key);
+      this.callEnded(key);
     }
   }
 
@@ -253,6 +257,7 @@ export class LlamaEngine implements Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const wake of this.sequenceWaiters.splice(0)) wake(); // they find the engine closed
     for (const key of [...this.hot.keys()]) await this.release(key);
     await this.context.dispose();
     await this.model.dispose();
@@ -287,8 +292,14 @@ export class LlamaEngine implements Engine {
       await this.release(key);
       throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
     } finally {
-      this.busy.delete(key);
+      this.callEnded(key);
     }
+  }
+
+  /** `key`'s call is over: it may be evicted again, and whoever waits for a sequence looks again. */
+  private callEnded(key: string): void {
+    this.busy.delete(key);
+    for (const wake of this.sequenceWaiters.splice(0)) wake();
   }
 
   /**
@@ -350,15 +361,17 @@ export class LlamaEngine implements Engine {
 
   /**
    * A sequence of the llama context, evicting a hot one when all are taken: the least recently used whose
-   * KV kvfabric has saved, else the least recently used (its pages and token ids still rebuild it).
+   * KV kvfabric has saved, else the least recently used (its pages and token ids still rebuild it). When
+   * every hot one is in a call (a turn, a save), it waits for the first call to end.
    */
   private async freeSequence(): Promise<LlamaContextSequence> {
-    if (this.context.sequencesLeft === 0) {
+    while (this.context.sequencesLeft === 0) {
+      if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
       const idle = [...this.hot.entries()]
         .filter(([key]) => !this.busy.has(key))
         .sort((a, b) => Number(a[1].unsaved) - Number(b[1].unsaved) || a[1].lastUsed - b[1].lastUsed)[0];
-      if (!idle) throw new FabricError('BUSY', 'every hot context is in a call');
-      await this.release(idle[0]);
+      if (idle) await this.release(idle[0]);
+      else await new Promise<void>((wake) => this.sequenceWaiters.push(wake));
     }
     return this.context.getSequence();
   }
