@@ -15,7 +15,7 @@ import path from 'node:path';
 
 import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
-import { libraryRowsOf, RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
+import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable } from './measure';
 
 const tokens = option('--tokens') ?? '8k,32k,128k';
@@ -279,7 +279,9 @@ function main(): void {
       bound === undefined
         ? `prefill turn ${ms(a.prefillMs)}`
         : `library ${ms(engineRow!.resumeMs)} + round trip ${ms(roundTrip!)}: bound ${ms(bound)}`,
-      bound === undefined ? `${(a.prefillMs / a.resumeMs).toFixed(0)}x faster` : `${(a.resumeMs / bound).toFixed(2)} (${a.resumeMs <= bound ? 'within' : 'over'})`,
+      bound === undefined
+        ? `${(a.prefillMs / a.resumeMs).toFixed(0)}x faster`
+        : `${(a.resumeMs / bound).toFixed(2)} (${a.resumeMs <= bound ? 'within' : 'over'})`,
     ]);
   }
   // The target: a hot turn through Temporal within 1.05x the plain engine's same turn plus one resident

@@ -254,13 +254,9 @@ export class AgentMemory {
     const parent = await this.admitHeld(call);
     return run(async () => {
       const childId = child.contextId;
-      // The child gets the pages: every turn of the parent's must be in them first.
       const tail = options.tail ?? [];
-      if (tail.length > 0) {
-        if (!options.expected) throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
-        await this.turns.saveTail(call.contextId, options.expected, tail);
-      } else {
-        await this.turns.settled(call.contextId);
+      if (tail.length > 0 && !options.expected) {
+        throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
       }
       const claims = await this.capabilities.childClaims(child, parent);
       await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
@@ -274,6 +270,9 @@ export class AgentMemory {
       } else {
         await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
       }
+      // The child gets the pages (once the child's token passed): every turn of the parent's must be in them.
+      if (tail.length > 0) await this.turns.saveTail(call.contextId, options.expected!, tail);
+      else await this.turns.settled(call.contextId);
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
       this.tenants.set(childId, claims.ten);
       if (options.checkpoint) await this.tiers.checkpoint(childId);

@@ -126,6 +126,7 @@ interface Figures {
   movedBytes: number;
   moveMs: number;
   verifyMs: number;
+  engineLoadMs: number;
   from: string;
   contextTokens: number;
   prefillMs: number;
@@ -188,7 +189,8 @@ async function scenario(agents: AgentClient): Promise<Figures> {
   const figures = resumed.lastResume!;
   console.log(
     `  resume update -> context back, verified: ${resumeMs.toFixed(0)} ms end to end ` +
-      `(${(figures.bytes / KiB).toFixed(0)} KiB from ${figures.from}: moved in ${figures.transferMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms)`,
+      `(${(figures.bytes / KiB).toFixed(0)} KiB from ${figures.from}: moved in ${figures.transferMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms, ` +
+      `into the model in ${figures.engineLoadMs.toFixed(0)} ms)`,
   );
   const after = await say(planner, 'Remind me: what are the risks?');
 
@@ -213,6 +215,7 @@ async function scenario(agents: AgentClient): Promise<Figures> {
     movedBytes: figures.bytes,
     moveMs: figures.transferMs,
     verifyMs: figures.verifyMs,
+    engineLoadMs: figures.engineLoadMs,
     from: figures.from,
     contextTokens: resumed.tokens,
     prefillMs,
@@ -238,7 +241,8 @@ async function summary(agents: AgentClient, figures: Figures, metrics: string): 
   console.log(`  ...and after its resume from ${figures.from}:\n    ${quote(figures.after)}`);
   console.log(
     `  resume of ${figures.contextTokens} tokens (${(figures.movedBytes / KiB).toFixed(0)} KiB of KV): ${figures.resumeMs.toFixed(0)} ms through Temporal ` +
-      `(moved in ${figures.moveMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms); re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
+      `(moved in ${figures.moveMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms, into the model in ${figures.engineLoadMs.toFixed(0)} ms); ` +
+      `re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
       `${figures.prefillMs.toFixed(0)} ms, ${(figures.prefillMs / figures.resumeMs).toFixed(1)}x longer`,
   );
   console.log(`  denied resumes: ${figures.denials.join('; ')}`);
