@@ -19,8 +19,6 @@ import type {
   AllocateRequest,
   Allocation,
   ContextRequest,
-  ConversationRecord,
-  DigestState,
   ContextSnapshot,
   ForkRequest,
   ForkResult,
@@ -163,20 +161,11 @@ export function createActivities(options: {
 
     suspend(request: SuspendRequest): Promise<SuspendResult> {
       const progress = { phase: `suspend to ${request.tier}` };
-      return operate({ operation: 'suspend', progress }, request, (call, run) =>
-        memory.suspend(call, { tier: request.tier, ...conversationOf(request) }, run),
-      );
+      return operate({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request, run));
     },
 
     fork(request: ForkRequest): Promise<ForkResult> {
-      return operate({ operation: 'fork' }, request, (call, run) =>
-        memory.fork(
-          call,
-          presentedChild(request),
-          { childCustodian: request.childCustodian, checkpoint: request.checkpoint, ...conversationOf(request) },
-          run,
-        ),
-      );
+      return operate({ operation: 'fork' }, request, (call, run) => memory.fork(call, presentedChild(request), request, run));
     },
 
     unfork(request: ForkRequest): Promise<ContextSnapshot> {
@@ -235,9 +224,7 @@ export function createActivities(options: {
 
   function resume(activity: string, request: ResumeRequest): Promise<ResumeResult> {
     const progress = { phase: 'resume', tokens: request.expected.tokens };
-    return operate({ operation: 'resume', activity, progress }, request, (call, run) =>
-      memory.resume(call, { expected: request.expected, tail: request.tail ?? [] }, run),
-    );
+    return operate({ operation: 'resume', activity, progress }, request, (call, run) => memory.resume(call, request, run));
   }
 
   return { placement, holder: holderActivities, local };
@@ -283,9 +270,4 @@ function presentedChild(request: ForkRequest): Presented {
 function endsContext(operation: Operation): boolean {
   const row: OperationRow = OPERATIONS[operation];
   return row.ends === true;
-}
-
-/** The workflow's record of the conversation, as a request carries it (absent fields stay absent). */
-function conversationOf(request: Partial<ConversationRecord>): { expected?: DigestState; tail?: number[] } {
-  return { ...(request.expected ? { expected: request.expected } : {}), ...(request.tail ? { tail: request.tail } : {}) };
 }

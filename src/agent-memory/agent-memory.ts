@@ -228,11 +228,7 @@ export class AgentMemory {
     return run(async () => {
       const { contextId } = call;
       const [bytes, transferMs] = await timed(async () => {
-        const tail = request.tail ?? [];
-        if (tail.length > 0) {
-          if (!request.expected) throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
-          await this.turns.saveTail(contextId, request.expected, tail);
-        }
+        await this.turns.saveTail(contextId, request);
         return this.moveOff(contextId, request.tier);
       });
       const digest = await this.verifier.digestAt(contextId, this.tiers.contextStats(contextId).tokens);
@@ -254,10 +250,6 @@ export class AgentMemory {
     const parent = await this.admitHeld(call);
     return run(async () => {
       const childId = child.contextId;
-      const tail = options.tail ?? [];
-      if (tail.length > 0 && !options.expected) {
-        throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
-      }
       const claims = await this.capabilities.childClaims(child, parent);
       await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
       const existing = await this.grants.get(childId);
@@ -271,8 +263,7 @@ export class AgentMemory {
         await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
       }
       // The child gets the pages (once the child's token passed): every turn of the parent's must be in them.
-      if (tail.length > 0) await this.turns.saveTail(call.contextId, options.expected!, tail);
-      else await this.turns.settled(call.contextId);
+      await this.turns.saveTail(call.contextId, options);
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
       this.tenants.set(childId, claims.ten);
       if (options.checkpoint) await this.tiers.checkpoint(childId);

@@ -87,12 +87,14 @@ export class TurnRunner {
    * leaving the engine, or being forked, needs. Waits for the write-behind, then saves whatever the pages
    * still lack from the engine, loading the context into it first (pages, tail evaluated) when it let go.
    */
-  async saveTail(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
+  async saveTail(contextId: string, record: { expected?: DigestState; tail?: readonly number[] }): Promise<void> {
+    const tail = record.tail ?? [];
+    if (tail.length > 0 && !record.expected) {
+      throw new FabricError('INVALID_ARGUMENT', 'a tail of token ids needs the digest it follows (expected)');
+    }
     await this.settled(contextId);
     if (tail.length === 0) return;
-    const held = this.options.tiers.contextStats(contextId).tokens;
-    const note = this.noteOf(contextId, held);
-    const conversation = conversationOf(contextId, note, before, tail);
+    const { note, conversation } = this.conversationNow(contextId, record.expected!, tail);
     if (conversation.stored === conversation.tokens.length) return;
     const engine = this.requireEngine();
     await engine.load(contextId, this.storedContext(contextId, conversation, note));
@@ -110,22 +112,15 @@ export class TurnRunner {
 
   /**
    * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do on a
-   * worker without a model or for an empty context. An engine whose every sequence is in a call (BUSY)
-   * is left alone: the next turn loads the context itself.
+   * worker without a model or for an empty context.
    */
   async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
     const engine = this.options.engine;
     if (!engine) return;
     await this.settled(contextId);
-    const held = this.options.tiers.contextStats(contextId).tokens;
-    const note = this.noteOf(contextId, held);
-    const conversation = conversationOf(contextId, note, before, tail);
+    const { note, conversation } = this.conversationNow(contextId, before, tail);
     if (conversation.tokens.length === 0) return;
-    try {
-      await engine.load(contextId, this.storedContext(contextId, conversation, note));
-    } catch (err) {
-      if (!isFabricError(err, 'BUSY')) throw err;
-    }
+    await engine.load(contextId, this.storedContext(contextId, conversation, note));
   }
 
   private async synthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
@@ -162,10 +157,8 @@ export class TurnRunner {
     const engine = this.requireEngine();
     await this.settled(contextId);
     await this.requireRecorded(contextId, before, 'this turn');
-    const held = this.options.tiers.contextStats(contextId).tokens;
-    const note = this.noteOf(contextId, held);
-    const total = before.tokens + tail.length;
-    const conversation = conversationOf(contextId, note, before, tail);
+    const { held, note, conversation } = this.conversationNow(contextId, before, tail);
+    const total = conversation.tokens.length;
     if (held > total) {
       // Applied by an attempt whose worker was lost after its write-behind: the reply it gave is in the note.
       if (note?.lastTurn?.at !== total) {
@@ -240,8 +233,15 @@ export class TurnRunner {
     };
   }
 
-  private noteOf(contextId: string, held: number): EngineNote | undefined {
-    return engineNoteOf(contextId, this.options.tiers.attachment(contextId), held);
+  /** The context's pages as they are (their token count and note), and the conversation they and the tail make. */
+  private conversationNow(
+    contextId: string,
+    before: DigestState,
+    tail: readonly number[],
+  ): { held: number; note: EngineNote | undefined; conversation: Conversation } {
+    const held = this.options.tiers.contextStats(contextId).tokens;
+    const note = engineNoteOf(contextId, this.options.tiers.attachment(contextId), held);
+    return { held, note, conversation: conversationOf(contextId, note, before, tail) };
   }
 
   private requireEngine(): Engine {

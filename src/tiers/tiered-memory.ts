@@ -149,11 +149,7 @@ export class TieredMemory {
 
   /** Token-major bytes; pages only on disk are restored first. */
   read(contextId: string, startToken: number, tokenCount: number): Promise<Uint8Array> {
-    return this.locked(contextId, async (entry) => {
-      this.registry.touch(contextId);
-      if (this.tierOf(entry) === 'disk') await this.moves.restore(entry, []);
-      return this.pool.readAsync(entry.handle, startToken, tokenCount);
-    });
+    return this.inMemory(contextId, (handle) => this.pool.readAsync(handle, startToken, tokenCount));
   }
 
   /**
@@ -162,10 +158,15 @@ export class TieredMemory {
    * with the file's length.
    */
   writePlaneMajor(contextId: string, file: MemoryFile, tokenCount: number, pieces: readonly PlaneMajorPiece[]): Promise<number> {
+    return this.inMemory(contextId, (handle) => this.pool.writePlaneMajorAsync(handle, file, 0, tokenCount, pieces));
+  }
+
+  /** Runs `use` under the context's lock once its pages are in memory (restored first when only on disk). */
+  private inMemory<T>(contextId: string, use: (handle: ContextHandle) => Promise<T>): Promise<T> {
     return this.locked(contextId, async (entry) => {
       this.registry.touch(contextId);
       if (this.tierOf(entry) === 'disk') await this.moves.restore(entry, []);
-      return this.pool.writePlaneMajorAsync(entry.handle, file, 0, tokenCount, pieces);
+      return use(entry.handle);
     });
   }
 

@@ -22,8 +22,8 @@ import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } fro
 
 import { FabricError, isFabricError } from '../../fabric/errors';
 import { createMemoryFile } from '../../fabric/memory-file';
+import { KeyedMutex } from '../../tiers/keyed-mutex';
 import type { MemoryFile, PlaneMajorPiece } from '../../fabric/types';
-import { SerialQueue } from './serial-queue';
 import type { ContextKv, Engine, EngineTurnRequest, EngineTurnResult, StoredContext } from '../engine';
 import { requireCompatible, type EngineFingerprint } from '../fingerprint';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
@@ -68,6 +68,8 @@ interface HotContext {
 }
 
 const DEFAULT_MAX_TOKENS = 128;
+/** The staging queue's one key: the memory file, written then read by llama.cpp, one load at a time. */
+const STATE_FILE = 'state-file';
 const DEFAULT_CONTEXT_LENGTH = 4096;
 
 export class LlamaEngine implements Engine {
@@ -79,7 +81,7 @@ export class LlamaEngine implements Engine {
   private useClock = 0;
   /** Where stored contexts are laid out for llama.cpp to load; one load at a time uses it. */
   private readonly stateFile: MemoryFile = createMemoryFile('kvfabric-sequence-state');
-  private readonly staging = new SerialQueue();
+  private readonly staging = new KeyedMutex();
   /** Who waits for a sequence while every hot one is in a call: woken when any call ends. */
   private readonly sequenceWaiters: Array<() => void> = [];
 
@@ -262,7 +264,7 @@ export class LlamaEngine implements Engine {
     await this.context.dispose();
     await this.model.dispose();
     await this.llama.dispose();
-    await this.staging.run(async () => this.stateFile.close());
+    await this.staging.run(STATE_FILE, async () => this.stateFile.close());
   }
 
   /** The checks every call on a context starts with; returns its token ids. */
@@ -344,7 +346,7 @@ export class LlamaEngine implements Engine {
       seqId: 0,
     });
     const expectedLength = fileLength(pieces, tokens.length, this.tokenBytes / (2 * this.stateShape.layers));
-    await this.staging.run(async () => {
+    await this.staging.run(STATE_FILE, async () => {
       const length = await context.writeKv(this.stateFile, pieces);
       // Rows of another size would make another file: llama.cpp must not be handed it.
       if (length !== expectedLength) {
