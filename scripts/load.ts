@@ -140,10 +140,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
         }
         if (options.forkEvery > 0 && index % options.forkEvery === 0) {
           const { child } = await agent.fork(`${id}-fork`);
-          const status = await child.turn(5);
+          await child.turn(5);
           turns++;
           forks++;
-          if (status.digest !== digestOf([...history, [`${id}-fork`, 0, 5]])) mismatches++;
+          if ((await child.status()).digest !== digestOf([...history, [`${id}-fork`, 0, 5]])) mismatches++;
           await child.release();
         }
         await agent.suspend('disk');
@@ -152,9 +152,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadReport> {
         resumeMs.push(performance.now() - before);
         if (resumed.lastResume) verified++;
         if (resumed.digest !== digestOf(history)) mismatches++;
-        const last = await agent.turn(3);
+        await agent.turn(3);
         turns++;
-        if (last.digest !== digestOf([...history, [id, options.turns, 3]])) mismatches++;
+        if ((await agent.status()).digest !== digestOf([...history, [id, options.turns, 3]])) mismatches++;
         await agent.release();
       }),
     );

@@ -15,6 +15,7 @@ import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore } from '../tiers/cold';
+import type { MoveReport } from '../tiers/tier-report';
 import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { emptyDigest, type DigestState } from './context-digest';
@@ -172,16 +173,20 @@ export class AgentMemory {
     return run(async () => {
       const contextId = call.contextId;
       const input = turnInputOf(ask);
-      const [{ digest, alreadyApplied, reply, added, durable }, appendMs] = await timed(async () => {
-        const applied = await this.turns.run(contextId, ask.turn, input, ask.before, ask.tail ?? [], ask.checkpoint);
-        if (!ask.checkpoint) return { ...applied, durable: undefined };
-        if ('tokens' in input) return { ...applied, durable: await this.checkpointUnlessDiskFull(contextId) };
-        return { ...applied, durable: !this.turns.durableCopyStale(contextId) };
-      });
+      const { digest, alreadyApplied, reply, added } = await this.turns.run(
+        contextId,
+        ask.turn,
+        input,
+        ask.before,
+        ask.tail ?? [],
+        ask.checkpoint,
+      );
+      let durable: boolean | undefined;
+      if (ask.checkpoint)
+        durable = 'tokens' in input ? await this.checkpointUnlessDiskFull(contextId) : !this.turns.durableCopyStale(contextId);
       return {
         ...this.snapshot(contextId),
         digest,
-        appendMs,
         alreadyApplied,
         ...(reply ? { reply } : {}),
         ...(added ? { added } : {}),
@@ -206,12 +211,41 @@ export class AgentMemory {
     return run(async () => {
       const contextId = call.contextId;
       await this.turns.settled(contextId);
+      if (this.engine && this.tiers.residency(contextId) === 'host') return this.resumeFromHostIntoEngine(contextId, expected, tail);
       const [{ bytes, from }, transferMs] = await timed(() => this.tiers.restore(contextId));
       this.observer?.transferred('to-device', bytes);
       const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
       const [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail));
       return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
     });
+  }
+
+  /**
+   * A model worker's resume from host memory: the engine loads from the host pages, and their copy to
+   * the device runs while llama.cpp reads the laid-out file, so the resume costs the engine's load and
+   * not the copy besides. The pages are checked against the record first (their checksums; each page
+   * again as it is laid out and as it is copied).
+   */
+  private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
+    const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
+    let from: Tier = 'host';
+    let restoring: Promise<[MoveReport, number]> | undefined;
+    const copyToDevice = () => {
+      // Pages found on the device by now were evicted to disk meanwhile and restored for the layout.
+      if (this.tiers.residency(contextId) === 'device') from = 'disk';
+      restoring = timed(() => this.tiers.restore(contextId));
+      restoring.catch(() => undefined); // awaited below, whatever the engine does meanwhile
+    };
+    let engineLoadMs: number;
+    try {
+      [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail, copyToDevice));
+    } catch (err) {
+      await restoring?.catch(() => undefined);
+      throw err;
+    }
+    const [{ bytes }, transferMs] = await (restoring ?? timed(() => this.tiers.restore(contextId)));
+    this.observer?.transferred('to-device', bytes);
+    return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
   }
 
   /**

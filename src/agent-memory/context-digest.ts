@@ -10,11 +10,9 @@ import { crc32c } from '../fabric/checksum';
 
 const DOMAIN = 'kvfabric.context-digest.v2';
 
-/** Carried in workflow state (hex and numbers, never bytes). */
+/** Carried in workflow state (text and numbers, never bytes); DOMAIN names how `value` is computed. */
 export interface DigestState {
-  /** Names how `value` is computed (SHA-256 over the ordered page checksums and the token count). */
-  scheme: 'page-checksums';
-  /** Hex SHA-256 of the context's first `tokens` tokens, as the scheme defines it. */
+  /** SHA-256 of the context's first `tokens` tokens, as above, in base64url (43 characters: it is in every turn's history). */
   value: string;
   tokens: number;
 }
@@ -27,8 +25,8 @@ export function pageDigest(checksums: ArrayLike<number>, tokens: number, tokensP
   header.writeBigUInt64BE(BigInt(tokens));
   const sums = Buffer.alloc(4 * pages);
   for (let i = 0; i < pages; i++) sums.writeUInt32BE(checksums[i]! >>> 0, 4 * i);
-  const value = createHash('sha256').update(DOMAIN).update(header).update(sums).digest('hex');
-  return { scheme: 'page-checksums', value, tokens };
+  const value = createHash('sha256').update(DOMAIN).update(header).update(sums).digest('base64url');
+  return { value, tokens };
 }
 
 export function emptyDigest(): DigestState {

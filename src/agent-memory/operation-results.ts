@@ -22,8 +22,6 @@ export interface TurnResult extends ContextSnapshot {
   digest: DigestState;
   /** Model turns: the token ids the turn added, in order. */
   added?: number[];
-  /** The turn and, when asked for, its checkpoint. */
-  appendMs: number;
   /** The turn was already in the context (applied by an attempt whose worker was lost); verified, not re-applied. */
   alreadyApplied: boolean;
   /** Message turns: what the model said. */

@@ -112,15 +112,16 @@ export class TurnRunner {
 
   /**
    * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do on a
-   * worker without a model or for an empty context.
+   * worker without a model or for an empty context. `laidOut` is called once the pages are in the
+   * engine's file, while the engine reads it: the pages are free for other work from then on.
    */
-  async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
+  async warm(contextId: string, before: DigestState, tail: readonly number[], laidOut?: () => void): Promise<void> {
     const engine = this.options.engine;
     if (!engine) return;
     await this.settled(contextId);
     const { note, conversation } = this.conversationNow(contextId, before, tail);
     if (conversation.tokens.length === 0) return;
-    await engine.load(contextId, this.storedContext(contextId, conversation, note));
+    await engine.load(contextId, this.storedContext(contextId, conversation, note, laidOut));
   }
 
   private async synthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
@@ -222,14 +223,18 @@ export class TurnRunner {
   }
 
   /** The conversation as the engine gets it: token ids, how many are in the pages, and their writer. */
-  private storedContext(contextId: string, conversation: Conversation, note: EngineNote | undefined): StoredContext {
+  private storedContext(contextId: string, conversation: Conversation, note: EngineNote | undefined, laidOut?: () => void): StoredContext {
     const engine = this.requireEngine();
     return {
       tokens: conversation.tokens,
       storedTokens: conversation.stored,
       // An empty page set with a tail (the first turn's KV never saved): the ids came from this model.
       fingerprint: note?.fingerprint ?? engine.fingerprint,
-      writeKv: (file, pieces) => this.options.tiers.writePlaneMajor(contextId, file, conversation.stored, pieces),
+      writeKv: async (file, pieces) => {
+        const length = await this.options.tiers.writePlaneMajor(contextId, file, conversation.stored, pieces);
+        laidOut?.();
+        return length;
+      },
     };
   }
 

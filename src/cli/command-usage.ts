@@ -27,7 +27,7 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   },
   turn: {
     synopsis: 'turn <agent> --message TEXT [--max-tokens N] [--seed S --temperature T] | --tokens N',
-    does: "takes a turn: prints the model's reply and the agent's status (synthetic workers: --tokens N)",
+    does: "takes a turn: prints the model's reply and the turn count and context length (synthetic workers: --tokens N)",
     options: ['--message TEXT or --tokens N (one of them)', '--max-tokens N, --seed S, --temperature T (0 to 2)', CAPABILITY, REQUEST_ID],
   },
   suspend: {

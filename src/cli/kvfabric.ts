@@ -10,7 +10,7 @@ import { AgentClient, type AgentHandle } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';
 import { registerSearchAttributes } from '../client/search-attributes';
 import { FabricError } from '../fabric/errors';
-import type { AgentStatus } from '../workflows/definitions';
+import type { AgentStatus, TurnOutcome } from '../workflows/definitions';
 import { codecServer } from './codec-server-command';
 import { USAGE, commandUsage } from './command-usage';
 import { keygen } from './keygen';
@@ -56,8 +56,11 @@ async function main(argv: string[]): Promise<void> {
       }
       case 'turn': {
         const outcome = await agent().turn(call.tokens ?? { message: call.message!, generation: call.generation ?? {} }, once);
-        if (outcome.reply && !call.json) console.log(outcome.reply.reply);
-        print(outcome);
+        if (call.json) console.log(JSON.stringify(outcome));
+        else {
+          if (outcome.reply) console.log(outcome.reply.reply);
+          console.log(describeTurn(call.agentId!, outcome));
+        }
         break;
       }
       case 'suspend':
@@ -125,6 +128,14 @@ export function describe(s: AgentStatus): string {
     `${s.turns} turns${s.pinned ? ', pinned' : ''}${s.parentId ? `, fork of ${s.parentId}` : ''}; digest ${s.digest.slice(0, 16)}; ` +
     `held by ${s.holder ?? 'nobody'}; run ${s.run}, ${s.failovers} failovers, ${s.denials} denials${resume}` +
     (s.durableCopyStale ? '; durable copy stale (disk full at the last checkpoint)' : '')
+  );
+}
+
+/** A turn's line: the conversation's length after it (the agent's whole account: `status`). */
+export function describeTurn(agentId: string, outcome: TurnOutcome): string {
+  return (
+    `${agentId}: turn ${outcome.turns}, ${outcome.tokens} tokens` +
+    (outcome.durableCopyStale ? '; durable copy stale (disk full at the checkpoint)' : '')
   );
 }
 

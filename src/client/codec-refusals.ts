@@ -7,11 +7,11 @@
 // history and makes it one FabricError (PERMISSION_DENIED, the codec's own code for a key it does not
 // hold) naming the key id; never a key's bytes.
 import type { Client } from '@temporalio/client';
-import type { Payload, ProtoFailure } from '@temporalio/common';
+import type { ProtoFailure } from '@temporalio/common';
 import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 
 import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
-import { METADATA_KEY_ID } from '../security/payload-codec';
+import { sealedKeyIdOf } from '../security/payload-codec';
 import { REFUSED_ENCODING_PREFIX } from '../security/refused-payloads';
 import { messageChain } from './error-chain';
 
@@ -63,7 +63,7 @@ export function mismatchError(agentId: string, refusal: Refusal, by: RefusedBy, 
 export type FirstTask =
   | { outcome: 'completed' }
   | { outcome: 'pending' }
-  /** `inputKeyId`: the codec key id the agent's input was sealed with (payload metadata, never decrypted here). */
+  /** `inputKeyId`: the codec key id the agent's input was sealed with (the sealed header, never decrypted here). */
   | { outcome: 'refused'; refusal: Refusal; by: RefusedBy; inputKeyId?: string }
   | { outcome: 'failed' };
 
@@ -81,7 +81,7 @@ export async function firstWorkflowTask(client: Client, workflowId: string, runI
   let inputKeyId: string | undefined;
   for (const event of history?.events ?? []) {
     const input = event.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-    if (input) inputKeyId = keyIdOf(input);
+    if (input) inputKeyId = sealedKeyIdOf(input)?.slice(0, 64);
     if (event.workflowTaskCompletedEventAttributes) return { outcome: 'completed' };
     const failed = event.workflowTaskFailedEventAttributes;
     if (failed) {
@@ -90,12 +90,6 @@ export async function firstWorkflowTask(client: Client, workflowId: string, runI
     }
   }
   return { outcome: 'pending' };
-}
-
-/** The key id a sealed payload names in its metadata (not secret); undefined for any other payload. */
-function keyIdOf(payload: Payload): string | undefined {
-  const id = payload.metadata?.[METADATA_KEY_ID];
-  return id ? Buffer.from(id).toString('utf8').slice(0, 64) : undefined;
 }
 
 /** A workflow task's failure, decoded with this client's codec: the worker's refusal, or this client's own. */

@@ -1,7 +1,7 @@
 // The control plane's side: holds the Ed25519 private keys (by key id) and mints capabilities as compact
 // JWS (RFC 7515) with alg EdDSA, so any JOSE library can read them. Workers never hold these keys: they
 // verify with public keys only (capability-verifier.ts) and so cannot mint.
-import { randomUUID, sign, type KeyObject } from 'node:crypto';
+import { randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
 import { CapabilityDenied, CapabilityVerifier, DEFAULT_MAX_CAPABILITY_LIFETIME_S } from './capability-verifier';
@@ -52,6 +52,11 @@ export interface MintRequest {
   notBeforeS?: number;
 }
 
+/** 128 random bits in 22 characters: every call carries its token, so every call's history holds it. */
+function tokenId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
 export class CapabilityIssuer {
   private readonly keys: Map<string, KeyObject>;
   private readonly activeKeyId: string;
@@ -89,12 +94,12 @@ export class CapabilityIssuer {
       rights,
       epoch: request.epoch ?? now,
       ...(request.fork === undefined ? {} : { fork: request.fork }),
-      jti: randomUUID(),
+      jti: tokenId(),
       iat,
-      nbf: iat + (request.notBeforeS ?? 0),
+      ...(request.notBeforeS ? { nbf: iat + request.notBeforeS } : {}),
       exp,
     };
-    return signCompact({ alg: 'EdDSA', typ: 'JWT', kid: this.activeKeyId }, claims, this.keys.get(this.activeKeyId)!);
+    return signCompact({ alg: 'EdDSA', kid: this.activeKeyId }, claims, this.keys.get(this.activeKeyId)!);
   }
 
   /**

@@ -1,6 +1,6 @@
 // The worker's side: checks a compact JWS capability with public keys only, selected by key id, so keys
 // rotate by adding the new public key to every worker before the issuer signs with it. Strict on purpose:
-// exactly {alg: EdDSA, typ: JWT, kid} in the header (no "none", no HMAC, no embedded or remote keys), a
+// exactly {alg: EdDSA, kid} in the header (no "none", no HMAC, no embedded or remote keys), a
 // bounded length, issuer, audience and time checks with a small clock skew, and every claim well typed.
 import { verify, type KeyObject } from 'node:crypto';
 
@@ -48,13 +48,7 @@ export class CapabilityVerifier {
     const [headerPart, payloadPart, signaturePart] = token.split('.') as [string, string, string];
 
     const header = parseJson(headerPart);
-    if (
-      !header ||
-      Object.keys(header).sort().join() !== 'alg,kid,typ' ||
-      header.alg !== 'EdDSA' ||
-      header.typ !== 'JWT' ||
-      typeof header.kid !== 'string'
-    ) {
+    if (!header || Object.keys(header).sort().join() !== 'alg,kid' || header.alg !== 'EdDSA' || typeof header.kid !== 'string') {
       throw new CapabilityDenied('bad-header');
     }
     const key = this.keys.get(header.kid);
@@ -71,7 +65,7 @@ export class CapabilityVerifier {
     if (claims.aud !== CAPABILITY_AUDIENCE) throw new CapabilityDenied('wrong-audience');
     const now = this.clock() / 1000;
     if (claims.exp <= now - CLOCK_SKEW_S) throw new CapabilityDenied('expired');
-    if (claims.nbf > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
+    if ((claims.nbf ?? claims.iat) > now + CLOCK_SKEW_S) throw new CapabilityDenied('not-yet-valid');
     // Genuinely signed is not enough: a token for the year 2500 (a misconfigured issuer, a stolen key) is refused.
     if (claims.exp - claims.iat > this.maxLifetimeS || claims.exp > now + this.maxLifetimeS + CLOCK_SKEW_S)
       throw new CapabilityDenied('lifetime-too-long');
@@ -90,7 +84,7 @@ function parseJson(part: string): Record<string, unknown> | undefined {
 
 function wellTyped(c: Record<string, unknown>): c is Record<string, unknown> & CapabilityClaims {
   const names = [c.ten, c.sub, c.ctx, c.wf];
-  const times = [c.iat, c.nbf, c.exp, c.epoch];
+  const times = [c.iat, c.nbf ?? c.iat, c.exp, c.epoch];
   return (
     names.every((name) => isAgentId(name)) &&
     times.every((n) => Number.isSafeInteger(n) && (n as number) >= 0) &&

@@ -48,7 +48,8 @@ export interface CapabilityClaims {
   jti: string;
   /** Seconds since the epoch (JWT NumericDate). */
   iat: number;
-  nbf: number;
+  /** Not valid before; left out when that is `iat` (every token is carried by every call, in history). */
+  nbf?: number;
   exp: number;
 }
 

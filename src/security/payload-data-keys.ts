@@ -1,13 +1,14 @@
 // The keys that actually seal Temporal payloads: derived from an operator's long-lived codec key with
-// HKDF-SHA256 and a random 256-bit salt that travels in each sealed payload's metadata, one per codec
-// instance, and derived anew after a bounded number of seals. Why: AES-GCM with random 96-bit IVs is safe
-// for at most 2^32 seals under one key (NIST SP 800-38D, 8.3), and a codec key shared by every worker and
-// client for months would pass that with nobody able to count (counting across processes would need
-// coordination). A derived key per process and per 2^31 seals needs neither; the operator's key itself
-// never seals anything.
+// HKDF-SHA256 and a random 128-bit salt that travels in each sealed payload's header, one per codec
+// instance (process), and derived anew after a bounded number of seals. Why: AES-GCM with random 96-bit
+// IVs is safe for at most 2^32 seals under one key (NIST SP 800-38D, 8.3), and a codec key shared by every
+// worker and client for months would pass that with nobody able to count (counting across processes would
+// need coordination). A derived key per process and per 2^31 seals needs neither; the operator's key
+// itself never seals anything. Two processes share a data key only if their random salts collide, which
+// at 128 bits stays negligible (birthday bound) far past any plausible count of processes and rotations.
 import { hkdfSync, randomBytes } from 'node:crypto';
 
-export const SALT_BYTES = 32;
+export const SALT_BYTES = 16;
 /** Half the SP 800-38D limit: a derived key retires long before its IV collisions matter. */
 export const DEFAULT_SEALS_PER_DATA_KEY = 2 ** 31;
 /** Decoding a history meets one salt per process that wrote it; a bounded cache skips re-deriving. */

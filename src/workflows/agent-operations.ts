@@ -81,7 +81,12 @@ export class AgentOperations {
       run.move('turn-finished');
       run.touch();
     }
-    return reply ? { ...run.status(), reply } : run.status();
+    return {
+      turns: state.turns,
+      tokens: state.tokens,
+      ...(reply ? { reply } : {}),
+      ...(state.durableCopyStale ? { durableCopyStale: true as const } : {}),
+    };
   }
 
   async suspend({ capability, tier }: SuspendArgs): Promise<AgentStatus> {

@@ -20,7 +20,7 @@ export function initialState(input: AgentInput): AgentState {
     pinned: false,
     turns: 0,
     // Replaced by the allocation's digest before any turn; a fork starts from its parent's.
-    digest: parent?.digest ?? { scheme: 'page-checksums', value: '', tokens: 0 },
+    digest: parent?.digest ?? { value: '', tokens: 0 },
     // A fork's pages hold its parent's whole conversation: the parent's worker saved the tail first.
     tail: [],
     holder: parent?.holder ?? null,

@@ -184,9 +184,19 @@ export interface TurnArgs extends Credentials {
   generation?: GenerationSettings;
 }
 
-/** The agent after a turn, with the model's reply when the turn was a message. */
-export interface TurnOutcome extends AgentStatus {
+/**
+ * What a turn tells its caller: the conversation's length after it, the model's reply when the turn was a
+ * message, and the warning that the durable copy lags. Only that: a turn's answer is recorded in the
+ * agent's history every turn. Where the agent is, its digest and its counters: `status`.
+ */
+export interface TurnOutcome {
+  /** Turns taken, this one included. */
+  turns: number;
+  /** The context's length in tokens after the turn. */
+  tokens: number;
   reply?: TurnReply;
+  /** As in AgentStatus: the turn's checkpoint found the disk full. */
+  durableCopyStale?: true;
 }
 
 /** Messages longer than this are refused before anything runs (a model's context is far shorter). */

@@ -31,7 +31,8 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     await cluster.restartServer(signal);
 
     // Each call is the first after the restart for its agent: the update waits out the reconnection.
-    expect(await steady!.turn(5)).toMatchObject({ tokens: 53, turns: 3, tier: 'device' });
+    expect(await steady!.turn(5)).toMatchObject({ tokens: 53, turns: 3 });
+    expect(await steady!.status()).toMatchObject({ tokens: 53, turns: 3, tier: 'device' });
     expect(await child.turn(4)).toMatchObject({ tokens: 31 });
     expect(await steady!.suspend('disk')).toMatchObject({ phase: 'cold', tier: 'disk' });
     const resumed = await steady!.resume();

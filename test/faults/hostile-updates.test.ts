@@ -72,7 +72,8 @@ it('refuses random and malformed update arguments with typed errors and leaves t
   const after = await agent.status();
   expect(after).toMatchObject({ phase: before.phase, tier: before.tier, tokens: 21, digest: before.digest, pinned: false, forks: 0 });
   expect(await handle.describe()).toMatchObject({ status: { name: 'RUNNING' } });
-  expect(await agent.turn(3)).toMatchObject({
+  expect(await agent.turn(3)).toMatchObject({ tokens: 24, turns: 2 });
+  expect(await agent.status()).toMatchObject({
     tokens: 24,
     digest: expectedDigest([
       [id, 0, 21],

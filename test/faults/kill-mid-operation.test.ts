@@ -40,12 +40,12 @@ afterAll(async () => {
  * fatal call; `fatal` starts it. Kills the worker once paused, starts a survivor, and returns the call's
  * outcome with the survivor. Each scenario has its own queue, flag and workers, so they run concurrently.
  */
-async function killDuring(
+async function killDuring<Outcome>(
   activity: string,
   agentId: string,
   options: { skip?: number; config?: AgentConfigOverrides },
   setup: (agent: AgentHandle) => Promise<void>,
-  fatal: (agent: AgentHandle) => Promise<AgentStatus>,
+  fatal: (agent: AgentHandle) => Promise<Outcome>,
 ) {
   const queue = `kill-${activity}-${randomBytes(3).toString('hex')}`;
   const flag = join(flags, `${agentId}.paused`);
@@ -64,8 +64,8 @@ async function killDuring(
   await setup(agent);
   expect((await agent.status()).holder).toBe(doomed.holder);
 
-  const outcome = fatal(agent);
-  outcome.catch(() => undefined); // awaited below; not unhandled while the worker dies
+  const call = fatal(agent);
+  call.catch(() => undefined); // awaited below; not unhandled while the worker dies
   await eventually(async () => (existsSync(flag) ? true : undefined), 30_000, `${activity} to pause mid-operation`);
   doomed.child.kill('SIGKILL');
   expect(await doomed.exited).toBe('SIGKILL');
@@ -82,13 +82,13 @@ async function killDuring(
       15_000,
       `no files left in ${tierDir} (left: ${leftOver().join(', ')})`,
     );
-  return { agent, status: await outcome, survivor, nothingLeft };
+  return { agent, outcome: await call, survivor, nothingLeft };
 }
 
 it.concurrent('kill -9 mid-offload over an older durable copy (durability on-offload): a typed error, never the older bytes', async () => {
   const id = 'killed-offload-stale';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, nothingLeft } = await killDuring(
+  const { agent, outcome, survivor, nothingLeft } = await killDuring(
     'suspend',
     id,
     { skip: 1, config },
@@ -102,11 +102,11 @@ it.concurrent('kill -9 mid-offload over an older durable copy (durability on-off
   );
   // The newer 8 tokens existed only in the killed worker's memory: the call fails, typed, and the agent
   // refuses to present the older 40-token copy as its context.
-  expect(status).toBeInstanceOf(FabricError);
+  expect(outcome).toBeInstanceOf(FabricError);
   console.log(
-    `[kill-mid-operation] offload over an older copy: ${(status as unknown as FabricError).code}: ${(status as unknown as FabricError).message}`,
+    `[kill-mid-operation] offload over an older copy: ${(outcome as unknown as FabricError).code}: ${(outcome as unknown as FabricError).message}`,
   );
-  expect((status as unknown as FabricError).code).toBe('INVALID_STATE');
+  expect((outcome as unknown as FabricError).code).toBe('INVALID_STATE');
   // Never the older bytes: a resume either fails typed or brings back exactly the 48 tokens recorded.
   const resumed = await agent.resume().catch((err: unknown) => err);
   console.log(
@@ -128,7 +128,7 @@ it.concurrent('kill -9 mid-offload over an older durable copy (durability on-off
 
 it.concurrent('kill -9 during a restore from disk: the resume completes on another worker, verified', async () => {
   const id = 'killed-restore';
-  const { agent, status, survivor, nothingLeft } = await killDuring(
+  const { agent, outcome, survivor, nothingLeft } = await killDuring(
     'resume',
     id,
     {},
@@ -138,10 +138,11 @@ it.concurrent('kill -9 during a restore from disk: the resume completes on anoth
     },
     (a) => a.resume(),
   );
-  expect(status).toMatchObject({ holder: survivor.holder, phase: 'resumed', tier: 'device', tokens: 56, failovers: 1 });
-  expect(status.lastResume).toMatchObject({ from: 'disk' });
-  expect(status.digest).toBe(expectedDigest([[id, 0, 56]]));
-  expect(await agent.turn(4)).toMatchObject({
+  expect(outcome).toMatchObject({ holder: survivor.holder, phase: 'resumed', tier: 'device', tokens: 56, failovers: 1 });
+  expect(outcome.lastResume).toMatchObject({ from: 'disk' });
+  expect(outcome.digest).toBe(expectedDigest([[id, 0, 56]]));
+  expect(await agent.turn(4)).toMatchObject({ tokens: 60, turns: 2 });
+  expect(await agent.status()).toMatchObject({
     tokens: 60,
     digest: expectedDigest([
       [id, 0, 56],
@@ -155,7 +156,7 @@ it.concurrent('kill -9 during a restore from disk: the resume completes on anoth
 
 it.concurrent("kill -9 during a turn's append (its durable copy half written): the turn is applied once, on another worker", async () => {
   const id = 'killed-append';
-  const { agent, status, survivor, nothingLeft } = await killDuring(
+  const { agent, outcome, survivor, nothingLeft } = await killDuring(
     'turn',
     id,
     { skip: 1 },
@@ -166,10 +167,12 @@ it.concurrent("kill -9 during a turn's append (its durable copy half written): t
     [id, 0, 37],
     [id, 1, 20],
   ]);
-  expect(status).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 57, turns: 2, failovers: 1, digest });
+  expect(outcome).toMatchObject({ tokens: 57, turns: 2 });
+  expect(await agent.status()).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 57, turns: 2, failovers: 1, digest });
   await agent.suspend('disk');
   expect((await agent.resume()).digest).toBe(digest);
-  expect(await agent.turn(11)).toMatchObject({
+  expect(await agent.turn(11)).toMatchObject({ tokens: 68, turns: 3 });
+  expect(await agent.status()).toMatchObject({
     tokens: 68,
     digest: expectedDigest([
       [id, 0, 37],
@@ -186,7 +189,7 @@ it.concurrent("kill -9 during a turn's append (its durable copy half written): t
 it.concurrent('kill -9 mid-offload with no durable copy at all (durability on-offload): a typed error, never wrong bytes', async () => {
   const id = 'killed-offload-volatile';
   const config = { ...TEST_AGENT_CONFIG, durability: 'on-offload' as const };
-  const { agent, status, survivor, nothingLeft } = await killDuring(
+  const { agent, outcome, survivor, nothingLeft } = await killDuring(
     'suspend',
     id,
     { config },
@@ -195,8 +198,8 @@ it.concurrent('kill -9 mid-offload with no durable copy at all (durability on-of
     },
     (a) => a.suspend('disk').catch((err: unknown) => err as AgentStatus),
   );
-  expect(status).toBeInstanceOf(FabricError);
-  expect(status).toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('manifest is missing') });
+  expect(outcome).toBeInstanceOf(FabricError);
+  expect(outcome).toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('manifest is missing') });
   // Nothing is left to adopt, so release ends what remains (grant, tokens, files) and the workflow completes.
   expect(await agent.release()).toMatchObject({ phase: 'released', tier: 'none' });
   expect(await cluster.agents.workflow(id).result()).toMatchObject({ phase: 'released' });

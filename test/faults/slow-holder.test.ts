@@ -57,13 +57,15 @@ it('a holder frozen mid-checkpoint and woken after a failover cannot overwrite t
   rmSync(flag); // it goes on from there once woken
 
   const survivor = await cluster.startWorker({ config: { taskQueue: queue, workflows: false, tierDir } });
-  expect(await interrupted).toMatchObject({ holder: survivor.holder, tokens: 57, failovers: 1 });
+  expect(await interrupted).toMatchObject({ tokens: 57, turns: 2 });
+  expect(await agent.status()).toMatchObject({ holder: survivor.holder, tokens: 57, failovers: 1 });
   const latest = [
     [id, 0, 37],
     [id, 1, 20],
     [id, 2, 11],
   ] as Array<[string, number, number]>;
-  expect(await agent.turn(11)).toMatchObject({ tokens: 68, digest: expectedDigest(latest) });
+  expect(await agent.turn(11)).toMatchObject({ tokens: 68, turns: 3 });
+  expect(await agent.status()).toMatchObject({ tokens: 68, digest: expectedDigest(latest) });
 
   slow.child.kill('SIGCONT');
   // The woken worker finishes its checkpoint, is refused by the fence and drops its copy; housekeeping

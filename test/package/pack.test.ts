@@ -245,7 +245,9 @@ describe('without node-llama-cpp', () => {
       started.capability as string,
     );
     expect(turned).toMatchObject({ tokens: 20, turns: 1 });
-    expect(turned.holder).toMatch(/^packaged@/);
+    const status = await cli(['status', 'packed']);
+    expect(status).toMatchObject({ tokens: 20, turns: 1 });
+    expect(status.holder).toMatch(/^packaged@/);
     expect(worker.output).not.toMatch(/Workflow bundle created/);
     expect(await worker.stop('SIGTERM')).toBe(0);
   }, 240_000);
@@ -333,7 +335,8 @@ describe("the README's quick start, as a user runs it", () => {
     const started = await cli(['start', 'keeper', '--tenant', 'acme', '--durability', 'on-offload']);
     const capability = started.capability as string;
     const turned = await cli(['turn', 'keeper', '--message', 'Remember this word: kestrel.', '--max-tokens', '12'], capability);
-    expect(turned.tier).toBe('device');
+    expect(turned.turns).toBe(1);
+    expect((await cli(['status', 'keeper'])).tier).toBe('device');
 
     const stopping = worker.output.length;
     expect(await worker.stop('SIGTERM')).toBe(0);

@@ -41,7 +41,9 @@ it("drains the README worker's held context on SIGTERM, then another worker resu
     config: { ...TEST_AGENT_CONFIG, timeouts, durability: 'on-offload' },
   });
   const said = await agent.turn({ message: 'My name is Ada and I design bridges.', generation: { maxTokens: 8 } });
-  expect(said).toMatchObject({ holder: leaving.holder, tier: 'device', turns: 1 });
+  expect(said).toMatchObject({ turns: 1 });
+  const afterSaid = await agent.status();
+  expect(afterSaid).toMatchObject({ holder: leaving.holder, tier: 'device', turns: 1, tokens: said.tokens });
 
   leaving.child.kill('SIGTERM');
   expect(await leaving.exited).toBe(0); // not 'SIGTERM': signal-exit did not re-raise it
@@ -53,12 +55,13 @@ it("drains the README worker's held context on SIGTERM, then another worker resu
   const heir = await cluster.spawnWorker({ workerId: 'readme-b', taskQueue: queue, entry: README_WORKER, args: LLAMA });
   const resumed = await agent.resume();
   // The turn's KV reached the pages after its reply (write-behind) and went to disk with the drain: the
-  // resumed pages hold the whole conversation, so their digest is past the one the turn reported.
+  // resumed pages hold the whole conversation, so their digest is past the one recorded right after the turn.
   expect(resumed).toMatchObject({ holder: heir.holder, tier: 'device', tokens: said.tokens, failovers: 1 });
-  expect(resumed.digest).not.toBe(said.digest);
+  expect(resumed.digest).not.toBe(afterSaid.digest);
   expect(resumed.lastResume).toMatchObject({ from: 'disk' });
   const next = await agent.turn({ message: 'What is my name?', generation: { maxTokens: 8 } });
-  expect(next).toMatchObject({ holder: heir.holder, turns: 2 });
+  expect(next).toMatchObject({ turns: 2 });
+  expect(await agent.status()).toMatchObject({ holder: heir.holder, turns: 2, tokens: next.tokens });
   expect(next.tokens).toBeGreaterThan(said.tokens);
   await agent.release();
   heir.child.kill('SIGTERM');

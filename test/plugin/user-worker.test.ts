@@ -111,7 +111,8 @@ it("runs a user's workflow that starts an agent and talks to it, on a worker mad
   const survivor = await startUserWorker('user-b');
   doomed.child.kill('SIGKILL');
   expect(await doomed.exited).toBe('SIGKILL');
-  const afterKill = await helper.turn(5);
+  expect(await helper.turn(5)).toMatchObject({ tokens: 53, turns: 3 });
+  const afterKill = await helper.status();
   expect(afterKill).toMatchObject({ holder: survivor.plugin.holder, tokens: 53, turns: 3, failovers: 1, denials: 1 });
   expect(afterKill.lastResume).toMatchObject({ from: 'disk' });
   expect(await ticket('2', { agentId: 'helper', capability, questions: [7] })).toEqual([
@@ -172,7 +173,8 @@ it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker mad
     .agents(client, queue)
     .start({ agentId: 'talker', tenant: 'acme', model: 'smollm2-135m', config: { ...TEST_AGENT_CONFIG, timeouts } });
   const outcome = await agent.turn({ message: 'My name is Ada and I design bridges.', generation: { maxTokens: 12 } });
-  expect(outcome).toMatchObject({ holder: user.holder, turns: 1 });
+  expect(outcome).toMatchObject({ turns: 1, tokens: expect.any(Number) });
+  expect(await agent.status()).toMatchObject({ holder: user.holder, turns: 1, tokens: outcome.tokens });
   expect(outcome.reply!.reply.length).toBeGreaterThan(0);
   expect(outcome.reply!.replyTokens).toBeGreaterThan(0);
   await agent.release();

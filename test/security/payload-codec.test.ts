@@ -1,16 +1,20 @@
-// The payload codec (AES-256-GCM under derived data keys, key id and salt in metadata, key rotation,
+// The payload codec (AES-256-GCM under derived data keys, the sealed format: key id and salt in a header
+// that is the associated data, the plaintext's two forms and their exact round trip; key rotation,
 // plaintext refused), the data converter's isolation of a refused payload, and the codec server the Web UI
 // and CLI decode through (bearer or path credentials, CORS for the UI's origin only). Attacks on both:
-// test/security/attacks/codec-*.test.ts.
-import { randomBytes } from 'node:crypto';
+// test/security/attacks/codec-*.test.ts and sealed-payload-format.test.ts.
+import { createDecipheriv, randomBytes } from 'node:crypto';
 
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
 import { startCodecServer, type CodecServer } from '../../src/security/codec-server';
 import { dataConverterOf } from '../../src/security/data-converter';
-import { CodecKeyRing, EncryptionCodec, METADATA_KEY_ID } from '../../src/security/payload-codec';
+import { CodecKeyRing, EncryptionCodec, sealedKeyIdOf } from '../../src/security/payload-codec';
+import { DataKeys, SALT_BYTES } from '../../src/security/payload-data-keys';
 
 const k1 = { id: 'c1', key: randomBytes(32) };
 const k2 = { id: 'c2', key: randomBytes(32) };
@@ -20,13 +24,35 @@ const text = (p: Payload) =>
   Buffer.from(p.data ?? []).toString('latin1') +
   JSON.stringify(p.metadata, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString('latin1') : v));
 
+/** The plaintext inside a sealed payload, opened by hand per the format: header (the AAD), iv, ciphertext, tag. */
+function plaintextIn(sealed: Payload, ring: CodecKeyRing): Buffer {
+  const data = Buffer.from(sealed.data!);
+  const headerEnd = 2 + data[1]! + SALT_BYTES;
+  const key = new DataKeys(ring).forOpening(data.subarray(2, 2 + data[1]!).toString(), data.subarray(2 + data[1]!, headerEnd))!;
+  const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(headerEnd, headerEnd + 12));
+  decipher.setAAD(data.subarray(0, headerEnd));
+  decipher.setAuthTag(data.subarray(data.length - 16));
+  return Buffer.concat([decipher.update(data.subarray(headerEnd + 12, data.length - 16)), decipher.final()]);
+}
+
+/** A payload as the proto carries it: metadata entries and data, an absent field read as empty. */
+const wire = (p: Payload) =>
+  temporal.api.common.v1.Payload.toObject(temporal.api.common.v1.Payload.fromObject(p), { bytes: String, longs: String });
+const bytesOf = (value: fc.Arbitrary<string>) => value.map((v) => Buffer.from(v));
+
 describe('payload codec', () => {
   it('seals payloads so neither data nor metadata shows, and opens them again', async () => {
     const codec = new EncryptionCodec(new CodecKeyRing([k1]));
     const [sealed] = await codec.encode([payload()]);
     expect(text(sealed!)).not.toContain('secret-capability');
     expect(text(sealed!)).not.toContain(SECRET.digest);
-    expect(Buffer.from(sealed!.metadata![METADATA_KEY_ID]!).toString()).toBe('c1');
+    // Only the encoding in the metadata; the data opens with the header: format 1, the key id, the salt.
+    expect(Object.keys(sealed!.metadata!)).toEqual(['encoding']);
+    expect(Buffer.from(sealed!.metadata!.encoding!).toString()).toBe('binary/encrypted');
+    expect([...sealed!.data!.subarray(0, 4)]).toEqual([0x01, 2, ...Buffer.from('c1')]);
+    expect(sealed!.data!.length).toBe(4 + SALT_BYTES + 12 + plaintextIn(sealed!, new CodecKeyRing([k1])).length + 16);
+    expect(sealedKeyIdOf(sealed!)).toBe('c1');
+    expect(sealedKeyIdOf(payload())).toBeUndefined();
     const [opened] = await codec.decode([sealed!]);
     expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(SECRET);
   });
@@ -35,7 +61,7 @@ describe('payload codec', () => {
     const [old] = await new EncryptionCodec(new CodecKeyRing([k1])).encode([payload()]);
     const rotated = new EncryptionCodec(new CodecKeyRing([k1, k2], 'c2'));
     const [fresh] = await rotated.encode([payload()]);
-    expect(Buffer.from(fresh!.metadata![METADATA_KEY_ID]!).toString()).toBe('c2');
+    expect(sealedKeyIdOf(fresh!)).toBe('c2');
     expect((await rotated.decode([old!, fresh!])).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual([SECRET, SECRET]);
     await expect(new EncryptionCodec(new CodecKeyRing([k2])).decode([old!])).rejects.toMatchObject({
       code: 'PERMISSION_DENIED',
@@ -51,10 +77,71 @@ describe('payload codec', () => {
     flipped[20]! ^= 1;
     await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toMatchObject({ code: 'INTEGRITY' });
     await expect(codec.decode([{ ...sealed!, data: flipped.subarray(0, 20) }])).rejects.toMatchObject({ code: 'INTEGRITY' });
-    // Same key bytes under another id: the key id goes into the data key's derivation.
-    await expect(
-      codec.decode([{ ...sealed!, metadata: { ...sealed!.metadata, [METADATA_KEY_ID]: Buffer.from('c3') } }]),
-    ).rejects.toMatchObject({ code: 'INTEGRITY' });
+    // Same key bytes under another id: the key id goes into the data key's derivation and the AAD.
+    const relabelled = Buffer.from(sealed!.data!);
+    relabelled.write('c3', 2);
+    expect(sealedKeyIdOf({ ...sealed!, data: relabelled })).toBe('c3');
+    await expect(codec.decode([{ ...sealed!, data: relabelled }])).rejects.toMatchObject({ code: 'INTEGRITY' });
+  });
+
+  it('seals JSON in form 2 (data alone), another single encoding in form 1 (encoding, then data), any other in form 0 (the proto)', async () => {
+    const ring = new CodecKeyRing([k1]);
+    const codec = new EncryptionCodec(ring);
+    const [json] = await codec.encode([payload()]);
+    expect(plaintextIn(json!, ring)).toEqual(Buffer.concat([Buffer.from([0x02]), payload().data!]));
+    const binary: Payload = { metadata: { encoding: Buffer.from('binary/plain') }, data: Buffer.from([1, 2]) };
+    const [one] = await codec.encode([binary]);
+    expect(plaintextIn(one!, ring)).toEqual(Buffer.from([0x01, 12, ...Buffer.from('binary/plain'), 1, 2]));
+    expect(wire((await codec.decode([one!]))[0]!)).toEqual(wire(binary));
+    const withMore: Payload = { metadata: { encoding: Buffer.from('json/plain'), messageType: Buffer.from('x') }, data: payload().data! };
+    const longEncoding: Payload = { metadata: { encoding: Buffer.alloc(256, 0x61) }, data: Buffer.from('1') };
+    // The SDK's external storage reference: its details must survive, so the whole proto is sealed.
+    const reference: Payload = {
+      metadata: { encoding: Buffer.from('json/plain') },
+      data: Buffer.from('{}'),
+      externalPayloads: [temporal.api.common.v1.Payload.ExternalPayloadDetails.fromObject({ sizeBytes: 9000 })],
+    };
+    for (const other of [withMore, longEncoding, reference, { metadata: {}, data: Buffer.from('1') }]) {
+      const [sealed] = await codec.encode([other]);
+      expect(plaintextIn(sealed!, ring)).toEqual(
+        Buffer.concat([Buffer.from([0x00]), temporal.api.common.v1.Payload.encode(other).finish()]),
+      );
+      expect(wire((await codec.decode([sealed!]))[0]!)).toEqual(wire(other));
+    }
+  });
+
+  it('property: decoding restores exactly the payload that was encoded, in any form', async () => {
+    const ring = new CodecKeyRing([k1]);
+    const codec = new EncryptionCodec(ring);
+    const data = fc.option(fc.uint8Array({ maxLength: 300 }), { nil: undefined });
+    const encoding = fc.oneof(fc.constant('json/plain'), fc.string({ maxLength: 300, unit: 'binary' }));
+    const encodingOnly = fc.record({ metadata: fc.record({ encoding: bytesOf(encoding) }), data });
+    const anyMetadata = fc.record({ metadata: fc.dictionary(fc.string({ maxLength: 20 }), fc.uint8Array({ maxLength: 40 })), data });
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.oneof(encodingOnly, anyMetadata), { minLength: 1, maxLength: 4 }), async (payloads) => {
+        const sealed = await codec.encode(payloads);
+        const opened = await new EncryptionCodec(ring).decode(sealed);
+        expect(opened.map(wire)).toEqual(payloads.map(wire));
+        for (const [i, p] of payloads.entries()) {
+          const names = Object.keys(p.metadata);
+          const single = names.length === 1 && names[0] === 'encoding' && p.metadata.encoding!.length <= 255;
+          const json = single && Buffer.from(p.metadata.encoding!).toString() === 'json/plain';
+          expect(plaintextIn(sealed[i]!, ring)[0]).toBe(json ? 0x02 : single ? 0x01 : 0x00);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('refuses to build a ring with a key id its header cannot name: empty, or over 255 bytes of UTF-8', async () => {
+    const key = randomBytes(32);
+    for (const id of ['', 'é'.repeat(128), 'x'.repeat(256), '\uD800'])
+      expect(() => new CodecKeyRing([{ id, key }])).toThrow(/key ids must be 1 to 255 bytes of UTF-8/);
+    const longest = `${'é'.repeat(127)}x`;
+    const ring = new CodecKeyRing([{ id: longest, key }]);
+    const [sealed] = await new EncryptionCodec(ring).encode([payload()]);
+    expect(sealedKeyIdOf(sealed!)).toBe(longest);
+    expect(defaultPayloadConverter.fromPayload((await new EncryptionCodec(ring).decode([sealed!]))[0]!)).toEqual(SECRET);
   });
 
   it("refuses a payload it did not seal (PERMISSION_DENIED), except the SDK's bare binary/null", async () => {

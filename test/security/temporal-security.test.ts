@@ -29,7 +29,8 @@ describe('history privacy', () => {
     const other = await cluster.agents.start({ agentId: 'private-other', tenant: 'globex', model: TINY, config: TEST_AGENT_CONFIG });
     await planner.turn(40);
     const { child } = await planner.fork('private-child');
-    const childStatus = await child.turn(8);
+    expect(await child.turn(8)).toMatchObject({ tokens: 48, turns: 1 });
+    const childStatus = await child.status();
     const denied = await cluster.agents
       .agent('private-planner', other.capability)
       .resume()
@@ -123,7 +124,8 @@ describe('the token the workflow carries', () => {
     cluster.workers[0]!.shutdown();
     await cluster.runs[0];
     const survivor = await cluster.startWorker();
-    expect(await owner.turn(4)).toMatchObject({ holder: survivor.holder, pinned: true, tokens: 20, turns: 2, failovers: 1 });
+    expect(await owner.turn(4)).toMatchObject({ tokens: 20, turns: 2 });
+    expect(await owner.status()).toMatchObject({ holder: survivor.holder, pinned: true, tokens: 20, turns: 2, failovers: 1 });
     expect(survivor.memory.snapshot('custodied').pinned).toBe(true);
     await owner.release();
     await expect(cluster.agents.agent('custodied', carried).resume()).rejects.toMatchObject({ code: 'INVALID_STATE' });

@@ -16,21 +16,22 @@ afterAll(async () => cluster?.close());
 
 it('continues as new when Temporal suggests it, carrying the state across', async () => {
   const agent = await cluster.agents.start({ agentId: 'long-lived', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
-  let last = await agent.turn(10);
   // Six events a hot turn: twenty turns pass the lowered threshold of 40 at least twice.
-  for (let i = 1; i < 20; i++) last = await agent.turn(10);
+  for (let i = 0; i < 20; i++) await agent.turn(10);
+  const beforeBurst = await agent.status();
+  expect(beforeBurst).toMatchObject({ tokens: 200, turns: 20 });
   // Updates in flight while the run hands over must land in the next run, each exactly once.
   const burst = await Promise.all([agent.turn(5), agent.turn(5), agent.turn(5), agent.turn(5)]);
   const after = await agent.status();
   expect(after.run).toBeGreaterThan(2);
   expect(after).toMatchObject({ tokens: 220, turns: 24 });
-  expect(new Set(burst.map((s) => s.tokens)).size).toBe(4);
+  expect(new Set(burst.map((outcome) => outcome.tokens)).size).toBe(4);
 
   // The carried digest still describes the bytes: a round trip through disk verifies against it.
   await agent.suspend('disk');
   const resumed = await agent.resume();
   expect(resumed).toMatchObject({ tier: 'device', tokens: 220, digest: after.digest });
-  expect(last.digest).not.toBe(after.digest);
+  expect(beforeBurst.digest).not.toBe(after.digest);
 
   // Search attributes and memo survive the hand-over.
   const listed = await eventually(async () => {

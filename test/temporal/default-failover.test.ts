@@ -36,7 +36,8 @@ it("fails over a killed worker's agent with default settings: phases from the hi
   const doomed = await cluster.spawnWorker({ workerId: 'doomed', taskQueue: queue });
   const agent = await agents.start({ agentId: 'defaults', tenant: 'acme', model: TINY }); // no config: the defaults
   await agent.turn(40);
-  expect(await agent.turn(8)).toMatchObject({ holder: doomed.holder, tier: 'device', tokens: 48 });
+  expect(await agent.turn(8)).toMatchObject({ tokens: 48, turns: 2 });
+  expect(await agent.status()).toMatchObject({ holder: doomed.holder, tier: 'device', tokens: 48 });
 
   const survivor = await cluster.startWorker({ config: { taskQueue: queue } }); // runs agent workflows too
   doomed.child.kill('SIGKILL');
@@ -44,8 +45,10 @@ it("fails over a killed worker's agent with default settings: phases from the hi
   const killedAt = Date.now();
   const turned = await agent.turn(5);
   const totalMs = Date.now() - killedAt;
-  expect(turned).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 53, failovers: 1 });
-  expect(turned.digest).toBe(
+  expect(turned).toMatchObject({ tokens: 53, turns: 3 });
+  const afterFailover = await agent.status();
+  expect(afterFailover).toMatchObject({ holder: survivor.holder, tier: 'device', tokens: 53, failovers: 1 });
+  expect(afterFailover.digest).toBe(
     expectedDigest([
       ['defaults', 0, 40],
       ['defaults', 1, 8],

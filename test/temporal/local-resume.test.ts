@@ -36,7 +36,8 @@ it('resumes from host in the workflow task when the workflow runs on the holder,
   // A turn after a suspend brings the context back the same way, then turns it in the same workflow task.
   await agent.suspend('host');
   const turned = await withEvents('local-1', () => agent.turn(8));
-  expect(turned.result).toMatchObject({ tier: 'device', tokens: 48, turns: 2 });
+  expect(turned.result).toMatchObject({ tokens: 48, turns: 2 });
+  expect(await agent.status()).toMatchObject({ tier: 'device', tokens: 48, turns: 2 });
   expect(localActivities(turned.events)).toEqual([
     { type: 'resumeIfHolder', failed: false },
     { type: 'turnIfHolder', failed: false },

@@ -100,7 +100,8 @@ it("drains on SIGTERM to `npx kvfabric-worker`, though npm's shell does not pass
       model: TINY,
       config: { ...TEST_AGENT_CONFIG, durability: 'on-offload' },
     });
-    expect(await agent.turn(40)).toMatchObject({ holder: ready[1], tier: 'device', tokens: 40 });
+    expect(await agent.turn(40)).toMatchObject({ tokens: 40, turns: 1 });
+    expect(await agent.status()).toMatchObject({ holder: ready[1], tier: 'device', tokens: 40 });
 
     npx.kill('SIGTERM');
     await eventually(async () => (allClosed ? true : undefined), 60_000, 'npm, its shell and the worker to exit');

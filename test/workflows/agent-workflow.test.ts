@@ -172,8 +172,9 @@ describe('failover', () => {
       'turn',
       ApplicationFailure.create({ type: 'STALE_HANDLE', message: 'no such context here', nonRetryable: true }),
     );
-    const after = await turn(agent, { tokens: 8 });
+    expect(await turn(agent, { tokens: 8 })).toMatchObject({ tokens: 28, turns: 2 });
 
+    const after = await agent.query(statusQuery);
     expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, pinned: true, tokens: 28, turns: 2, tier: 'device' });
     const recovers = fabric.callsOf('failover-stale', 'recover');
     expect(recovers).toHaveLength(1);
@@ -202,9 +203,15 @@ describe('failover', () => {
     );
     await settled(agent, (s) => s.holder === HOLDER_GONE);
 
-    const after = await turn(agent, { tokens: 6 });
+    expect(await turn(agent, { tokens: 6 })).toMatchObject({ tokens: 6, turns: 1 });
 
-    expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, tokens: 6, turns: 1, lastResume: { from: 'disk' } });
+    expect(await agent.query(statusQuery)).toMatchObject({
+      holder: HOLDER_B,
+      failovers: 1,
+      tokens: 6,
+      turns: 1,
+      lastResume: { from: 'disk' },
+    });
     expect(fabric.callsOf('failover-gone', 'recover')).toHaveLength(1);
     expect(fabric.callsOf('failover-gone', 'turn').map((call) => call.queue)).toEqual([HOLDER_B]);
     const history = await events(agent);
@@ -227,9 +234,9 @@ describe('retries', () => {
   it('retries a retryable failure on the holder with the same operation id until it succeeds', async () => {
     const agent = await startAgent('retry-pool');
     fabric.failNext('retry-pool', 'turn', ApplicationFailure.create({ type: 'POOL_EXHAUSTED', message: 'no free blocks' }), 2);
-    const after = await turn(agent, { tokens: 12 });
+    expect(await turn(agent, { tokens: 12 })).toMatchObject({ tokens: 12, turns: 1 });
 
-    expect(after).toMatchObject({ tokens: 12, turns: 1, failovers: 0, holder: HOLDER_A });
+    expect(await agent.query(statusQuery)).toMatchObject({ tokens: 12, turns: 1, failovers: 0, holder: HOLDER_A });
     const turns = fabric.callsOf('retry-pool', 'turn');
     expect(turns).toHaveLength(3);
     expect(new Set(turns.map((call) => call.queue))).toEqual(new Set([HOLDER_A]));
@@ -254,8 +261,9 @@ describe('continue-as-new', () => {
     let last: AgentStatus | undefined;
     let turns = 0;
     while (turns < 40) {
-      last = await turn(agent, { message });
+      await turn(agent, { message });
       turns++;
+      last = await agent.query(statusQuery);
       if (last.run > 1) break;
     }
     // The turn that crossed the threshold ran in the first run; the hand-over follows it.
@@ -263,8 +271,8 @@ describe('continue-as-new', () => {
     expect(turns).toBeLessThan(40);
     expect(continued).toMatchObject({ turns, digest: last!.digest, holder: HOLDER_A, failovers: 0 });
 
-    const next = await turn(agent, { message: 'after' });
-    expect(next).toMatchObject({ run: 2, turns: turns + 1, tokens: continued.tokens + 2 });
+    expect(await turn(agent, { message: 'after' })).toMatchObject({ turns: turns + 1, tokens: continued.tokens + 2 });
+    expect(await agent.query(statusQuery)).toMatchObject({ run: 2, turns: turns + 1, tokens: continued.tokens + 2 });
     expect(fabric.callsOf('continued', 'allocate')).toHaveLength(1);
     const calls = fabric.callsOf('continued', 'turn');
     const sequence = calls.map((call) => Number(call.request.operationId.split(':').pop()));
@@ -308,8 +316,8 @@ describe("a model turn's token ids (the tail)", () => {
       'turn',
       ApplicationFailure.create({ type: 'STALE_HANDLE', message: 'no such context here', nonRetryable: true }),
     );
-    const after = await turn(agent, { message: 'five six' });
-    expect(after).toMatchObject({ holder: HOLDER_B, failovers: 1, turns: 2 });
+    expect(await turn(agent, { message: 'five six' })).toMatchObject({ turns: 2 });
+    expect(await agent.query(statusQuery)).toMatchObject({ holder: HOLDER_B, failovers: 1, turns: 2 });
     // The new holder's resume and turn both got the first turn's ids: its pages never had them.
     const [resume] = fabric.callsOf('tail-failover', 'resume');
     expect(resume!.request).toMatchObject({ expected: { tokens: 0 }, tail: [1000, 1001, 1002, 1003, 1004] });
@@ -424,9 +432,9 @@ describe('local turn', () => {
     await turn(agent, { tokens: 9 });
     const before = (await events(agent)).length;
 
-    const after = await turn(agent, { tokens: 5 });
+    expect(await turn(agent, { tokens: 5 })).toMatchObject({ tokens: 14, turns: 2 });
 
-    expect(after).toMatchObject({ phase: 'idle', tier: 'device', tokens: 14, turns: 2, holder: HOLDER_A });
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'idle', tier: 'device', tokens: 14, turns: 2, holder: HOLDER_A });
     const local = fabric.callsOf('hot-here', 'turnIfHolder');
     expect(local).toHaveLength(2);
     expect(local[1]!.request).toMatchObject({ holder: HOLDER_A, capability: CAPABILITY, turn: 1, tokens: 5, before: { tokens: 9 } });
@@ -472,9 +480,9 @@ describe('local turn', () => {
     const agent = await startAgent('hot-away', { holder: HOLDER_B, holderRunsWorkflows: true });
     await settled(agent, (s) => s.holder === HOLDER_B);
 
-    const after = await turn(agent, { tokens: 6 });
+    expect(await turn(agent, { tokens: 6 })).toMatchObject({ tokens: 6, turns: 1 });
 
-    expect(after).toMatchObject({ tokens: 6, turns: 1, holder: HOLDER_B });
+    expect(await agent.query(statusQuery)).toMatchObject({ tokens: 6, turns: 1, holder: HOLDER_B });
     const local = fabric.callsOf('hot-away', 'turnIfHolder');
     const queued = fabric.callsOf('hot-away', 'turn');
     expect(local).toHaveLength(1);
@@ -487,9 +495,9 @@ describe('local turn', () => {
     await settled(agent, (s) => s.holder === HOLDER_A);
     fabric.failNext('hot-retried', 'turnIfHolder', ApplicationFailure.create({ type: 'POOL_EXHAUSTED', message: 'no free blocks' }));
 
-    const after = await turn(agent, { tokens: 3 });
+    expect(await turn(agent, { tokens: 3 })).toMatchObject({ tokens: 3, turns: 1 });
 
-    expect(after).toMatchObject({ tokens: 3, turns: 1, failovers: 0, holder: HOLDER_A });
+    expect(await agent.query(statusQuery)).toMatchObject({ tokens: 3, turns: 1, failovers: 0, holder: HOLDER_A });
     const local = fabric.callsOf('hot-retried', 'turnIfHolder');
     const queued = fabric.callsOf('hot-retried', 'turn');
     expect(queued.map((call) => call.queue)).toEqual([HOLDER_A]);
@@ -520,9 +528,15 @@ describe('local turn', () => {
     await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
     const before = (await events(agent)).length;
 
-    const after = await turn(agent, { tokens: 2 });
+    expect(await turn(agent, { tokens: 2 })).toMatchObject({ tokens: 10, turns: 2 });
 
-    expect(after).toMatchObject({ phase: 'idle', tier: 'device', tokens: 10, turns: 2, lastResume: { from: 'host' } });
+    expect(await agent.query(statusQuery)).toMatchObject({
+      phase: 'idle',
+      tier: 'device',
+      tokens: 10,
+      turns: 2,
+      lastResume: { from: 'host' },
+    });
     expect(fabric.callsOf('hot-warm').map((call) => `${call.queue}:${call.activity}`)).toEqual([
       `${AGENTS_QUEUE}:allocate`,
       'local:turnIfHolder',

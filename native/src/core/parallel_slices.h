@@ -12,8 +12,9 @@
 namespace kvfabric {
 
 // Copies at least this big are split across threads: one core's copy does not reach the memory's
-// bandwidth (bench/tiers.bench.ts); a small move is not worth a thread's start.
-constexpr uint64_t kParallelCopyBytes = uint64_t{64} << 20;
+// bandwidth (bench/tiers.bench.ts). A thread starts in tens of microseconds and 8 MiB take a core about
+// a millisecond to copy: below that a split is not worth its threads.
+constexpr uint64_t kParallelCopyBytes = uint64_t{8} << 20;
 constexpr size_t kMaxCopyThreads = 4;
 constexpr size_t kRunsPerThread = 8;  // runs handed out per thread, on average: small enough to even out a stall
 

@@ -50,7 +50,7 @@ afterAll(async () => {
 
 const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const claimsOf = () => readClaimsUnverified(owner);
-const header = { alg: 'EdDSA', typ: 'JWT', kid: TEST_SIGNING_KEYS[0]!.id };
+const header = { alg: 'EdDSA', kid: TEST_SIGNING_KEYS[0]!.id };
 
 interface Attack {
   name: string;
@@ -140,6 +140,20 @@ const ATTACKS: Attack[] = [
       const jwk = { kty: 'OKP', crv: 'Ed25519', x: ed25519PublicOf(evil).toString('base64url') };
       const input = `${b64({ ...header, jwk })}.${b64(claimsOf())}`;
       return `${input}.${sign(null, Buffer.from(input), ed25519PrivateKey(evil)).toString('base64url')}`;
+    },
+  },
+  {
+    name: 'a header with one more member (typ), signed by the issuer key',
+    reason: 'bad-header',
+    token: () => signCompact({ ...header, typ: 'JWT' }, claimsOf(), ed25519PrivateKey(TEST_SIGNING_KEYS[0]!.key)),
+  },
+  {
+    name: 'issued an hour ahead with no nbf, signed by the issuer key: iat stands in for nbf',
+    reason: 'not-yet-valid',
+    token: () => {
+      const now = Math.floor(Date.now() / 1000);
+      const { nbf: _nbf, ...claims } = { ...claimsOf(), iat: now + 3600, exp: now + 7200 };
+      return signCompact(header, claims, ed25519PrivateKey(TEST_SIGNING_KEYS[0]!.key));
     },
   },
   { name: 'oversized', reason: 'oversized', token: () => `${owner}${'A'.repeat(4096)}` },

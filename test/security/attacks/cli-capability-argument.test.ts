@@ -112,7 +112,8 @@ describe('the CLI and an agent capability', () => {
       '--json',
     ]);
     expect(fromFile, fromFile.stderr).toMatchObject({ code: 0 });
-    expect(JSON.parse(fromFile.stdout)).toMatchObject({ agentId: 'planner', tokens: 20, turns: 1 });
+    expect(JSON.parse(fromFile.stdout)).toMatchObject({ tokens: 20, turns: 1 });
+    expect(await agents.status('planner')).toMatchObject({ agentId: 'planner', tokens: 20, turns: 1 });
     const fromEnv = await cli(['turn', 'planner', '--tokens', '10', '--json'], { KVFABRIC_CAPABILITY: capabilities.planner! });
     expect(fromEnv, fromEnv.stderr).toMatchObject({ code: 0 });
     expect(JSON.parse(fromEnv.stdout)).toMatchObject({ tokens: 30, turns: 2 });

@@ -1,10 +1,11 @@
 // Attack class: nonce reuse under a long-lived key. AES-GCM with random 96-bit IVs is safe for at most
 // 2^32 seals per key (NIST SP 800-38D, 8.3); the codec key is shared by every client and worker for months.
-// The codec never seals under that key: each codec instance derives a data key (HKDF-SHA256, random 256-bit
-// salt carried in the payload's metadata) and derives a fresh one after a bound of seals (2^31 by default;
-// small here, injected). Shown with real crypto: the bound is crossed and a new key is used, every payload
-// still opens (in this process and in another), and an altered or missing salt, or a relabelled key id,
-// is refused with a typed error.
+// The codec never seals under that key: each codec instance derives a data key (HKDF-SHA256, random 128-bit
+// salt carried in the sealed payload's header) and derives a fresh one after a bound of seals (2^31 by
+// default; small here, injected). Shown with real crypto: the bound is crossed and a new key is used, every
+// payload still opens (in this process and in another), and an altered, missing or short salt, or a
+// relabelled key id, is refused with a typed error. (Attacks on the rest of the format:
+// sealed-payload-format.test.ts.)
 import { createDecipheriv, randomBytes } from 'node:crypto';
 
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
@@ -12,13 +13,25 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../../src/fabric/errors';
-import { CodecKeyRing, EncryptionCodec, METADATA_KEY_ID, METADATA_KEY_SALT } from '../../../src/security/payload-codec';
+import { CodecKeyRing, EncryptionCodec } from '../../../src/security/payload-codec';
 import { DEFAULT_SEALS_PER_DATA_KEY, SALT_BYTES } from '../../../src/security/payload-data-keys';
 
 const k1 = { id: 'c1', key: randomBytes(32) };
 const ring = new CodecKeyRing([k1]);
 const payloadOf = (value: unknown): Payload => defaultPayloadConverter.toPayload(value);
-const saltOf = (payload: Payload) => Buffer.from(payload.metadata![METADATA_KEY_SALT]!).toString('hex');
+
+/** A sealed payload's data cut at the header's fields: 0x01, key id length, key id, salt; then iv || ciphertext || tag. */
+function partsOf(payload: Payload) {
+  const data = Buffer.from(payload.data!);
+  const idEnd = 2 + data[1]!;
+  return { keyId: data.subarray(2, idEnd), salt: data.subarray(idEnd, idEnd + SALT_BYTES), sealed: data.subarray(idEnd + SALT_BYTES) };
+}
+/** The same payload with its header rebuilt from other fields (the sealed bytes after it unchanged). */
+function withHeader(payload: Payload, keyId: Uint8Array, salt: Uint8Array): Payload {
+  const header = Buffer.concat([Buffer.from([0x01, keyId.length]), keyId, salt]);
+  return { ...payload, data: Buffer.concat([header, partsOf(payload).sealed]) };
+}
+const saltOf = (payload: Payload) => partsOf(payload).salt.toString('hex');
 
 async function refusal(codec: EncryptionCodec, payload: Payload): Promise<FabricError> {
   const err = await codec.decode([payload]).then(
@@ -40,7 +53,8 @@ describe('payload data keys', () => {
     expect(new Set(salts.slice(0, 3)).size).toBe(1);
     expect(new Set(salts.slice(3, 6)).size).toBe(1);
     expect(new Set([salts[0], salts[3], salts[6]]).size).toBe(3);
-    expect(sealed.every((p) => p.metadata![METADATA_KEY_SALT]!.length === SALT_BYTES)).toBe(true);
+    expect(SALT_BYTES).toBe(16);
+    expect(sealed.every((p) => Object.keys(p.metadata!).length === 1 && partsOf(p).keyId.toString() === 'c1')).toBe(true);
     // The same codec, and a codec of another process holding the same ring, open all of them.
     for (const opener of [codec, new EncryptionCodec(ring)]) {
       expect((await opener.decode(sealed)).map((p) => defaultPayloadConverter.fromPayload(p))).toEqual(
@@ -53,10 +67,12 @@ describe('payload data keys', () => {
     const [first] = await new EncryptionCodec(ring).encode([payloadOf('x')]);
     const [second] = await new EncryptionCodec(ring).encode([payloadOf('x')]);
     expect(saltOf(first!)).not.toBe(saltOf(second!));
-    const data = Buffer.from(first!.data!);
-    const direct = createDecipheriv('aes-256-gcm', k1.key, data.subarray(0, 12));
-    direct.setAuthTag(data.subarray(data.length - 16));
-    direct.update(data.subarray(12, data.length - 16));
+    // Opened as the format says (header as AAD, iv, ciphertext, tag) but with the operator key: the tag fails.
+    const { sealed } = partsOf(first!);
+    const direct = createDecipheriv('aes-256-gcm', k1.key, sealed.subarray(0, 12));
+    direct.setAAD(Buffer.from(first!.data!).subarray(0, first!.data!.length - sealed.length));
+    direct.setAuthTag(sealed.subarray(sealed.length - 16));
+    direct.update(sealed.subarray(12, sealed.length - 16));
     expect(() => direct.final()).toThrow();
   });
 
@@ -64,26 +80,22 @@ describe('payload data keys', () => {
     const twin = new CodecKeyRing([k1, { id: 'c1-twin', key: k1.key }]);
     const codec = new EncryptionCodec(twin);
     const [sealed] = (await codec.encode([payloadOf({ secret: 'capability' })])) as [Payload];
-    const salt = Buffer.from(sealed.metadata![METADATA_KEY_SALT]!);
+    const { keyId, salt } = partsOf(sealed);
     const flipped = Buffer.from(salt);
     flipped[0]! ^= 1;
-    const { [METADATA_KEY_SALT]: _salt, ...withoutSalt } = sealed.metadata!;
-    for (const metadata of [
-      { ...sealed.metadata, [METADATA_KEY_SALT]: flipped },
-      withoutSalt,
-      { ...sealed.metadata, [METADATA_KEY_SALT]: salt.subarray(0, 16) },
+    for (const forged of [
+      withHeader(sealed, keyId, flipped),
+      withHeader(sealed, keyId, new Uint8Array()),
+      withHeader(sealed, keyId, salt.subarray(0, 8)),
+      { ...sealed, data: Buffer.from(sealed.data!).subarray(0, 2 + keyId.length + 8) },
     ]) {
-      const err = await refusal(codec, { ...sealed, metadata });
+      const err = await refusal(codec, forged);
       expect(err.code).toBe('INTEGRITY');
       expect(err.message).not.toContain('capability');
     }
     // The same key bytes under another id derive another key: the id is bound.
-    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c1-twin') } })).code).toBe(
-      'INTEGRITY',
-    );
-    expect((await refusal(codec, { ...sealed, metadata: { ...sealed.metadata, [METADATA_KEY_ID]: Buffer.from('c9') } })).code).toBe(
-      'PERMISSION_DENIED',
-    );
+    expect((await refusal(codec, withHeader(sealed, Buffer.from('c1-twin'), salt))).code).toBe('INTEGRITY');
+    expect((await refusal(codec, withHeader(sealed, Buffer.from('c9'), salt))).code).toBe('PERMISSION_DENIED');
     // The untouched payload still opens: nothing was consumed or changed by the refusals.
     expect(defaultPayloadConverter.fromPayload((await codec.decode([sealed]))[0]!)).toEqual({ secret: 'capability' });
   });

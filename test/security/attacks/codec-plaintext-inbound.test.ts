@@ -137,14 +137,14 @@ function plaintextSender(send: (payload: Payload) => Payload = (payload) => payl
   return { ...converter, payloadCodecs: [sender] };
 }
 
-/** What someone without the key can make: the sealed shape, the real key id, random bytes. */
+/** What someone without the key can make: the sealed shape (a well-formed header naming the real key id), random bytes. */
 function forgeSealed(payload: Payload): Payload {
-  const metadata = {
-    encoding: Buffer.from('binary/encrypted'),
-    'encryption-key-id': Buffer.from(TEST_CODEC_KEYS[0]!.id),
-    'encryption-key-salt': randomBytes(32),
+  const keyId = Buffer.from(TEST_CODEC_KEYS[0]!.id);
+  const header = Buffer.concat([Buffer.from([0x01, keyId.length]), keyId, randomBytes(16)]);
+  return {
+    metadata: { encoding: Buffer.from('binary/encrypted') },
+    data: Buffer.concat([header, randomBytes(28 + (payload.data?.length ?? 0))]),
   };
-  return { metadata, data: randomBytes(28 + (payload.data?.length ?? 0)) };
 }
 
 /** A failure's message: moved into its sealed encoded attributes by kvfabric's failure converter. */

@@ -2,7 +2,8 @@
 // in the pages (write-behind), the workflow hands the turns' token ids back (the tail) until it is, and a
 // stored context reaches llama.cpp through one memory file the engine reuses. An attacker tries each: a
 // tail naming other tokens than the pages hold, a context id freed and made again (by another tenant)
-// while a turn's write-behind is on its way, and another tenant's state left in the reused memory file.
+// while a turn's write-behind is on its way, another tenant's state left in the reused memory file, and a
+// resume from host memory (the engine loads the host pages before they move) with a forged record.
 // The real model, a real pool and the real AgentMemory; contexts stay a few dozen tokens long.
 import fs from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -111,5 +112,26 @@ describe('model turns', () => {
     expect(Buffer.from(inEngine.kv).equals(Buffer.from(await fx.tiers.read('short-context', 0, held)))).toBe(true);
     // The memory file has no name in any directory: the state directory holds nothing after the loads.
     expect(fs.readdirSync(stateDir)).toEqual([]);
+  });
+
+  it('a resume from host with a record the pages do not match is INTEGRITY before the engine loads or a page moves', async () => {
+    const token = fx.token('forged-record');
+    await fx.allocate('forged-record', token);
+    const first = await turn('forged-record', token, 'My name is Ada and I design bridges.');
+    const left = await fx.memory.suspend(fx.call('forged-record', 'acme', 'suspend', token), {
+      tier: 'host',
+      expected: first.digest,
+      tail: first.added!,
+    });
+    const forged = { ...left.digest, value: emptyDigest().value };
+    await expect(fx.memory.resume(fx.call('forged-record', 'acme', 'resume', token), { expected: forged })).rejects.toMatchObject({
+      code: 'INTEGRITY',
+    });
+    expect(fx.tiers.residency('forged-record')).toBe('host');
+    // The true record still resumes.
+    await expect(fx.memory.resume(fx.call('forged-record', 'acme', 'resume', token), { expected: left.digest })).resolves.toMatchObject({
+      from: 'host',
+      tier: 'device',
+    });
   });
 });

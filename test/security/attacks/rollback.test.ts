@@ -108,7 +108,8 @@ describe('attack: rollback before a failover, on a real dev server', () => {
     const manifest = manifestOf(join(cluster.tierDir, 'cold'), 'rolled');
     const stale = `${cluster.tierDir}/stale.manifest`;
     copyFileSync(manifest, stale);
-    expect(await agent.turn(8)).toMatchObject({ holder: doomed.holder, tokens: 48 });
+    expect(await agent.turn(8)).toMatchObject({ tokens: 48, turns: 2 });
+    expect(await agent.status()).toMatchObject({ holder: doomed.holder, tokens: 48 });
 
     const survivor = await cluster.startWorker({ config: { workflows: false } });
     doomed.child.kill('SIGKILL');

@@ -21,7 +21,7 @@ import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from '../test-keys';
 let dir: string;
 let fx: MemoryFixture;
 const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
-const header = { alg: 'EdDSA', typ: 'JWT', kid: TEST_SIGNING_KEYS[0]!.id };
+const header = { alg: 'EdDSA', kid: TEST_SIGNING_KEYS[0]!.id };
 
 /** Claims as a real token has them, signed with a key nobody trusts (the attacker's). */
 function forged(overrides: Record<string, unknown> = {}): string {

@@ -1,0 +1,72 @@
+// A model worker's resume from host memory: the engine loads from the host pages, and their copy to the
+// device runs while llama.cpp reads the laid-out file. What must hold: the context ends on the device, and
+// the conversation continues exactly as an uninterrupted one (greedy); a record the pages do not match is
+// refused first (test/security/attacks/model-turn-paths.test.ts). The real model, pool and AgentMemory.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { emptyDigest, type DigestState } from '../../src/agent-memory/context-digest';
+import { LlamaEngine } from '../../src/engines/llama/llama-engine';
+import { openMemory, type MemoryFixture } from '../security/memory-fixture';
+
+let dir: string;
+let stateDir: string;
+let engine: LlamaEngine;
+let fx: MemoryFixture;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'kvfabric-engine-resume-'));
+  stateDir = mkdtempSync(join(tmpdir(), 'kvfabric-engine-resume-state-'));
+  engine = await LlamaEngine.open({ contextLength: 256, hotContexts: 2, stateDir });
+  fx = await openMemory(dir, { engine });
+});
+afterAll(async () => {
+  await fx?.close();
+  await engine?.close();
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const MESSAGES = ['My name is Ada and I design bridges.', 'What is my name?'];
+
+async function say(agentId: string, token: string, turn: number, message: string, before: DigestState, tail: number[]) {
+  return fx.memory.turn(fx.call(agentId, 'acme', 'turn', token), {
+    turn,
+    message,
+    generation: { maxTokens: 8 },
+    before,
+    tail,
+    checkpoint: false,
+  });
+}
+
+describe('resume from host into the engine', () => {
+  it('checks, loads and copies the pages: the context is on the device and the next turn answers as if it never left', async () => {
+    const straight = fx.token('straight');
+    await fx.allocate('straight', straight);
+    const s1 = await say('straight', straight, 0, MESSAGES[0]!, emptyDigest(), []);
+    const s2 = await say('straight', straight, 1, MESSAGES[1]!, s1.digest, s1.added!);
+
+    const paused = fx.token('paused');
+    await fx.allocate('paused', paused);
+    const p1 = await say('paused', paused, 0, MESSAGES[0]!, emptyDigest(), []);
+    expect(p1.reply).toEqual(s1.reply);
+    const left = await fx.memory.suspend(fx.call('paused', 'acme', 'suspend', paused), {
+      tier: 'host',
+      expected: p1.digest,
+      tail: p1.added!,
+    });
+    expect(fx.tiers.residency('paused')).toBe('host');
+    const resumed = await fx.memory.resume(fx.call('paused', 'acme', 'resume', paused), { expected: left.digest });
+    expect(resumed).toMatchObject({ from: 'host', tier: 'device', digest: left.digest });
+    expect(resumed.bytes).toBeGreaterThan(0);
+    expect(resumed.engineLoadMs).toBeGreaterThan(0);
+    expect(fx.tiers.residency('paused')).toBe('device');
+    const p2 = await say('paused', paused, 1, MESSAGES[1]!, left.digest, []);
+    expect(p2.reply).toEqual(s2.reply);
+    await fx.memory.settled();
+  });
+});
