@@ -2,32 +2,21 @@
 // device runs while llama.cpp reads the laid-out file. What must hold: the context ends on the device, and
 // the conversation continues exactly as an uninterrupted one (greedy); a record the pages do not match is
 // refused first (test/security/attacks/model-turn-paths.test.ts). The real model, pool and AgentMemory.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { emptyDigest, type DigestState } from '../../src/agent-memory/context-digest';
-import { LlamaEngine } from '../../src/engines/llama/llama-engine';
-import { openMemory, type MemoryFixture } from '../security/memory-fixture';
+import type { MemoryFixture } from '../security/memory-fixture';
+import { openModelMemory, type ModelMemoryFixture } from '../security/model-memory-fixture';
 
-let dir: string;
-let stateDir: string;
-let engine: LlamaEngine;
+let opened: ModelMemoryFixture;
 let fx: MemoryFixture;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kvfabric-engine-resume-'));
-  stateDir = mkdtempSync(join(tmpdir(), 'kvfabric-engine-resume-state-'));
-  engine = await LlamaEngine.open({ contextLength: 256, hotContexts: 2, stateDir });
-  fx = await openMemory(dir, { engine });
+  opened = await openModelMemory('engine-resume', { contextLength: 256, hotContexts: 2 });
+  ({ fx } = opened);
 });
 afterAll(async () => {
-  await fx?.close();
-  await engine?.close();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(stateDir, { recursive: true, force: true });
+  await opened?.close();
 });
 
 const MESSAGES = ['My name is Ada and I design bridges.', 'What is my name?'];

@@ -6,32 +6,25 @@
 // resume from host memory (the engine loads the host pages before they move) with a forged record.
 // The real model, a real pool and the real AgentMemory; contexts stay a few dozen tokens long.
 import fs from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { emptyDigest } from '../../../src/agent-memory/context-digest';
-import { LlamaEngine } from '../../../src/engines/llama/llama-engine';
-import { openMemory, type MemoryFixture } from '../memory-fixture';
+import type { LlamaEngine } from '../../../src/engines/llama/llama-engine';
+import type { MemoryFixture } from '../memory-fixture';
+import { openModelMemory, type ModelMemoryFixture } from '../model-memory-fixture';
 
-let dir: string;
+let opened: ModelMemoryFixture;
 let stateDir: string;
 let engine: LlamaEngine;
 let fx: MemoryFixture;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kvfabric-attack-model-turn-'));
-  stateDir = mkdtempSync(join(tmpdir(), 'kvfabric-attack-state-'));
-  engine = await LlamaEngine.open({ contextLength: 256, hotContexts: 1, stateDir });
-  fx = await openMemory(dir, { engine });
+  opened = await openModelMemory('attack-model-turn', { contextLength: 256, hotContexts: 1 });
+  ({ fx, engine, stateDir } = opened);
 });
 afterAll(async () => {
-  await fx?.close();
-  await engine?.close();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(stateDir, { recursive: true, force: true });
+  await opened?.close();
 });
 
 const turn = (agentId: string, token: string, message: string, before = emptyDigest(), tail: number[] = [], tenant = 'acme') =>
