@@ -266,12 +266,12 @@ function main(): void {
     ]);
   }
   for (const a of agent.rows) {
-    const engineRow = engineRows.find((e) => Math.abs(e.tokens - a.tokens) / e.tokens < 0.2);
-    const roundTrip = agent.turns.find((t) => Math.abs(t.tokens - a.tokens) / t.tokens < 0.2)?.roundTripMs;
+    const engineRow = engineRows.find((e) => e.tokens === a.size);
+    const roundTrip = agent.turns.find((t) => t.size === a.size)?.roundTripMs;
     // The target, from host: the resume update (restore, digest, engine load) within the library's pages
     // to a ready sequence plus one resident update round trip.
     const bound = a.from === 'host' && engineRow && roundTrip !== undefined ? engineRow.resumeMs + roundTrip : undefined;
-    const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: the resume update (engine load ${ms(a.engineLoadMs)}), then the first turn ${ms(a.firstTurnMs)} apart (hot turn ${ms(a.hotTurnMs)})`;
+    const what = `${a.tokens} tokens (${(a.kvBytes / 2 ** 20).toFixed(1)} MiB) from ${a.from}, through Temporal: the resume update (median of ${a.repeats}; engine load ${ms(a.engineLoadMs)}; the first, apart: ${ms(a.firstResumeMs)}), then the first turn ${ms(a.firstTurnMs)} apart (hot turn ${ms(a.hotTurnMs)})`;
     rows.push([
       'resume, real model',
       what,
