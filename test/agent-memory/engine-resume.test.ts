@@ -21,16 +21,8 @@ afterAll(async () => {
 
 const MESSAGES = ['My name is Ada and I design bridges.', 'What is my name?'];
 
-async function say(agentId: string, token: string, turn: number, message: string, before: DigestState, tail: number[]) {
-  return fx.memory.turn(fx.call(agentId, 'acme', 'turn', token), {
-    turn,
-    message,
-    generation: { maxTokens: 8 },
-    before,
-    tail,
-    checkpoint: false,
-  });
-}
+const say = (agentId: string, token: string, turn: number, message: string, before: DigestState, tail: number[]) =>
+  opened.say(agentId, token, message, { turn, before, tail });
 
 describe('resume from host into the engine', () => {
   it('checks, loads and copies the pages: the context is on the device and the next turn answers as if it never left', async () => {

@@ -4,14 +4,27 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { emptyDigest, type DigestState } from '../../src/agent-memory/context-digest';
+import type { TurnResult } from '../../src/agent-memory/operation-results';
 import { LlamaEngine } from '../../src/engines/llama/llama-engine';
 import { openMemory, type MemoryFixture } from './memory-fixture';
+
+/** A message turn as the agent's workflow asks for it; the first turn of an empty context by default. */
+export interface SayOptions {
+  turn?: number;
+  before?: DigestState;
+  tail?: number[];
+  tenant?: string;
+  maxTokens?: number;
+}
 
 export interface ModelMemoryFixture {
   fx: MemoryFixture;
   engine: LlamaEngine;
   /** The engine's state directory: nothing may be left in it. */
   stateDir: string;
+  /** A message turn on `agentId`'s context, presented with `token`, no checkpoint. */
+  say(agentId: string, token: string, message: string, options?: SayOptions): Promise<TurnResult>;
   close(): Promise<void>;
 }
 
@@ -27,6 +40,15 @@ export async function openModelMemory(
     fx,
     engine,
     stateDir,
+    say: (agentId, token, message, { turn = 0, before = emptyDigest(), tail = [], tenant = 'acme', maxTokens = 8 } = {}) =>
+      fx.memory.turn(fx.call(agentId, tenant, 'turn', token), {
+        turn,
+        message,
+        generation: { maxTokens },
+        before,
+        tail,
+        checkpoint: false,
+      }),
     async close() {
       await fx.close();
       await engine.close();

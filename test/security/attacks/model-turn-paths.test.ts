@@ -28,14 +28,7 @@ afterAll(async () => {
 });
 
 const turn = (agentId: string, token: string, message: string, before = emptyDigest(), tail: number[] = [], tenant = 'acme') =>
-  fx.memory.turn(fx.call(agentId, tenant, 'turn', token), {
-    turn: 0,
-    message,
-    generation: { maxTokens: 6 },
-    before,
-    tail,
-    checkpoint: false,
-  });
+  opened.say(agentId, token, message, { before, tail, tenant, maxTokens: 6 });
 
 describe('model turns', () => {
   it('a tail naming other tokens than the pages hold is INTEGRITY: nothing is evaluated or appended', async () => {
