@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "stream_copy.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -132,21 +134,6 @@ __attribute__((target("sse4.2"))) void threeRuns(uint8_t* const* dst, const uint
       dc += length / 8;
     }
   }
-}
-
-// Copies n bytes (a multiple of 32) to a 32-byte aligned dst with stores that bypass the cache.
-__attribute__((target("avx2"))) void streamAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 32) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-  }
-}
-
-// Copies n bytes (a multiple of 64) to a 64-byte aligned dst with stores that bypass the cache: one
-// store fills a whole line, so no line is ever written to memory in part.
-__attribute__((target("avx512f"))) void streamAvx512(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = 0; i < n; i += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
 }
 
 // Folding: a 128-bit lane of data D bits before the lane it joins moves forward by carry-less multiplies,
@@ -391,28 +378,12 @@ uint32_t BlockChecksum::tokenWalk(uint8_t* dst, const uint8_t* src, uint32_t fil
 }
 
 void BlockChecksum::copyRest(uint8_t* plane, const uint8_t* source, uint64_t from) const {
-  const uint64_t rest = layout_.planeBytes - from;
-  if (rest == 0) return;
-#if defined(__x86_64__)
   // The same stores as the summing copy's, so that verified and unverified moves differ by the sum alone.
-  if (kHasVectorFold && rest % 64 == 0 && reinterpret_cast<uintptr_t>(plane + from) % 64 == 0) {
-    streamAvx512(plane + from, source + from, rest);
-    return;
-  }
-  if (kHasAvx2 && rest % 32 == 0 && reinterpret_cast<uintptr_t>(plane + from) % 32 == 0) {
-    streamAvx2(plane + from, source + from, rest);
-    return;
-  }
-#endif
-  std::memcpy(plane + from, source + from, rest);
+  streamCopy(plane + from, source + from, layout_.planeBytes - from);
 }
 
 void BlockChecksum::finishCopy(uint8_t* dst) {
-#if defined(__x86_64__)
-  if (dst != nullptr && kHasSse42) _mm_sfence();  // streamed stores reach other threads only after a fence
-#else
-  (void)dst;
-#endif
+  if (dst != nullptr) streamFence();  // streamed stores reach other threads only after a fence
 }
 
 }  // namespace kvfabric

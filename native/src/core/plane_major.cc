@@ -1,6 +1,7 @@
 // ReadLease::copyPlaneMajor: a read lease's blocks, each checked against its checksum and scattered
 // into its planes' places in one pass over the source (the block is summed first, from memory, and
-// then copied from the cache that sum filled).
+// then copied from the cache that sum filled, by stores that bypass the cache: the engine reads the
+// laid-out state next, not this core).
 #include "plane_major.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "paged_allocator.h"
 #include "parallel_slices.h"
+#include "stream_copy.h"
 
 namespace kvfabric {
 
@@ -86,7 +88,7 @@ Status ReadLease::copyPlaneMajor(const PlaneMajorLayout& target, uint8_t* dst) {
         const uint8_t* rows = block + p * layout.planeBytes + uint64_t{run.slot} * rowBytes;
         const uint32_t element = target.elementBytes[p];
         if (element == 0) {
-          std::memcpy(dst + target.offset[p] + token * rowBytes, rows, run.count * rowBytes);
+          streamCopy(dst + target.offset[p] + token * rowBytes, rows, run.count * rowBytes);
           continue;
         }
         for (uint64_t e = 0; e < rowBytes / element; ++e) {
@@ -96,6 +98,7 @@ Status ReadLease::copyPlaneMajor(const PlaneMajorLayout& target, uint8_t* dst) {
         }
       }
     }
+    streamFence();  // the engine's thread reads the file next
   });
   if (noMemory) return Status(Code::kOutOfMemory, "out of host memory for a device block's bounce buffer");
   const size_t bad = firstBad.load();
