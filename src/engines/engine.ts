@@ -69,6 +69,54 @@ export interface EngineTurnResult {
   resumedFrom: 'hot' | 'stored' | 'empty';
 }
 
+/** One message of a conversation an engine renders with its chat template. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  /**
+   * The text, or the token ids it was generated as: a reply sent back as the ids the model produced
+   * continues the KV computed for them, where its text tokenized again may split differently.
+   */
+  content: string | Uint32Array;
+}
+
+/** A reply held to JSON: `prefix` forced, then JSON that matches `schema` (a JSON Schema), then `suffix` forced. */
+export interface StructuredReply {
+  prefix: string;
+  schema: object;
+  suffix: string;
+}
+
+export interface EngineCompletionRequest {
+  /** Names the context in the engine's hot cache. */
+  key: string;
+  /**
+   * What kvfabric holds of `key`, cut by the caller to the longest prefix it shares with `prompt`, and
+   * shorter than `prompt` (the call evaluates at least one token). The engine reuses its hot copy instead
+   * when that shares at least as long a prefix with the prompt.
+   */
+  context: StoredContext;
+  /** The whole prompt (renderConversation): the reused prefix, then what this call evaluates. */
+  prompt: Uint32Array;
+  generation?: GenerationSettings;
+  structured?: StructuredReply;
+}
+
+export interface EngineCompletionResult {
+  /** The reply's text (structured: prefix, JSON and suffix). */
+  text: string;
+  /** The reply's token ids, forced ones included, closing tokens excluded: what ChatMessage.content takes back. */
+  reply: Uint32Array;
+  /** Prompt tokens whose KV was reused (hot, or loaded from the pages). */
+  reusedTokens: number;
+  /** Prompt tokens the model evaluated. */
+  evaluatedTokens: number;
+  /** 'length' when the reply stopped at maxTokens. */
+  finish: 'stop' | 'length';
+  /** The context after the call: prompt, reply, closing tokens. Their KV is hot in the engine until saved. */
+  tokens: Uint32Array;
+  resumedFrom: EngineTurnResult['resumedFrom'];
+}
+
 export interface Engine {
   /** Recorded beside every context this engine extends; checked before a stored context is loaded. */
   readonly fingerprint: EngineFingerprint;
@@ -79,6 +127,14 @@ export interface Engine {
    * changes; an error after the turn started leaves the engine with no hot copy of `key`.
    */
   turn(request: EngineTurnRequest): Promise<EngineTurnResult>;
+  /** A conversation in the model's chat template, ending where the assistant's reply begins. */
+  renderConversation(messages: readonly ChatMessage[]): Uint32Array;
+  /**
+   * Continues the longest prefix of `prompt` the engine or the pages hold, evaluates the rest and
+   * generates a reply: what a caller that sends the whole conversation every time (the AI SDK) needs.
+   * Same errors as turn(); INVALID_ARGUMENT when `context` is not a prefix of `prompt` shorter than it.
+   */
+  complete(request: EngineCompletionRequest): Promise<EngineCompletionResult>;
   /**
    * Makes `context` the hot copy of `key` (pages loaded, the tail evaluated), unless it is already: what a
    * resume does so that the next turn pays only its own model time. Same errors as turn().

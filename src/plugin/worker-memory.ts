@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Runtime } from '@temporalio/worker';
 
 import { createActivities } from '../activities';
+import { ModelCallMemory } from '../ai-sdk/model-call-memory';
 import type { HolderActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import { AgentMemory, CapabilityCheck } from '../agent-memory';
 import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
@@ -30,6 +31,8 @@ export interface WorkerMemory {
   readonly model: AgentModel;
   readonly backend: BackendInfo;
   readonly engine: Engine | undefined;
+  /** AI SDK agents' KV (the model provider's calls); absent without a model engine. */
+  readonly modelCalls: ModelCallMemory | undefined;
   /** Closes the cold tier, the engine and the pool; held contexts must have been drained first. */
   close(): Promise<void>;
 }
@@ -97,6 +100,15 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
     });
     const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
+    const modelCalls = engine
+      ? new ModelCallMemory({
+          tiers,
+          cold,
+          engine,
+          tenantIds,
+          onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
+        })
+      : undefined;
     return {
       memory,
       activities,
@@ -104,8 +116,10 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       model,
       backend,
       engine,
+      modelCalls,
       async close() {
         await memory.settled();
+        await modelCalls?.settled();
         await cold.close();
         await engine?.close();
         pool.close();

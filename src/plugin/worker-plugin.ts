@@ -24,6 +24,8 @@ import { dirname, join } from 'node:path';
 import { Runtime, type Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
 import type { AgentMemory } from '../agent-memory/agent-memory';
+import { KvFabricProvider, type KvFabricProviderOptions } from '../ai-sdk/kvfabric-provider';
+import { FabricError } from '../fabric/errors';
 import { CodecKeyRing } from '../security/payload-codec';
 import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
@@ -68,6 +70,20 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 
   get memory(): AgentMemory {
     return this.configured().memory.memory;
+  }
+
+  /**
+   * The worker's model as an AI SDK provider, for @temporalio/ai-sdk on the same worker:
+   * `new AiSdkPlugin({ modelProvider: plugin.modelProvider() })` (docs/ai-sdk.md). Calls reach it once the
+   * worker runs; on a worker of the synthetic engine they fail.
+   */
+  modelProvider(options: KvFabricProviderOptions = {}): KvFabricProvider {
+    return new KvFabricProvider(() => {
+      const calls = this.configured().memory.modelCalls;
+      if (!calls)
+        throw new FabricError('INVALID_STATE', 'this kvfabric worker runs no model (synthetic engine): it cannot serve AI SDK calls');
+      return calls;
+    }, options);
   }
 
   /** What the drain at the end of `worker.run()` wrote; absent until then. */
@@ -193,6 +209,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const outcomes = await Promise.allSettled(runs);
     memory.metrics.stop();
     await housekeeping.stop();
+    await memory.modelCalls?.settled(); // AI SDK calls' KV into their pages first: the drain writes those
     const report = await drainToDisk(memory.memory);
     this.drainReport = report;
     logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });

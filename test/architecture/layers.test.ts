@@ -15,7 +15,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['tiers'],
   ['security', 'shared-directory', 'engines'],
   ['agent-memory'],
-  ['activities'],
+  ['activities', 'ai-sdk'],
   ['workflows'],
   ['client', 'dev-server'],
   ['plugin'],

@@ -18,14 +18,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaModel, Token } from 'node-llama-cpp';
 
 import { FabricError, isFabricError } from '../../fabric/errors';
 import { createMemoryFile } from '../../fabric/memory-file';
 import { KeyedMutex } from '../../tiers/keyed-mutex';
 import type { MemoryFile, PlaneMajorPiece } from '../../fabric/types';
-import type { ContextKv, Engine, EngineTurnRequest, EngineTurnResult, StoredContext } from '../engine';
+import type {
+  ChatMessage,
+  ContextKv,
+  Engine,
+  EngineCompletionRequest,
+  EngineCompletionResult,
+  EngineTurnRequest,
+  EngineTurnResult,
+  GenerationSettings,
+  StoredContext,
+} from '../engine';
 import { requireCompatible, type EngineFingerprint } from '../fingerprint';
+import { sharedPrefix } from '../shared-prefix';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
 import { modelInfoFromMetadata } from './gguf-shape';
@@ -172,14 +183,7 @@ export class LlamaEngine implements Engine {
     const { key, context, input } = request;
     if (typeof input !== 'string') throw new FabricError('INVALID_ARGUMENT', 'a turn needs a string input');
     const before = this.checkContext(key, context);
-    const maxTokens = request.generation?.maxTokens ?? DEFAULT_MAX_TOKENS;
-    const temperature = request.generation?.temperature ?? 0;
-    if (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || !(temperature >= 0)) {
-      throw new FabricError(
-        'INVALID_ARGUMENT',
-        `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`,
-      );
-    }
+    const { maxTokens, sampling } = generationOf(request.generation);
     const prompt = this.format.prompt(input, before.length === 0, request.system);
     // Reply, then the last sampled token if llama.cpp has not evaluated it, then the closing tokens.
     const needed = before.length + prompt.length + maxTokens + this.format.close.length;
@@ -193,10 +197,7 @@ export class LlamaEngine implements Engine {
     return this.exclusive(key, async () => {
       const { sequence, resumedFrom } = await this.sequenceFor(key, context);
       const reply: Token[] = [];
-      const generation = sequence.evaluate(prompt, {
-        temperature,
-        ...(temperature > 0 ? { seed: request.generation?.seed ?? 0 } : {}),
-      });
+      const generation = sequence.evaluate(prompt, sampling);
       for await (const token of generation) {
         if (this.model.isEogToken(token)) break;
         reply.push(token);
@@ -220,6 +221,77 @@ export class LlamaEngine implements Engine {
         promptTokens: prompt.length,
         replyTokens: reply.length,
         added: Uint32Array.from([...added, ...this.format.close]),
+        resumedFrom,
+      };
+    });
+  }
+
+  renderConversation(messages: readonly ChatMessage[]): Uint32Array {
+    if (!Array.isArray(messages)) throw new FabricError('INVALID_ARGUMENT', 'a conversation is an array of messages');
+    return Uint32Array.from(this.format.conversation(messages));
+  }
+
+  async complete(request: EngineCompletionRequest): Promise<EngineCompletionResult> {
+    const { key, context, prompt, structured } = request;
+    const stored = this.checkContext(key, context);
+    if (!(prompt instanceof Uint32Array) || stored.length >= prompt.length || !stored.every((id, i) => id === prompt[i])) {
+      throw new FabricError('INVALID_ARGUMENT', "a completion's stored context is a prefix of its prompt, shorter than it");
+    }
+    for (const token of prompt) {
+      if (token >= this.vocabularySize)
+        throw new FabricError('INVALID_ARGUMENT', `token id ${token} is outside the vocabulary (${this.vocabularySize})`);
+    }
+    const { maxTokens, sampling } = generationOf(request.generation);
+    const forced = structured ? this.model.tokenize(structured.prefix, false) : [];
+    const suffix = structured ? this.model.tokenize(structured.suffix, false) : [];
+    const needed = prompt.length + forced.length + maxTokens + suffix.length + this.format.close.length;
+    if (needed > this.fingerprint.contextLength) {
+      throw new FabricError(
+        'OUT_OF_RANGE',
+        `the call needs up to ${needed} tokens (${prompt.length} prompt, ${maxTokens} reply and its forced and closing tokens); the context length is ${this.fingerprint.contextLength}`,
+      );
+    }
+    const grammar = structured ? await this.jsonGrammar(structured.schema) : undefined;
+
+    return this.exclusive(key, async () => {
+      const { sequence, resumedFrom, reused } = await this.sequenceSharing(key, context, prompt);
+      const rest = Array.from(prompt.subarray(reused)) as Token[];
+      const nlc = await loadNodeLlamaCpp();
+      const generation = sequence.evaluate([...rest, ...forced], {
+        ...sampling,
+        ...(grammar ? { grammarEvaluationState: new nlc.LlamaGrammarEvaluationState({ model: this.model, grammar }) } : {}),
+      });
+      const reply: Token[] = [];
+      let finish: EngineCompletionResult['finish'] = 'stop';
+      for await (const token of generation) {
+        if (this.model.isEogToken(token)) break;
+        reply.push(token);
+        // llama.cpp's JSON grammar lets whitespace follow the value without end: the value is the reply.
+        if (grammar && wholeJson(this.model.detokenize(reply))) break;
+        if (reply.length >= maxTokens) {
+          finish = 'length';
+          break;
+        }
+      }
+      // As in turn(): the sampled token llama.cpp has not evaluated, the forced suffix and the closing tokens go in.
+      const input = [...rest, ...forced, ...reply];
+      const evaluated = sequence.contextTokens.length - reused;
+      if (evaluated < rest.length + forced.length || evaluated > input.length) {
+        throw new FabricError(
+          'INVALID_STATE',
+          `sequence holds ${reused + evaluated} tokens after generation, expected ${reused + rest.length + forced.length}..${reused + input.length}`,
+        );
+      }
+      await sequence.evaluateWithoutGeneratingNewTokens([...input.slice(evaluated), ...suffix, ...this.format.close]);
+      this.touch(key, sequence, true);
+      const ids = Uint32Array.from([...forced, ...reply, ...suffix]);
+      return {
+        text: structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply),
+        reply: ids,
+        reusedTokens: reused,
+        evaluatedTokens: prompt.length - reused,
+        finish,
+        tokens: Uint32Array.from(sequence.contextTokens),
         resumedFrom,
       };
     });
@@ -337,6 +409,37 @@ export class LlamaEngine implements Engine {
     return { sequence, resumedFrom: tokens.length === 0 ? 'empty' : 'stored' };
   }
 
+  /**
+   * A sequence holding the longest prefix of `prompt` that `key`'s hot copy or the stored `context`
+   * (itself a prefix of the prompt) gives, and never the whole prompt (a call evaluates at least one token).
+   */
+  private async sequenceSharing(
+    key: string,
+    context: StoredContext,
+    prompt: Uint32Array,
+  ): Promise<{ sequence: LlamaContextSequence; resumedFrom: EngineTurnResult['resumedFrom']; reused: number }> {
+    const entry = this.hot.get(key);
+    const hotShared = entry ? sharedPrefix(entry.sequence.contextTokens, prompt) : 0;
+    if (entry && hotShared > 0 && hotShared >= context.tokens.length) {
+      const reused = Math.min(hotShared, prompt.length - 1);
+      const held = entry.sequence.contextTokens.length;
+      if (held > reused) await entry.sequence.eraseContextTokenRanges([{ start: reused, end: held }]);
+      this.touch(key, entry.sequence, true);
+      return { sequence: entry.sequence, resumedFrom: 'hot', reused };
+    }
+    const { sequence, resumedFrom } = await this.sequenceFor(key, context);
+    return { sequence, resumedFrom, reused: context.tokens.length };
+  }
+
+  /** A JSON Schema as a llama.cpp grammar; one the grammar compiler refuses is the caller's INVALID_ARGUMENT. */
+  private async jsonGrammar(schema: object): Promise<LlamaGrammar> {
+    try {
+      return await this.llama.createGrammarForJsonSchema(schema as Parameters<Llama['createGrammarForJsonSchema']>[0]);
+    } catch (err) {
+      throw new FabricError('INVALID_ARGUMENT', `the reply's JSON Schema cannot be a grammar: ${(err as Error).message}`);
+    }
+  }
+
   /** The stored pages of `tokens` into `sequence`: laid out natively into the memory file, then loaded. */
   private async loadStored(sequence: LlamaContextSequence, tokens: Uint32Array, context: StoredContext): Promise<void> {
     const pieces = sequenceStatePieces(tokens, this.stateShape, {
@@ -435,6 +538,26 @@ async function streamCount(context: LlamaContext, stateDir: string): Promise<num
     await sequence.dispose();
     await fs.promises.rm(statePath, { force: true });
   }
+}
+
+/** Whether `text` is a whole JSON value: an object or array once it closes, anything else once whitespace follows it. */
+function wholeJson(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return (typeof value === 'object' && value !== null) || /\s$/.test(text);
+  } catch {
+    return false;
+  }
+}
+
+/** A call's generation settings, checked: the reply's bound and llama.cpp's sampling options. */
+function generationOf(settings: GenerationSettings | undefined): { maxTokens: number; sampling: { temperature: number; seed?: number } } {
+  const maxTokens = settings?.maxTokens ?? DEFAULT_MAX_TOKENS;
+  const temperature = settings?.temperature ?? 0;
+  if (!Number.isSafeInteger(maxTokens) || maxTokens < 1 || !(temperature >= 0)) {
+    throw new FabricError('INVALID_ARGUMENT', `maxTokens must be an integer >= 1 and temperature >= 0 (got ${maxTokens}, ${temperature})`);
+  }
+  return { maxTokens, sampling: { temperature, ...(temperature > 0 ? { seed: settings?.seed ?? 0 } : {}) } };
 }
 
 function sameTokens(a: readonly Token[], b: Uint32Array): boolean {

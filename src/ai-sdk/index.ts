@@ -1,0 +1,11 @@
+// AI SDK agents on Temporal keeping their KV: kvfabric's model provider for @temporalio/ai-sdk (docs/ai-sdk.md).
+export { KvFabricProvider, KVFABRIC_MODEL_ID, isKvFabricModelId, type KvFabricProviderOptions } from './kvfabric-provider';
+export { KvFabricLanguageModel } from './kvfabric-language-model';
+export {
+  ModelCallMemory,
+  type ModelCallMemoryOptions,
+  type ModelCalls,
+  type ModelCallRequest,
+  type ModelCallResult,
+} from './model-call-memory';
+export { modelCallContextId, currentModelCallOwner, type ModelCallOwner } from './model-call-owner';

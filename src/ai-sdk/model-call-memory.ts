@@ -1,0 +1,170 @@
+// The KV of AI SDK agents on one worker. An AI SDK call sends the whole conversation every time; this
+// keeps what the model computed for the calling workflow's run (model-call-owner.ts) in kvfabric's pages
+// and, hot, in the engine, and continues the longest prefix of each prompt that it holds: only the rest
+// is evaluated. A prompt that departs from what was stored (an edited history, another system prompt)
+// continues only the prefix they share, compared token by token, never more.
+//
+// As with agent turns, a call answers before its KV leaves the engine: the engine's save of the new rows
+// into the pages, and the durable copy in the cold tier after it, run write-behind; the next call of the
+// same run waits for them. A context whose pages are lost is rebuilt from the prompt: it is all there.
+import type { ChatMessage, Engine, EngineCompletionResult, GenerationSettings, StructuredReply } from '../engines/engine';
+import { sharedPrefix } from '../engines/shared-prefix';
+import { FabricError, isFabricError } from '../fabric/errors';
+import type { ContextHandle } from '../fabric/types';
+import { WriteBehind } from '../agent-memory/write-behind';
+import type { TenantRegistry } from '../shared-directory/tenant-registry';
+import type { ColdStore, ContextAttachment } from '../tiers/cold';
+import type { TieredMemory } from '../tiers/tiered-memory';
+import { modelCallContextId, type ModelCallOwner } from './model-call-owner';
+import { modelCallNoteOf, REMEMBERED_REPLIES, type ModelCallNote } from './model-call-note';
+
+export interface ModelCallMemoryOptions {
+  tiers: TieredMemory;
+  /** The cold tier's manifests: a call finds its run's context there when another worker held it. */
+  cold: Pick<ColdStore, 'hasManifest'>;
+  engine: Engine;
+  tenantIds: TenantRegistry;
+  /** A write-behind that failed (the next call evaluates what the pages lack): for the worker's log. */
+  onBackgroundError?: (what: string, err: unknown) => void;
+}
+
+export interface ModelCallRequest {
+  /** The conversation, sending a reply the context remembers (`replyIds` by its text) as its token ids. */
+  messages(replyIds: (text: string) => Uint32Array | undefined): ChatMessage[];
+  generation?: GenerationSettings;
+  structured?: StructuredReply;
+  /** The text the reply comes back as in the next call's prompt, from the text the model wrote. */
+  replyText(text: string): string;
+}
+
+export interface ModelCallResult extends EngineCompletionResult {
+  contextId: string;
+}
+
+/** What runs a model call for the language model: kvfabric's memory, or a baseline that keeps no KV. */
+export interface ModelCalls {
+  complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult>;
+}
+
+export class ModelCallMemory implements ModelCalls {
+  private readonly writeBehind: WriteBehind;
+
+  constructor(private readonly options: ModelCallMemoryOptions) {
+    this.writeBehind = new WriteBehind((contextId, err) =>
+      options.onBackgroundError?.(`saving a model call of ${contextId} into its pages`, err),
+    );
+  }
+
+  async complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult> {
+    const { tiers, engine } = this.options;
+    const contextId = modelCallContextId(owner);
+    await this.writeBehind.settled(contextId);
+    await this.hold(contextId, owner.tenant);
+    const held = tiers.contextStats(contextId).tokens;
+    const note = modelCallNoteOf(contextId, tiers.attachment(contextId), held);
+    const replies = note?.replies ?? [];
+    const prompt = engine.renderConversation(
+      request.messages((text) => {
+        for (let i = replies.length - 1; i >= 0; i--) if (replies[i]!.text === text) return Uint32Array.from(replies[i]!.ids);
+        return undefined;
+      }),
+    );
+    if (prompt.length === 0) throw new FabricError('INVALID_ARGUMENT', 'a model call needs a prompt');
+    const stored = note?.tokens ?? [];
+    const reused = Math.min(sharedPrefix(stored, prompt), prompt.length - 1);
+    const result = await engine.complete({
+      key: contextId,
+      context: {
+        tokens: prompt.slice(0, reused),
+        storedTokens: reused,
+        fingerprint: note?.fingerprint ?? engine.fingerprint,
+        writeKv: (file, pieces) => tiers.writePlaneMajor(contextId, file, reused, pieces),
+      },
+      prompt,
+      ...(request.generation ? { generation: request.generation } : {}),
+      ...(request.structured ? { structured: request.structured } : {}),
+    });
+    const remembered = [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }].slice(-REMEMBERED_REPLIES);
+    const handle = tiers.handle(contextId);
+    this.writeBehind.after(contextId, () => this.save(contextId, handle, stored, result.tokens, remembered));
+    return { ...result, contextId };
+  }
+
+  /** Frees the run's KV here and in the cold tier; false when there was none. */
+  async release(owner: ModelCallOwner): Promise<boolean> {
+    const { tiers, engine, cold } = this.options;
+    const contextId = modelCallContextId(owner);
+    await this.writeBehind.settled(contextId);
+    await engine.release(contextId);
+    if (tiers.has(contextId)) {
+      await tiers.release(contextId);
+      return true;
+    }
+    if (!(await cold.hasManifest(contextId))) return false;
+    await tiers.discard(contextId);
+    return true;
+  }
+
+  /** Resolves once every call's write-behind has run (the drain at shutdown). */
+  settled(): Promise<void> {
+    return this.writeBehind.allSettled();
+  }
+
+  /** The run's context here: held already, adopted from the cold tier (another worker held it), or new. */
+  private async hold(contextId: string, tenant: string): Promise<void> {
+    const { tiers, cold, tenantIds } = this.options;
+    if (tiers.has(contextId)) return;
+    const tenantId = await tenantIds.idOf(tenant);
+    try {
+      if (await cold.hasManifest(contextId)) await tiers.recover(contextId, { expectedTenant: tenantId });
+      else tiers.create(contextId, tenantId);
+    } catch (err) {
+      // Another call of the same run made or adopted it meanwhile: that one is as good.
+      if (!tiers.has(contextId)) throw err;
+    }
+  }
+
+  /**
+   * The engine's KV of `tokens` into pages holding `stored`: the new rows appended when the pages are a
+   * prefix of them, else the pages made again from the whole context. Then the durable copy. Only to the
+   * incarnation the call ran on; an engine that let go of the context leaves the pages as they are.
+   */
+  private async save(
+    contextId: string,
+    handle: ContextHandle,
+    stored: readonly number[],
+    tokens: Uint32Array,
+    replies: ModelCallNote['replies'],
+  ): Promise<void> {
+    const { tiers, engine } = this.options;
+    const sameIncarnation = () => tiers.has(contextId) && tiers.handle(contextId) === handle;
+    if (!sameIncarnation() || tiers.contextStats(contextId).tokens !== stored.length) return;
+    const appends = sharedPrefix(stored, tokens) === stored.length;
+    const from = appends ? stored.length : 0;
+    let saved: { tokens: Uint32Array; kv: Uint8Array };
+    try {
+      saved = await engine.save(contextId, from);
+    } catch (err) {
+      if (isFabricError(err, 'INVALID_STATE')) return; // not hot any more
+      throw err;
+    }
+    if (saved.tokens.length !== tokens.length - from || saved.tokens.some((id, i) => id !== tokens[from + i])) {
+      throw new FabricError('INTEGRITY', `context ${contextId}: the engine holds other tokens than the call left`);
+    }
+    if (!sameIncarnation()) return;
+    const note: ModelCallNote = { fingerprint: engine.fingerprint, tokens: Array.from(tokens), replies };
+    let into = handle;
+    if (!appends) {
+      const tenant = tiers.contextStats(contextId).tenant;
+      await tiers.release(contextId);
+      tiers.create(contextId, tenant);
+      into = tiers.handle(contextId);
+    }
+    await tiers.append(contextId, saved.kv, note as unknown as ContextAttachment, into);
+    try {
+      await tiers.checkpoint(contextId);
+    } catch (err) {
+      if (!isFabricError(err, 'STORAGE_FULL')) throw err; // the pages stay; the next checkpoint tries again
+    }
+  }
+}

@@ -1,0 +1,47 @@
+// What a worker keeps beside an AI SDK agent's pages, as their tier attachment (written with them, so
+// always of their version): the engine's fingerprint, the token id of every stored token, and the
+// model's recent replies as generated (their text and token ids), so a reply the next call sends back
+// continues the KV it was generated with.
+import type { EngineFingerprint } from '../engines/fingerprint';
+import { FabricError } from '../fabric/errors';
+import type { ContextAttachment } from '../tiers/cold';
+
+export interface ModelCallNote {
+  fingerprint: EngineFingerprint;
+  /** Token ids, one per stored token. */
+  tokens: number[];
+  /** The newest replies, oldest first. */
+  replies: Array<{ text: string; ids: number[] }>;
+}
+
+/** Replies remembered: a tool loop sends back each reply once, in the very next call. */
+export const REMEMBERED_REPLIES = 16;
+const MAX_TOKEN_ID = 2 ** 32 - 1;
+
+const isTokenIds = (ids: unknown): ids is number[] =>
+  Array.isArray(ids) && ids.every((id) => Number.isInteger(id) && id >= 0 && id <= MAX_TOKEN_ID);
+
+/** The note of a context holding `heldTokens`; undefined for one no call has filled. INTEGRITY when malformed. */
+export function modelCallNoteOf(
+  contextId: string,
+  attachment: ContextAttachment | undefined,
+  heldTokens: number,
+): ModelCallNote | undefined {
+  if (attachment === undefined) {
+    if (heldTokens === 0) return undefined;
+    throw new FabricError('INTEGRITY', `context ${contextId} holds ${heldTokens} tokens but no token ids`);
+  }
+  const { fingerprint, tokens, replies } = attachment as Partial<ModelCallNote>;
+  const wellFormed =
+    typeof fingerprint === 'object' &&
+    fingerprint !== null &&
+    typeof fingerprint.engine === 'string' &&
+    isTokenIds(tokens) &&
+    Array.isArray(replies) &&
+    replies.every((reply) => typeof reply?.text === 'string' && isTokenIds(reply.ids));
+  if (!wellFormed) throw new FabricError('INTEGRITY', `context ${contextId}: its note is malformed`);
+  if (tokens.length !== heldTokens) {
+    throw new FabricError('INTEGRITY', `context ${contextId} holds ${heldTokens} tokens of KV but ${tokens.length} token ids`);
+  }
+  return attachment as unknown as ModelCallNote;
+}

@@ -1,0 +1,44 @@
+// The baseline the AI SDK tests and bench set kvfabric against: the same engine, model and chat
+// rendering, but no KV kept between calls, as a provider that sends each call to a model server without a
+// cache gets. Every call evaluates its whole prompt in a sequence of its own.
+import type { LanguageModelV4, ProviderV4 } from '@ai-sdk/provider';
+import { randomUUID } from 'node:crypto';
+
+import { KvFabricLanguageModel } from '../../src/ai-sdk/kvfabric-language-model';
+import type { ModelCalls } from '../../src/ai-sdk/model-call-memory';
+import { modelCallContextId } from '../../src/ai-sdk/model-call-owner';
+import type { Engine } from '../../src/engines/engine';
+
+export function plainModelCalls(engine: Engine): ModelCalls {
+  return {
+    async complete(owner, request) {
+      const key = `plain-${randomUUID()}`;
+      const prompt = engine.renderConversation(request.messages(() => undefined));
+      try {
+        const result = await engine.complete({
+          key,
+          context: { tokens: new Uint32Array(0), writeKv: async () => 0 },
+          prompt,
+          ...(request.generation ? { generation: request.generation } : {}),
+          ...(request.structured ? { structured: request.structured } : {}),
+        });
+        return { ...result, contextId: modelCallContextId(owner) };
+      } finally {
+        await engine.release(key);
+      }
+    },
+  };
+}
+
+/** A provider whose every language model runs on `calls`. */
+export function providerOf(calls: ModelCalls): ProviderV4 {
+  const unsupported = (what: string) => (): never => {
+    throw new Error(`the plain provider has no ${what}`);
+  };
+  return {
+    specificationVersion: 'v4',
+    languageModel: (modelId: string): LanguageModelV4 => new KvFabricLanguageModel(modelId, () => calls),
+    embeddingModel: unsupported('embedding model'),
+    imageModel: unsupported('image model'),
+  };
+}
