@@ -1,7 +1,11 @@
 // The worker's model as an AI SDK language model (specification v4), for @temporalio/ai-sdk's invokeModel
-// activity: each call continues the calling workflow run's KV (model-call-memory.ts) and reports, in its
-// usage, the prompt tokens it reused (cacheRead) and those it evaluated (noCache).
+// and invokeModelStreaming activities: each call continues the calling workflow run's KV
+// (model-call-memory.ts) and reports, in its usage, the prompt tokens it reused (cacheRead) and those it
+// evaluated (noCache). kvfabric's errors leave as ApplicationFailures typed by their code, those a retry
+// cannot fix non-retryable, as kvfabric's own activities do.
 import { createHash } from 'node:crypto';
+
+import { Context } from '@temporalio/activity';
 
 import type {
   LanguageModelV4,
@@ -14,13 +18,16 @@ import type {
   SharedV4Warning,
 } from '@ai-sdk/provider';
 
+import { withFailureCodes } from '../activities/failures';
 import type { GenerationSettings, StructuredReply } from '../engines/engine';
 import { currentModelCallOwner } from './model-call-owner';
-import type { ModelCalls } from './model-call-memory';
+import type { ModelCallResult, ModelCalls } from './model-call-memory';
 import { assistantText, chatMessagesOf, replyContent, replyFormatOf } from './prompt-messages';
 
 /** Reply tokens when the call sets no maxOutputTokens. */
 const DEFAULT_MAX_OUTPUT_TOKENS = 256;
+/** How often a running call heartbeats (the SDK throttles what reaches the server). */
+const HEARTBEAT_MS = 1000;
 
 export class KvFabricLanguageModel implements LanguageModelV4 {
   readonly specificationVersion = 'v4';
@@ -33,10 +40,74 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
     private readonly memory: () => ModelCalls,
   ) {}
 
-  async doGenerate(options: LanguageModelV4CallOptions): Promise<LanguageModelV4GenerateResult> {
+  doGenerate(options: LanguageModelV4CallOptions): Promise<LanguageModelV4GenerateResult> {
+    return withFailureCodes(() => this.generate(options));
+  }
+
+  /**
+   * The reply as a stream. Text streams as the model generates it; a reply that may be a tool call comes
+   * whole once the model has finished (its text is the call, not words for the user).
+   */
+  async doStream(options: LanguageModelV4CallOptions): Promise<LanguageModelV4StreamResult> {
+    const textId = 'text-0';
+    let streamed = false;
+    let controller!: ReadableStreamDefaultController<LanguageModelV4StreamPart>;
+    const stream = new ReadableStream<LanguageModelV4StreamPart>({
+      start(c) {
+        controller = c;
+      },
+    });
+    const warnings: SharedV4Warning[] = [];
+    const onText = (delta: string) => {
+      if (!streamed) {
+        controller.enqueue({ type: 'stream-start', warnings });
+        controller.enqueue({ type: 'text-start', id: textId });
+        streamed = true;
+      }
+      controller.enqueue({ type: 'text-delta', id: textId, delta });
+    };
+    withFailureCodes(() => this.generate(options, warnings, onText)).then(
+      (result) => {
+        if (streamed) {
+          controller.enqueue({ type: 'text-end', id: textId });
+        } else {
+          controller.enqueue({ type: 'stream-start', warnings: result.warnings });
+          result.content.forEach((item, index) => {
+            if (item.type === 'text') {
+              const id = `text-${index}`;
+              controller.enqueue({ type: 'text-start', id });
+              controller.enqueue({ type: 'text-delta', id, delta: item.text });
+              controller.enqueue({ type: 'text-end', id });
+            } else if (item.type === 'tool-call') {
+              controller.enqueue(item);
+            }
+          });
+        }
+        if (result.response) controller.enqueue({ type: 'response-metadata', ...result.response });
+        controller.enqueue({
+          type: 'finish',
+          finishReason: result.finishReason,
+          usage: result.usage,
+          ...(result.providerMetadata ? { providerMetadata: result.providerMetadata } : {}),
+        });
+        controller.close();
+      },
+      (err: unknown) => {
+        controller.enqueue({ type: 'error', error: err });
+        controller.close();
+      },
+    );
+    return { stream };
+  }
+
+  /** One call; `onText` streams the reply's text when it cannot be a tool call. */
+  private async generate(
+    options: LanguageModelV4CallOptions,
+    warnings: SharedV4Warning[] = [],
+    onText?: (delta: string) => void,
+  ): Promise<LanguageModelV4GenerateResult> {
     const owner = currentModelCallOwner();
     const memory = this.memory();
-    const warnings: SharedV4Warning[] = [];
     const format = replyFormatOf(options, warnings);
     const structured = format.structured ?? jsonReply(options, warnings);
     for (const setting of ['topP', 'topK', 'presencePenalty', 'frequencyPenalty', 'stopSequences'] as const) {
@@ -47,16 +118,28 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
       temperature: options.temperature ?? 0,
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
     };
-    const result = await memory.complete(owner, {
-      messages: (replyIds) => chatMessagesOf(options.prompt, format, replyIds, warnings),
-      generation,
-      ...(structured ? { structured } : {}),
-      replyText: (text) => assistantText(asPromptParts(replyContent(text, format.mayCall ? format.tools : [], () => ''))),
-    });
+    const callable = format.mayCall ? format.tools : [];
+    // Heartbeats are how a running activity learns it was cancelled: the reply then stops at once.
+    const activity = Context.current();
+    const heartbeats = setInterval(() => activity.heartbeat(), HEARTBEAT_MS);
+    let result: ModelCallResult;
+    try {
+      result = await memory.complete(owner, {
+        messages: (replyIds) => chatMessagesOf(options.prompt, format, replyIds, warnings),
+        generation,
+        ...(structured ? { structured } : {}),
+        replyText: (text) => assistantText(asPromptParts(replyContent(text, callable, () => ''))),
+        ...(onText && !format.mayCall ? { onText } : {}),
+        signal: activity.cancellationSignal,
+      });
+    } finally {
+      clearInterval(heartbeats);
+    }
+    activity.cancellationSignal.throwIfAborted();
     // Named after the call's place in its run, so a retried call names its tool calls the same.
     const ids = (index: number) =>
       `kvf_${createHash('sha256').update(`${result.contextId}:${result.tokens.length}:${index}`).digest('hex').slice(0, 24)}`;
-    const content = replyContent(result.text, format.mayCall ? format.tools : [], ids);
+    const content = replyContent(result.text, callable, ids);
     return {
       content,
       finishReason: finishReasonOf(content, result.finish),
@@ -75,37 +158,6 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
       response: { modelId: this.modelId, timestamp: new Date() },
       warnings,
     };
-  }
-
-  /**
-   * The reply as a stream, once it is whole: the parts come after the model has finished, not token by
-   * token (docs/ai-sdk.md, "Streaming").
-   */
-  async doStream(options: LanguageModelV4CallOptions): Promise<LanguageModelV4StreamResult> {
-    const result = await this.doGenerate(options);
-    const parts: LanguageModelV4StreamPart[] = [{ type: 'stream-start', warnings: result.warnings }];
-    if (result.response) parts.push({ type: 'response-metadata', ...result.response });
-    result.content.forEach((item, index) => {
-      if (item.type === 'text') {
-        const id = `text-${index}`;
-        parts.push({ type: 'text-start', id }, { type: 'text-delta', id, delta: item.text }, { type: 'text-end', id });
-      } else if (item.type === 'tool-call') {
-        parts.push(item);
-      }
-    });
-    parts.push({
-      type: 'finish',
-      finishReason: result.finishReason,
-      usage: result.usage,
-      ...(result.providerMetadata ? { providerMetadata: result.providerMetadata } : {}),
-    });
-    const stream = new ReadableStream<LanguageModelV4StreamPart>({
-      start(controller) {
-        for (const part of parts) controller.enqueue(part);
-        controller.close();
-      },
-    });
-    return { stream, ...(result.response ? { response: result.response } : {}) };
   }
 }
 

@@ -15,13 +15,13 @@ import { WriteBehind } from '../agent-memory/write-behind';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore, ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
-import { modelCallContextId, type ModelCallOwner } from './model-call-owner';
-import { modelCallNoteOf, REMEMBERED_REPLIES, type ModelCallNote } from './model-call-note';
+import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
+import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, type ModelCallNote } from './model-call-note';
 
 export interface ModelCallMemoryOptions {
   tiers: TieredMemory;
   /** The cold tier's manifests: a call finds its run's context there when another worker held it. */
-  cold: Pick<ColdStore, 'hasManifest'>;
+  cold: Pick<ColdStore, 'hasManifest' | 'listManifests' | 'readManifest'>;
   engine: Engine;
   tenantIds: TenantRegistry;
   /** A write-behind that failed (the next call evaluates what the pages lack): for the worker's log. */
@@ -35,6 +35,10 @@ export interface ModelCallRequest {
   structured?: StructuredReply;
   /** The text the reply comes back as in the next call's prompt, from the text the model wrote. */
   replyText(text: string): string;
+  /** Told the reply's text as it is generated (streaming). */
+  onText?: (delta: string) => void;
+  /** Stops the reply early (a cancelled call). */
+  signal?: AbortSignal;
 }
 
 export interface ModelCallResult extends EngineCompletionResult {
@@ -83,10 +87,12 @@ export class ModelCallMemory implements ModelCalls {
       prompt,
       ...(request.generation ? { generation: request.generation } : {}),
       ...(request.structured ? { structured: request.structured } : {}),
+      ...(request.onText ? { onText: request.onText } : {}),
+      ...(request.signal ? { signal: request.signal } : {}),
     });
     const remembered = [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }].slice(-REMEMBERED_REPLIES);
     const handle = tiers.handle(contextId);
-    this.writeBehind.after(contextId, () => this.save(contextId, handle, stored, result.tokens, remembered));
+    this.writeBehind.after(contextId, () => this.save(owner, contextId, handle, stored, result.tokens, remembered));
     return { ...result, contextId };
   }
 
@@ -103,6 +109,43 @@ export class ModelCallMemory implements ModelCalls {
     if (!(await cold.hasManifest(contextId))) return false;
     await tiers.discard(contextId);
     return true;
+  }
+
+  /**
+   * Frees the KV of every run that has ended (`ended`: the run is closed, or gone from the server), here
+   * and in the cold tier, whichever worker wrote it: the owner is in each context's note. Also this
+   * worker's copies of runs another worker freed. Returns the context ids freed. A manifest this worker
+   * cannot read is left alone.
+   */
+  async releaseEnded(ended: (owner: ModelCallOwner) => Promise<boolean>): Promise<string[]> {
+    const { tiers, cold } = this.options;
+    const owners = new Map<string, ModelCallOwner>();
+    for (const contextId of tiers.contextIds()) {
+      const owner = contextId.startsWith(MODEL_CALL_CONTEXT_PREFIX) ? ownerInNote(tiers.attachment(contextId)) : undefined;
+      if (owner) owners.set(contextId, owner);
+    }
+    for (const contextId of await cold.listManifests()) {
+      if (!contextId.startsWith(MODEL_CALL_CONTEXT_PREFIX) || owners.has(contextId)) continue;
+      const manifest = await cold.readManifest(contextId).catch(() => undefined);
+      const owner = ownerInNote(manifest?.attachment);
+      if (owner) owners.set(contextId, owner);
+    }
+    const released: string[] = [];
+    for (const contextId of owners.keys()) {
+      // Freed by another worker (a run's releaseModelMemory runs on any): its durable copy is gone, so this one goes too.
+      if (!tiers.has(contextId) || tiers.durableVersion(contextId) === 0 || (await cold.hasManifest(contextId))) continue;
+      await this.writeBehind.settled(contextId);
+      await this.options.engine.release(contextId);
+      if (tiers.has(contextId)) await tiers.dropLocalCopy(contextId);
+      owners.delete(contextId);
+      released.push(contextId);
+    }
+    for (const [contextId, owner] of owners) {
+      // A note naming another context's owner is not this context's to judge.
+      if (modelCallContextId(owner) !== contextId || !(await ended(owner))) continue;
+      if (await this.release(owner)) released.push(contextId);
+    }
+    return released;
   }
 
   /** Resolves once every call's write-behind has run (the drain at shutdown). */
@@ -130,6 +173,7 @@ export class ModelCallMemory implements ModelCalls {
    * incarnation the call ran on; an engine that let go of the context leaves the pages as they are.
    */
   private async save(
+    owner: ModelCallOwner,
     contextId: string,
     handle: ContextHandle,
     stored: readonly number[],
@@ -152,7 +196,7 @@ export class ModelCallMemory implements ModelCalls {
       throw new FabricError('INTEGRITY', `context ${contextId}: the engine holds other tokens than the call left`);
     }
     if (!sameIncarnation()) return;
-    const note: ModelCallNote = { fingerprint: engine.fingerprint, tokens: Array.from(tokens), replies };
+    const note: ModelCallNote = { owner, fingerprint: engine.fingerprint, tokens: Array.from(tokens), replies };
     let into = handle;
     if (!appends) {
       const tenant = tiers.contextStats(contextId).tenant;

@@ -18,6 +18,9 @@ export interface ModelCallOwner {
   tenant: string;
 }
 
+/** The prefix of every AI SDK context id. */
+export const MODEL_CALL_CONTEXT_PREFIX = 'ai-sdk/';
+
 /**
  * The context id of an owner's KV. Its '/' is outside the agent-id alphabet (identity/agent-identity.ts),
  * which capabilities are checked against, so no kvfabric agent can be named after an AI SDK context.
@@ -26,7 +29,7 @@ export function modelCallContextId(owner: ModelCallOwner): string {
   const digest = createHash('sha256')
     .update(JSON.stringify([owner.namespace, owner.workflowId, owner.runId]))
     .digest('hex');
-  return `ai-sdk/${digest.slice(0, 40)}`;
+  return `${MODEL_CALL_CONTEXT_PREFIX}${digest.slice(0, 40)}`;
 }
 
 /** The owner of the activity running now; INVALID_STATE outside an activity (a model call runs in `invokeModel`). */

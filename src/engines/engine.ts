@@ -99,6 +99,10 @@ export interface EngineCompletionRequest {
   prompt: Uint32Array;
   generation?: GenerationSettings;
   structured?: StructuredReply;
+  /** Told each piece of the reply's text as it is generated (forced pieces included): what streaming shows. */
+  onText?: (delta: string) => void;
+  /** Once aborted, the reply stops at the next token and is closed as it is (finish 'length'): a cancelled call. */
+  signal?: AbortSignal;
 }
 
 export interface EngineCompletionResult {

@@ -2,7 +2,8 @@
 //  - orphan segments: files no manifest names, left by a worker killed between a segment and its
 //    manifest (no release will ever name them); only those older than the minimum age go, since a
 //    younger one may belong to a spill still under way (TieredMemory re-checks slow spills);
-//  - fenced contexts: copies of contexts another worker adopted while this one was slow (holder-fences).
+//  - fenced contexts: copies of contexts another worker adopted while this one was slow (holder-fences);
+//  - ended AI SDK runs: the KV of AI SDK agents whose workflow run has closed (src/ai-sdk).
 import type { AgentMemory } from '../agent-memory/agent-memory';
 
 export interface Housekeeping {
@@ -12,7 +13,13 @@ export interface Housekeeping {
 
 export function startHousekeeping(
   memory: AgentMemory,
-  options: { intervalMs: number; orphanMinAgeMs: number; log: (message: string, meta: Record<string, unknown>) => void },
+  options: {
+    intervalMs: number;
+    orphanMinAgeMs: number;
+    log: (message: string, meta: Record<string, unknown>) => void;
+    /** Frees the KV of ended AI SDK runs; absent on a worker without a model. */
+    releaseEndedRuns?: () => Promise<string[]>;
+  },
 ): Housekeeping {
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
@@ -32,6 +39,16 @@ export function startHousekeeping(
       },
     ],
   ];
+  const { releaseEndedRuns } = options;
+  if (releaseEndedRuns) {
+    chores.push([
+      'ended AI SDK runs',
+      async () => {
+        const released = await releaseEndedRuns();
+        if (released.length > 0) options.log('freed the KV of AI SDK runs that ended', { contexts: released });
+      },
+    ]);
+  }
   const round = () => {
     running = running.then(async () => {
       for (const [name, chore] of chores) {

@@ -30,6 +30,12 @@ import { CodecKeyRing } from '../security/payload-codec';
 import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
 import { drainToDisk, type DrainReport } from './drain';
+import { endedRuns } from './ended-runs';
+import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
+import { currentModelCallOwner } from '../ai-sdk/model-call-owner';
+import { withFailureCodes } from '../activities/failures';
+import type { ModelMemoryActivities } from '../workflows/model-memory';
+import type { ConnectionLike } from '@temporalio/client';
 import { holdShutdownSignals } from './drain-signals';
 import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
@@ -136,7 +142,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       ...options,
       ...workflows,
       dataConverter,
-      activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local },
+      activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local, ...modelMemoryActivities(memory) },
     });
   }
 
@@ -192,10 +198,14 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       workflows: this.options.agentWorkflows !== false,
     });
     memory.metrics.start();
+    const { modelCalls } = memory;
+    const connection = holderOptions.connection;
     const housekeeping = startHousekeeping(memory.memory, {
       intervalMs: this.options.housekeepingMs,
       orphanMinAgeMs: this.options.orphanMinAgeMs,
       log: (message, meta) => logger.info(message, { holder, ...meta }),
+      // With the user's connection only: a worker on the SDK's default one has no client to ask.
+      ...(modelCalls && connection ? { releaseEndedRuns: releaseEndedRunsOf(modelCalls, connection) } : {}),
     });
     // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
     const stopBoth = (): void => {
@@ -227,6 +237,19 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     if (!this.node) throw new Error('the kvfabric plugin has not configured a worker yet (Worker.create with plugins: [plugin])');
     return this.node;
   }
+}
+
+/** What a workflow's releaseModelMemory() calls (src/workflows/model-memory.ts); none on a worker without a model. */
+function modelMemoryActivities(memory: WorkerMemory): Partial<ModelMemoryActivities> {
+  const { modelCalls } = memory;
+  if (!modelCalls) return {};
+  return { kvfabricReleaseModelMemory: () => withFailureCodes(() => modelCalls.release(currentModelCallOwner())) };
+}
+
+/** The housekeeping's chore for AI SDK agents: their KV freed once the server says their run has ended. */
+function releaseEndedRunsOf(modelCalls: ModelCallMemory, connection: ConnectionLike): () => Promise<string[]> {
+  const ended = endedRuns(connection);
+  return () => modelCalls.releaseEnded(ended);
 }
 
 /** The worker's workflow options with the agent workflow among them (see the header). */

@@ -2,8 +2,12 @@
 // (generateText, two tools, several steps), its model calls running as @temporalio/ai-sdk's invokeModel
 // activity. The tools run in the workflow (they are deterministic), the first steps are asked to call one
 // (the test model is small: left to choose, it rarely does) and the last to answer.
-import { temporalProvider } from '@temporalio/ai-sdk/workflow';
+import { TemporalProvider } from '@temporalio/ai-sdk/workflow';
+import type { Duration } from '@temporalio/common';
+import { CancellationScope, isCancellation, sleep } from '@temporalio/workflow';
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+
+import { releaseModelMemory } from '../../src/workflows/model-memory';
 
 export interface LoopStep {
   text: string;
@@ -43,11 +47,24 @@ const tools = {
   }),
 };
 
-/** Runs `steps` model calls: search and read in turn, then an answer. `system` lets a test change the prompt. */
-export async function researchAgent(modelId: string, question: string, steps: number, system?: string): Promise<LoopStep[]> {
+export interface ResearchRequest {
+  /** `kvfabric`, or another id the worker's provider serves. */
+  modelId: string;
+  question: string;
+  /** Model calls: search and read in turn, then an answer. */
+  steps: number;
+  /** Another system prompt (a test of a departing conversation). */
+  system?: string;
+  /** A model call's start-to-close timeout: how soon a call lost with its worker runs again elsewhere. */
+  callTimeout?: Duration;
+}
+
+export async function researchAgent(request: ResearchRequest): Promise<LoopStep[]> {
+  const { modelId, question, steps } = request;
+  const provider = new TemporalProvider({ languageModel: { startToCloseTimeout: request.callTimeout ?? '10 minutes' } });
   const result = await generateText({
-    model: temporalProvider.languageModel(modelId),
-    system: system ?? 'You are a research assistant. Use the tools, then answer in one sentence.',
+    model: provider.languageModel(modelId),
+    system: request.system ?? 'You are a research assistant. Use the tools, then answer in one sentence.',
     prompt: question,
     tools,
     maxOutputTokens: 32,
@@ -64,4 +81,34 @@ export async function researchAgent(modelId: string, question: string, steps: nu
     reusedTokens: step.usage.inputTokenDetails.cacheReadTokens,
     evaluatedTokens: step.usage.inputTokenDetails.noCacheTokens,
   }));
+}
+
+/** The same agent, which frees its KV itself once it has answered. */
+export async function researchAndRelease(request: ResearchRequest): Promise<{ steps: LoopStep[]; released: boolean }> {
+  const steps = await researchAgent(request);
+  return { steps, released: await releaseModelMemory() };
+}
+
+/**
+ * A long model call cancelled a second in: 'cancelled' at once when the workflow and @temporalio/ai-sdk
+ * share one copy of @temporalio/workflow; with two, the call would run on to its end.
+ */
+export async function cancelledCall(modelId: string): Promise<'cancelled' | 'completed'> {
+  const scope = new CancellationScope();
+  const call = scope.run(() =>
+    generateText({
+      model: new TemporalProvider().languageModel(modelId),
+      prompt: 'Write a very long story about a lighthouse keeper.',
+      maxOutputTokens: 1000,
+    }),
+  );
+  await sleep('1 second');
+  scope.cancel();
+  try {
+    await call;
+    return 'completed';
+  } catch (err) {
+    if (isCancellation(err)) return 'cancelled';
+    throw err;
+  }
 }

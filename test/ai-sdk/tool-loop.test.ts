@@ -2,25 +2,30 @@
 // invokeModel activity on a worker that also runs kvfabric, with the real model: a 4-step tool loop
 // evaluates only what each step adds, where the same loop through a provider that keeps no KV evaluates
 // the whole conversation every step, and the two loops reply the same (greedy). Each workflow run has KV
-// of its own: another run with the same prompt reuses nothing of it.
+// of its own: another run with the same prompt reuses nothing of it. Once a run has ended, the worker's
+// housekeeping frees its KV, in memory and in the cold tier.
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 import { AiSdkPlugin } from '@temporalio/ai-sdk';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { modelCallContextId } from '../../src/ai-sdk/model-call-owner';
 import { LlamaEngine } from '../../src/engines/llama/llama-engine';
+import { manifestFileName } from '../../src/tiers/cold/context-names';
 import { KvFabricWorkerPlugin } from '../../src/plugin/worker-plugin';
 import { plainModelCalls, providerOf } from '../support/plain-model-calls';
-import { startCluster, type TestCluster } from '../temporal/harness';
-import type { LoopStep, researchAgent } from './research-workflows';
+import { eventually, startCluster, type TestCluster } from '../temporal/harness';
+import type { LoopStep, cancelledCall, researchAgent, researchAndRelease } from './research-workflows';
 
 const CONTEXT_LENGTH = 2048;
 const QUESTION = 'What does kvfabric keep for AI agents?';
 
 let cluster: TestCluster;
 let plainEngine: LlamaEngine;
+let kvfabric: KvFabricWorkerPlugin;
 let connection: NativeConnection;
 let worker: Worker;
 let running: Promise<void>;
@@ -34,8 +39,9 @@ beforeAll(async () => {
     contextLength: CONTEXT_LENGTH,
     deviceBlocks: 1024,
     hostBlocks: 1024,
+    housekeepingMs: 1000, // the sweep that frees ended runs' KV
   });
-  const kvfabric = new KvFabricWorkerPlugin({ ...config, agentWorkflows: false });
+  kvfabric = new KvFabricWorkerPlugin({ ...config, agentWorkflows: false });
   const modelProvider = kvfabric.modelProvider({ fallback: providerOf(plainModelCalls(plainEngine)) });
   connection = await NativeConnection.connect({ address: cluster.server.address });
   worker = await Worker.create({
@@ -55,12 +61,11 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-function research(modelId: string, steps: number, system?: string): Promise<LoopStep[]> {
-  const args: Parameters<typeof researchAgent> = system ? [modelId, QUESTION, steps, system] : [modelId, QUESTION, steps];
+function research(modelId: string, steps: number): Promise<LoopStep[]> {
   return cluster.client.workflow.execute<typeof researchAgent>('researchAgent', {
     taskQueue: cluster.taskQueue,
     workflowId: `research-${randomBytes(4).toString('hex')}`,
-    args,
+    args: [{ modelId, question: QUESTION, steps }],
     workflowExecutionTimeout: '10 minutes',
   });
 }
@@ -103,5 +108,55 @@ describe('an AI SDK tool loop on kvfabric', () => {
     expect(first[0]!.reusedTokens).toBe(0);
     expect(second[0]!.reusedTokens).toBe(0);
     expect(second.map((step) => step.text)).toEqual(first.map((step) => step.text));
+  });
+
+  it('frees a run’s KV, in memory and in the cold tier, once the run has ended', async () => {
+    const handle = await cluster.client.workflow.start<typeof researchAgent>('researchAgent', {
+      taskQueue: cluster.taskQueue,
+      workflowId: `research-${randomBytes(4).toString('hex')}`,
+      args: [{ modelId: 'kvfabric', question: QUESTION, steps: 2 }],
+    });
+    await handle.result();
+    const id = modelCallContextId({
+      namespace: 'default',
+      workflowId: handle.workflowId,
+      runId: handle.firstExecutionRunId,
+      tenant: 'default',
+    });
+    const manifest = join(cluster.tierDir, 'cold', 'manifests', manifestFileName(id));
+    await eventually(
+      async () => (!kvfabric.memory.heldContextIds().includes(id) && !existsSync(manifest) ? true : undefined),
+      30_000,
+      'the ended run’s KV to be freed',
+    );
+  });
+
+  it('frees a run’s KV when its workflow asks (releaseModelMemory)', async () => {
+    const workflowId = `research-${randomBytes(4).toString('hex')}`;
+    const handle = await cluster.client.workflow.start<typeof researchAndRelease>('researchAndRelease', {
+      taskQueue: cluster.taskQueue,
+      workflowId,
+      args: [{ modelId: 'kvfabric', question: QUESTION, steps: 1 }],
+    });
+    const { released } = await handle.result();
+    expect(released).toBe(true);
+    const id = modelCallContextId({ namespace: 'default', workflowId, runId: handle.firstExecutionRunId, tenant: 'default' });
+    expect(kvfabric.memory.heldContextIds()).not.toContain(id);
+    expect(existsSync(join(cluster.tierDir, 'cold', 'manifests', manifestFileName(id)))).toBe(false);
+  });
+
+  it('holds one copy of @temporalio/workflow, so cancelling a model call cancels it at once', async () => {
+    // The npm overrides in package.json map @temporalio/ai-sdk's pinned @temporalio/* to the project's.
+    const fromAiSdk = require.resolve('@temporalio/workflow', { paths: [dirname(require.resolve('@temporalio/ai-sdk'))] });
+    expect(fromAiSdk).toBe(require.resolve('@temporalio/workflow'));
+    const started = Date.now();
+    const outcome = await cluster.client.workflow.execute<typeof cancelledCall>('cancelledCall', {
+      taskQueue: cluster.taskQueue,
+      workflowId: `cancel-${randomBytes(4).toString('hex')}`,
+      args: ['kvfabric'],
+    });
+    expect(outcome).toBe('cancelled');
+    // A thousand tokens take the model tens of seconds here: the workflow did not wait for them.
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });

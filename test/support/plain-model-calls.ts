@@ -21,6 +21,8 @@ export function plainModelCalls(engine: Engine): ModelCalls {
           prompt,
           ...(request.generation ? { generation: request.generation } : {}),
           ...(request.structured ? { structured: request.structured } : {}),
+          ...(request.onText ? { onText: request.onText } : {}),
+          ...(request.signal ? { signal: request.signal } : {}),
         });
         return { ...result, contextId: modelCallContextId(owner) };
       } finally {

@@ -263,12 +263,21 @@ export class LlamaEngine implements Engine {
       });
       const reply: Token[] = [];
       let finish: EngineCompletionResult['finish'] = 'stop';
+      let told = '';
+      const tell = (text: string) => {
+        if (!request.onText || text.length <= told.length) return;
+        request.onText(text.slice(told.length));
+        told = text;
+      };
+      tell(structured?.prefix ?? '');
       for await (const token of generation) {
         if (this.model.isEogToken(token)) break;
         reply.push(token);
+        // Whole characters only: a token may end inside a multi-byte character.
+        if (request.onText) tell((structured?.prefix ?? '') + this.model.detokenize(reply).replace(/\uFFFD+$/, ''));
         // llama.cpp's JSON grammar lets whitespace follow the value without end: the value is the reply.
         if (grammar && wholeJson(this.model.detokenize(reply))) break;
-        if (reply.length >= maxTokens) {
+        if (reply.length >= maxTokens || request.signal?.aborted) {
           finish = 'length';
           break;
         }
@@ -285,8 +294,10 @@ export class LlamaEngine implements Engine {
       await sequence.evaluateWithoutGeneratingNewTokens([...input.slice(evaluated), ...suffix, ...this.format.close]);
       this.touch(key, sequence, true);
       const ids = Uint32Array.from([...forced, ...reply, ...suffix]);
+      const text = structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply);
+      tell(text);
       return {
-        text: structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply),
+        text,
         reply: ids,
         reusedTokens: reused,
         evaluatedTokens: prompt.length - reused,

@@ -3,12 +3,14 @@
 // id, the same ids in another namespace, providerOptions naming the victim, a call outside an activity,
 // an agent named after the context, and a manifest another tenant wrote under the victim's id: none
 // reaches the victim's KV, and none changes it. Real model, real pool and cold tier; the activity context
-// is the SDK's own (MockActivityEnvironment), as the worker gives invokeModel.
+// is the SDK's own (MockActivityEnvironment), as the worker gives invokeModel. Refusals leave as
+// non-retryable ApplicationFailures typed by their code.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from '@ai-sdk/provider';
+import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -17,7 +19,7 @@ import { ModelCallMemory } from '../../../src/ai-sdk/model-call-memory';
 import { modelCallContextId, type ModelCallOwner } from '../../../src/ai-sdk/model-call-owner';
 import { LlamaEngine } from '../../../src/engines/llama/llama-engine';
 import { MODELS } from '../../../src/engines/models';
-import { FabricError, NativeAllocator } from '../../../src/fabric';
+import { NativeAllocator } from '../../../src/fabric';
 import { isAgentId } from '../../../src/identity/agent-identity';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../../../src/tiers/cold';
@@ -114,8 +116,7 @@ describe('attacks on AI SDK agents’ KV', () => {
   it('a call outside an activity is refused before anything is made', async () => {
     const held = tiers.contextIds().length;
     const err = await model.doGenerate(CALL).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(FabricError);
-    expect((err as FabricError).code).toBe('INVALID_STATE');
+    expect(err).toMatchObject({ type: 'INVALID_STATE', nonRetryable: true });
     expect(tiers.contextIds()).toHaveLength(held);
   });
 
@@ -137,8 +138,8 @@ describe('attacks on AI SDK agents’ KV', () => {
     await tiers.dropLocalCopy(id);
 
     const err = await callAs(target).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(FabricError);
-    expect((err as FabricError).code).toBe('PERMISSION_DENIED');
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({ type: 'PERMISSION_DENIED', nonRetryable: true });
     expect(tiers.has(id)).toBe(false);
   });
 });
