@@ -7,6 +7,8 @@
 // As with agent turns, a call answers before its KV leaves the engine: the engine's save of the new rows
 // into the pages, and the durable copy in the cold tier after it, run write-behind; the next call of the
 // same run waits for them. A context whose pages are lost is rebuilt from the prompt: it is all there.
+// An idle run's KV leaves the engine and the pages go to host memory, then to disk, on the timers of
+// kvfabric's agents (idle to warm, warm to cold); its next call brings it back.
 import type { ChatMessage, Engine, EngineCompletionResult, GenerationSettings, StructuredReply } from '../engines/engine';
 import { sharedPrefix } from '../engines/shared-prefix';
 import { FabricError, isFabricError } from '../fabric/errors';
@@ -24,7 +26,12 @@ export interface ModelCallMemoryOptions {
   cold: Pick<ColdStore, 'hasManifest' | 'listManifests' | 'readManifest'>;
   engine: Engine;
   tenantIds: TenantRegistry;
-  /** A write-behind that failed (the next call evaluates what the pages lack): for the worker's log. */
+  /**
+   * How long a run's KV stays in the engine after its last call, then in host memory before disk
+   * (the worker plugin passes the agents' timers); absent: it stays until the run is freed.
+   */
+  idle?: { toHostMs: number; toDiskMs: number };
+  /** A write-behind or idle move that failed (the next call evaluates what the pages lack): for the worker's log. */
   onBackgroundError?: (what: string, err: unknown) => void;
 }
 
@@ -52,6 +59,8 @@ export interface ModelCalls {
 
 export class ModelCallMemory implements ModelCalls {
   private readonly writeBehind: WriteBehind;
+  /** Each held context's pending idle move. */
+  private readonly idleTimers = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly options: ModelCallMemoryOptions) {
     this.writeBehind = new WriteBehind((contextId, err) =>
@@ -62,6 +71,7 @@ export class ModelCallMemory implements ModelCalls {
   async complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult> {
     const { tiers, engine } = this.options;
     const contextId = modelCallContextId(owner);
+    this.stopIdleTimer(contextId);
     await this.writeBehind.settled(contextId);
     await this.hold(contextId, owner.tenant);
     const held = tiers.contextStats(contextId).tokens;
@@ -92,7 +102,10 @@ export class ModelCallMemory implements ModelCalls {
     });
     const remembered = [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }].slice(-REMEMBERED_REPLIES);
     const handle = tiers.handle(contextId);
-    this.writeBehind.after(contextId, () => this.save(owner, contextId, handle, stored, result.tokens, remembered));
+    this.writeBehind.after(contextId, async () => {
+      await this.save(owner, contextId, handle, stored, result.tokens, remembered);
+      this.startIdleTimer(contextId, 'host');
+    });
     return { ...result, contextId };
   }
 
@@ -100,6 +113,7 @@ export class ModelCallMemory implements ModelCalls {
   async release(owner: ModelCallOwner): Promise<boolean> {
     const { tiers, engine, cold } = this.options;
     const contextId = modelCallContextId(owner);
+    this.stopIdleTimer(contextId);
     await this.writeBehind.settled(contextId);
     await engine.release(contextId);
     if (tiers.has(contextId)) {
@@ -148,9 +162,37 @@ export class ModelCallMemory implements ModelCalls {
     return released;
   }
 
-  /** Resolves once every call's write-behind has run (the drain at shutdown). */
+  /** Resolves once every call's write-behind has run (the drain at shutdown); idle moves stop. */
   settled(): Promise<void> {
+    for (const contextId of [...this.idleTimers.keys()]) this.stopIdleTimer(contextId);
     return this.writeBehind.allSettled();
+  }
+
+  /** After `idle.toHostMs` the KV leaves the engine for host memory, after `idle.toDiskMs` more for disk. */
+  private startIdleTimer(contextId: string, tier: 'host' | 'disk'): void {
+    this.stopIdleTimer(contextId);
+    const { idle, tiers, engine } = this.options;
+    if (!idle) return;
+    const timer = setTimeout(
+      () => {
+        this.idleTimers.delete(contextId);
+        // Queued like a write-behind: a call that came meanwhile runs first, and this one then finds it busy no more.
+        this.writeBehind.after(contextId, async () => {
+          if (this.idleTimers.has(contextId) || !tiers.has(contextId)) return; // a call came, or the context went
+          await engine.release(contextId);
+          await tiers.offload(contextId, tier);
+          if (tier === 'host') this.startIdleTimer(contextId, 'disk');
+        });
+      },
+      tier === 'host' ? idle.toHostMs : idle.toDiskMs,
+    );
+    timer.unref();
+    this.idleTimers.set(contextId, timer);
+  }
+
+  private stopIdleTimer(contextId: string): void {
+    clearTimeout(this.idleTimers.get(contextId));
+    this.idleTimers.delete(contextId);
   }
 
   /** The run's context here: held already, adopted from the cold tier (another worker held it), or new. */

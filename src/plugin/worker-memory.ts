@@ -18,7 +18,7 @@ import { LlamaEngine } from '../engines/llama/llama-engine';
 import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { BackendInfo, ModelShape } from '../fabric/types';
-import type { AgentModel } from '../workflows/definitions';
+import { DEFAULT_AGENT_CONFIG, type AgentModel } from '../workflows/definitions';
 import { MODELS, modelNamed } from '../engines/models';
 import { createPool } from './backend';
 import { WorkerMetrics } from './metrics';
@@ -106,6 +106,10 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
           cold,
           engine,
           tenantIds,
+          idle: options.modelCallIdle ?? {
+            toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
+            toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,
+          },
           onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
         })
       : undefined;

@@ -46,6 +46,11 @@ export interface KvFabricWorkerOptions {
   housekeepingMs: number;
   /** How old such a file must be to go: younger ones may belong to a spill still writing its manifest. */
   orphanMinAgeMs: number;
+  /**
+   * AI SDK agents' KV (docs/ai-sdk.md): how long it stays in the engine after a call, then in host memory
+   * before it goes to disk. Default: the agents' timers (idle to warm, warm to cold).
+   */
+  modelCallIdle?: { toHostMs: number; toDiskMs: number };
   /** Test-only fault injection around activities. */
   hooks?: ActivityHooks;
 }

@@ -4,7 +4,7 @@
 // (the test model is small: left to choose, it rarely does) and the last to answer.
 import { TemporalProvider } from '@temporalio/ai-sdk/workflow';
 import type { Duration } from '@temporalio/common';
-import { CancellationScope, isCancellation, sleep } from '@temporalio/workflow';
+import { CancellationScope, condition, defineSignal, isCancellation, setHandler, sleep } from '@temporalio/workflow';
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
 
 import { releaseModelMemory } from '../../src/workflows/model-memory';
@@ -16,6 +16,8 @@ export interface LoopStep {
   outputTokens: number | undefined;
   reusedTokens: number | undefined;
   evaluatedTokens: number | undefined;
+  /** Where the call's KV came from: 'hot' in the engine, 'stored' pages, or 'empty'. */
+  resumedFrom: unknown;
 }
 
 const LIBRARY: Record<string, string> = {
@@ -80,6 +82,7 @@ export async function researchAgent(request: ResearchRequest): Promise<LoopStep[
     outputTokens: step.usage.outputTokens,
     reusedTokens: step.usage.inputTokenDetails.cacheReadTokens,
     evaluatedTokens: step.usage.inputTokenDetails.noCacheTokens,
+    resumedFrom: step.providerMetadata?.kvfabric?.resumedFrom,
   }));
 }
 
@@ -111,4 +114,34 @@ export async function cancelledCall(modelId: string): Promise<'cancelled' | 'com
     if (isCancellation(err)) return 'cancelled';
     throw err;
   }
+}
+
+export const followUp = defineSignal<[string]>('followUp');
+
+/**
+ * Answers a question, waits (idle: its KV leaves the engine for host memory, then disk) until a follow-up
+ * question comes, and answers that in the same conversation.
+ */
+export async function idleAgent(modelId: string, question: string): Promise<LoopStep[]> {
+  let next: string | undefined;
+  setHandler(followUp, (text) => {
+    next = text;
+  });
+  const model = new TemporalProvider().languageModel(modelId);
+  const first = await generateText({ model, prompt: question, maxOutputTokens: 16 });
+  await condition(() => next !== undefined);
+  const second = await generateText({
+    model,
+    messages: [{ role: 'user', content: question }, ...first.response.messages, { role: 'user', content: next! }],
+    maxOutputTokens: 16,
+  });
+  return [first, second].map((call) => ({
+    text: call.text,
+    toolCalls: [],
+    inputTokens: call.usage.inputTokens,
+    outputTokens: call.usage.outputTokens,
+    reusedTokens: call.usage.inputTokenDetails.cacheReadTokens,
+    evaluatedTokens: call.usage.inputTokenDetails.noCacheTokens,
+    resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
+  }));
 }

@@ -18,7 +18,7 @@ import { manifestFileName } from '../../src/tiers/cold/context-names';
 import { KvFabricWorkerPlugin } from '../../src/plugin/worker-plugin';
 import { plainModelCalls, providerOf } from '../support/plain-model-calls';
 import { eventually, startCluster, type TestCluster } from '../temporal/harness';
-import type { LoopStep, cancelledCall, researchAgent, researchAndRelease } from './research-workflows';
+import type { LoopStep, cancelledCall, idleAgent, researchAgent, researchAndRelease } from './research-workflows';
 
 const CONTEXT_LENGTH = 2048;
 const QUESTION = 'What does kvfabric keep for AI agents?';
@@ -40,6 +40,7 @@ beforeAll(async () => {
     deviceBlocks: 1024,
     hostBlocks: 1024,
     housekeepingMs: 1000, // the sweep that frees ended runs' KV
+    modelCallIdle: { toHostMs: 1500, toDiskMs: 1000 }, // a second and a half idle, and a run's KV leaves the engine
   });
   kvfabric = new KvFabricWorkerPlugin({ ...config, agentWorkflows: false });
   const modelProvider = kvfabric.modelProvider({ fallback: providerOf(plainModelCalls(plainEngine)) });
@@ -158,5 +159,29 @@ describe('an AI SDK tool loop on kvfabric', () => {
     expect(outcome).toBe('cancelled');
     // A thousand tokens take the model tens of seconds here: the workflow did not wait for them.
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('moves an idle run’s KV out of the engine to host memory, then disk, and continues it from there', async () => {
+    const workflowId = `idle-${randomBytes(4).toString('hex')}`;
+    const handle = await cluster.client.workflow.start<typeof idleAgent>('idleAgent', {
+      taskQueue: cluster.taskQueue,
+      workflowId,
+      args: ['kvfabric', QUESTION],
+    });
+    const id = modelCallContextId({ namespace: 'default', workflowId, runId: handle.firstExecutionRunId, tenant: 'default' });
+    const tiersSeen = new Set<string>();
+    await eventually(
+      async () => {
+        if (kvfabric.memory.holds(id)) tiersSeen.add(kvfabric.memory.snapshot(id).tier);
+        return tiersSeen.has('disk') ? true : undefined;
+      },
+      60_000,
+      'the idle run’s KV to reach disk',
+    );
+    await handle.signal('followUp', 'Say it again in five words.');
+    const [first, second] = await handle.result();
+    expect(first!.resumedFrom).toBe('empty');
+    expect(second).toMatchObject({ resumedFrom: 'stored' });
+    expect(second!.reusedTokens).toBeGreaterThanOrEqual(first!.inputTokens! + first!.outputTokens!);
   });
 });
