@@ -1,11 +1,14 @@
-// Workflow code of the AI SDK tests: a research agent written with the AI SDK as a user writes one
-// (generateText, two tools, several steps), its model calls running as @temporalio/ai-sdk's invokeModel
-// activity. The tools run in the workflow (they are deterministic), the first steps are asked to call one
-// (the test model is small: left to choose, it rarely does) and the last to answer.
+// Workflow code of the AI SDK tests: the example's research agent (examples/ai-sdk/workflows.ts: its
+// tools) with the knobs tests turn (steps, system prompt, call timeout), its model calls running as
+// @temporalio/ai-sdk's invokeModel activity. The first steps are asked to call a tool (the test model is
+// small: left to choose, it rarely does) and the last to answer; and the workflows of the release,
+// cancellation and idle tests.
 import { TemporalProvider } from '@temporalio/ai-sdk/workflow';
 import type { Duration } from '@temporalio/common';
 import { CancellationScope, condition, defineSignal, isCancellation, setHandler, sleep } from '@temporalio/workflow';
-import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { generateText, stepCountIs } from 'ai';
+
+import { researchTools as tools } from '../../examples/ai-sdk/workflows';
 
 import { releaseModelMemory } from '../../src/workflows/model-memory';
 
@@ -19,35 +22,6 @@ export interface LoopStep {
   /** Where the call's KV came from: 'hot' in the engine, 'stored' pages, or 'empty'. */
   resumedFrom: unknown;
 }
-
-const LIBRARY: Record<string, string> = {
-  kvfabric: 'kvfabric keeps the KV cache of AI agents across pauses, in GPU, host and disk tiers.',
-  temporal: 'Temporal runs workflows durably: their history replays after a crash.',
-  llama: 'llama.cpp runs language models on CPUs and GPUs.',
-};
-
-const tools = {
-  search: tool({
-    description: 'Searches the library for a topic; returns the id of the best entry.',
-    inputSchema: jsonSchema<{ topic: string }>({
-      type: 'object',
-      properties: { topic: { type: 'string', enum: Object.keys(LIBRARY) } },
-      required: ['topic'],
-      additionalProperties: false,
-    }),
-    execute: async ({ topic }) => ({ id: Object.keys(LIBRARY).indexOf(topic) + 1 }),
-  }),
-  read: tool({
-    description: 'Reads the library entry with this id.',
-    inputSchema: jsonSchema<{ id: number }>({
-      type: 'object',
-      properties: { id: { type: 'integer', minimum: 1, maximum: 3 } },
-      required: ['id'],
-      additionalProperties: false,
-    }),
-    execute: async ({ id }) => ({ text: Object.values(LIBRARY)[id - 1] ?? 'no such entry' }),
-  }),
-};
 
 export interface ResearchRequest {
   /** `kvfabric`, or another id the worker's provider serves. */
