@@ -5,25 +5,13 @@
 // reaches the victim's KV, and none changes it. Real model, real pool and cold tier; the activity context
 // is the SDK's own (MockActivityEnvironment), as the worker gives invokeModel. Refusals leave as
 // non-retryable ApplicationFailures typed by their code.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from '@ai-sdk/provider';
 import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { KvFabricLanguageModel } from '../../../src/ai-sdk/kvfabric-language-model';
-import { ModelCallMemory } from '../../../src/ai-sdk/model-call-memory';
 import { modelCallContextId, type ModelCallOwner } from '../../../src/ai-sdk/model-call-owner';
-import { LlamaEngine } from '../../../src/engines/llama/llama-engine';
-import { MODELS } from '../../../src/engines/models';
-import { NativeAllocator } from '../../../src/fabric';
 import { isAgentId } from '../../../src/identity/agent-identity';
-import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
-import { ColdStore, KeyRing } from '../../../src/tiers/cold';
-import { TieredMemory } from '../../../src/tiers/tiered-memory';
+import { openModelCalls, type ModelCallFixture } from '../../ai-sdk/model-call-fixture';
 
 const VICTIM = { namespace: 'acme', workflowId: 'research-1', runId: '0193c0de-0000-7000-8000-000000000001' };
 const CALL: LanguageModelV4CallOptions = {
@@ -34,41 +22,17 @@ const CALL: LanguageModelV4CallOptions = {
   maxOutputTokens: 6,
 };
 
-let dir: string;
-let engine: LlamaEngine;
-let pool: NativeAllocator;
-let cold: ColdStore;
-let tiers: TieredMemory;
-let tenantIds: TenantRegistry;
-let memory: ModelCallMemory;
-let model: KvFabricLanguageModel;
+let fx: ModelCallFixture;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kvfabric-ai-sdk-attacks-'));
-  engine = await LlamaEngine.open({ contextLength: 512, hotContexts: 2, stateDir: dir });
-  pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: 256, hostBlockCount: 64 });
-  cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
-  tiers = new TieredMemory({ pool, cold });
-  tenantIds = await TenantRegistry.open(join(dir, 'tenants'));
-  memory = new ModelCallMemory({ tiers, cold, engine, tenantIds });
-  model = new KvFabricLanguageModel('kvfabric', () => memory);
+  fx = await openModelCalls('ai-sdk-attacks');
 }, 120_000);
 
-afterAll(async () => {
-  await cold?.close();
-  await engine?.close();
-  pool?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(async () => fx?.close());
 
 /** A model call as the invokeModel activity of `owner`'s workflow run makes it. */
 function callAs(owner: Omit<ModelCallOwner, 'tenant'>, options: LanguageModelV4CallOptions = CALL): Promise<LanguageModelV4GenerateResult> {
-  const environment = new MockActivityEnvironment({
-    namespace: owner.namespace,
-    workflowNamespace: owner.namespace,
-    workflowExecution: { workflowId: owner.workflowId, runId: owner.runId },
-  });
-  return environment.run(() => model.doGenerate(options));
+  return fx.as(owner, () => fx.model.doGenerate(options));
 }
 
 const idOf = (owner: Omit<ModelCallOwner, 'tenant'>) => modelCallContextId({ ...owner, tenant: owner.namespace });
@@ -76,7 +40,7 @@ const idOf = (owner: Omit<ModelCallOwner, 'tenant'>) => modelCallContextId({ ...
 /** The victim's stored context: its token ids and checksums, to show an attack changed nothing. */
 function snapshot(): { tokens: number; checksums: number[] } {
   const id = idOf(VICTIM);
-  return { tokens: tiers.contextStats(id).tokens, checksums: Array.from(tiers.pageChecksums(id)) };
+  return { tokens: fx.tiers.contextStats(id).tokens, checksums: Array.from(fx.tiers.pageChecksums(id)) };
 }
 
 describe('attacks on AI SDK agents’ KV', () => {
@@ -88,11 +52,11 @@ describe('attacks on AI SDK agents’ KV', () => {
   });
 
   it('another run of the same workflow id reuses nothing of the victim’s KV and changes none of it', async () => {
-    await memory.settled(); // the victim's last call is in its pages
+    await fx.memory.settled(); // the victim's last call is in its pages
     const before = snapshot();
     const attacker = await callAs({ ...VICTIM, runId: '0193c0de-0000-7000-8000-0000000000ff' });
     expect(attacker.usage.inputTokens.cacheRead).toBe(0);
-    await memory.settled();
+    await fx.memory.settled();
     expect(snapshot()).toEqual(before);
   });
 
@@ -101,8 +65,8 @@ describe('attacks on AI SDK agents’ KV', () => {
     const attacker = await callAs(other);
     expect(attacker.usage.inputTokens.cacheRead).toBe(0);
     expect(idOf(other)).not.toBe(idOf(VICTIM));
-    await memory.settled();
-    expect(tiers.contextStats(idOf(other)).tenant).not.toBe(tiers.contextStats(idOf(VICTIM)).tenant);
+    await fx.memory.settled();
+    expect(fx.tiers.contextStats(idOf(other)).tenant).not.toBe(fx.tiers.contextStats(idOf(VICTIM)).tenant);
   });
 
   it('providerOptions naming the victim are not an identity', async () => {
@@ -114,10 +78,10 @@ describe('attacks on AI SDK agents’ KV', () => {
   });
 
   it('a call outside an activity is refused before anything is made', async () => {
-    const held = tiers.contextIds().length;
-    const err = await model.doGenerate(CALL).catch((e: unknown) => e);
+    const held = fx.tiers.contextIds().length;
+    const err = await fx.model.doGenerate(CALL).catch((e: unknown) => e);
     expect(err).toMatchObject({ type: 'INVALID_STATE', nonRetryable: true });
-    expect(tiers.contextIds()).toHaveLength(held);
+    expect(fx.tiers.contextIds()).toHaveLength(held);
   });
 
   it('no kvfabric agent can be named after an AI SDK context', () => {
@@ -128,18 +92,18 @@ describe('attacks on AI SDK agents’ KV', () => {
     const target = { ...VICTIM, runId: '0193c0de-0000-7000-8000-0000000000aa' };
     const id = idOf(target);
     // Another tenant's worker, sharing the tier directory, plants a context under the victim's id.
-    tiers.create(id, await tenantIds.idOf('rival'));
-    await tiers.append(id, new Uint8Array(pool.layout.bytesPerToken * 4), {
-      fingerprint: engine.fingerprint,
+    fx.tiers.create(id, await fx.tenantIds.idOf('rival'));
+    await fx.tiers.append(id, new Uint8Array(fx.pool.layout.bytesPerToken * 4), {
+      fingerprint: fx.engine.fingerprint,
       tokens: [1, 2, 3, 4],
       replies: [],
     } as never);
-    await tiers.checkpoint(id);
-    await tiers.dropLocalCopy(id);
+    await fx.tiers.checkpoint(id);
+    await fx.tiers.dropLocalCopy(id);
 
     const err = await callAs(target).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApplicationFailure);
     expect(err).toMatchObject({ type: 'PERMISSION_DENIED', nonRetryable: true });
-    expect(tiers.has(id)).toBe(false);
+    expect(fx.tiers.has(id)).toBe(false);
   });
 });
