@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
+import type { AiSdkLoopRow } from './ai-sdk-loop.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
 import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable } from './measure';
@@ -26,7 +27,7 @@ const GPU_NOTE = 'not measured: no CUDA device';
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
 /** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
-const BENCHMARK_COUNT = 9;
+const BENCHMARK_COUNT = 10;
 let benchmarksStarted = 0;
 
 function run(name: string, file: string, benchArgs: string[]): unknown {
@@ -111,6 +112,11 @@ interface AgentResumeJson {
   turns: HotTurnRow[];
   rows: AgentResumeRow[];
 }
+interface AiSdkLoopJson {
+  threads: number;
+  contextLength: number;
+  rows: AiSdkLoopRow[];
+}
 interface MemoryJson {
   forks: Array<{
     forks: number;
@@ -145,6 +151,9 @@ function main(): void {
   const engineThreads = engine.threads;
   // The same through Temporal: a resume update, then the first turn after it (the engine loads the pages).
   const agent = run('agent-resume', 'agent-resume.bench.ts', ['--tokens', '512,2k,8k', '--repeats', repeats]) as AgentResumeJson;
+  // An AI SDK tool loop of 10 steps through kvfabric's provider and through one that keeps no KV; the
+  // latter re-prefills the whole context every step (over two minutes at 8k), so at 8k it runs 2 steps.
+  const aiSdk = run('ai-sdk-loop', 'ai-sdk-loop.bench.ts', ['--tokens', '2k,8k']) as AiSdkLoopJson;
 
   const rows: string[][] = [];
   for (const r of allocator.results)
@@ -295,6 +304,23 @@ function main(): void {
       `${h.overhead.toFixed(2)}x (${h.withinTarget ? 'within' : 'over'})`,
     ]);
   }
+  for (const a of aiSdk.rows) {
+    const what = `${a.size}: ${a.steps} steps, ${a.firstPromptTokens} to ${a.lastPromptTokens} prompt tokens, SmolLM2-135M, CPU ${aiSdk.threads} thread(s)${a.sameToolCalls ? '' : ', TOOL CALLS DIFFERED'}`;
+    rows.push([
+      'AI SDK tool loop, real model',
+      `${what}: time to first token, mean over steps 2-${a.plainSteps} (the plain loop ran ${a.plainSteps} of ${a.steps})`,
+      a.plainSteps > 1 ? ms(a.kvfabricLaterFirstTokenMs) : '-',
+      a.plainSteps > 1 ? `provider keeping no KV ${ms(a.plainLaterFirstTokenMs)}` : '-',
+      a.plainSteps > 1 ? `${a.laterFirstTokenRatio.toFixed(1)}x faster` : '-',
+    ]);
+    rows.push([
+      'AI SDK tool loop, real model',
+      `${what}: prompt tokens evaluated per step after the first, mean`,
+      a.kvfabricEvaluatedAfterFirst.toFixed(0),
+      `provider keeping no KV ${a.plainEvaluatedMean.toFixed(0)} (steps 1-${a.plainSteps})`,
+      `${(a.plainEvaluatedMean / a.kvfabricEvaluatedAfterFirst).toFixed(0)}x fewer`,
+    ]);
+  }
   for (const f of memory.forks) {
     rows.push([
       'memory',
@@ -347,6 +373,7 @@ function main(): void {
     memory,
     engineResume: engine,
     agentResume: agent,
+    aiSdkLoop: aiSdk,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

@@ -77,9 +77,16 @@ export class ModelCallMemory implements ModelCalls {
     const held = tiers.contextStats(contextId).tokens;
     const note = modelCallNoteOf(contextId, tiers.attachment(contextId), held);
     const replies = note?.replies ?? [];
+    // Replies are found in conversation order: two calls that read the same (a tool called twice alike)
+    // may have been generated as different token ids, and each message must get its own.
+    let next = 0;
     const prompt = engine.renderConversation(
       request.messages((text) => {
-        for (let i = replies.length - 1; i >= 0; i--) if (replies[i]!.text === text) return Uint32Array.from(replies[i]!.ids);
+        for (let i = next; i < replies.length; i++) {
+          if (replies[i]!.text !== text) continue;
+          next = i + 1;
+          return Uint32Array.from(replies[i]!.ids);
+        }
         return undefined;
       }),
     );
