@@ -562,13 +562,6 @@ async function main(): Promise<void> {
     console.log(
       `${size.label}: replies identical ${over} (tool calls and answer as the AI SDK reads them): ${row.sameReplies} (tool calls: ${row.sameToolCalls}); same text to the character: ${row.sameTextSteps} of ${both}`,
     );
-    // kvfabric sends each reply back as the ids the model wrote it as, JSON spacing and all; the plain
-    // loop sends the AI SDK's JSON.stringify of the input. The prompts differ there, and an answer that
-    // copies a call's text copies its spacing.
-    if (row.sameToolCalls && !row.sameReplies)
-      console.log(
-        `${size.label}: the answers differ; the prompts differ in the spacing of the calls sent back (ids vs re-serialized JSON)`,
-      );
     console.log(
       `${size.label}: kvfabric's own work before the engine (run's context, note, render, shared prefix), steps 2-${STEPS} mean: ${ms(row.kvfabricBeforeEngineMs)}`,
     );

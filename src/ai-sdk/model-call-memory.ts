@@ -18,7 +18,7 @@ import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore, ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
-import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, type ModelCallNote } from './model-call-note';
+import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, replyIdsIn, type ModelCallNote } from './model-call-note';
 
 export interface ModelCallMemoryOptions {
   tiers: TieredMemory;
@@ -77,19 +77,7 @@ export class ModelCallMemory implements ModelCalls {
     const held = tiers.contextStats(contextId).tokens;
     const note = modelCallNoteOf(contextId, tiers.attachment(contextId), held);
     const replies = note?.replies ?? [];
-    // Replies are found in conversation order: two calls that read the same (a tool called twice alike)
-    // may have been generated as different token ids, and each message must get its own.
-    let next = 0;
-    const prompt = engine.renderConversation(
-      request.messages((text) => {
-        for (let i = next; i < replies.length; i++) {
-          if (replies[i]!.text !== text) continue;
-          next = i + 1;
-          return Uint32Array.from(replies[i]!.ids);
-        }
-        return undefined;
-      }),
-    );
+    const prompt = engine.renderConversation(request.messages(replyIdsIn(replies)));
     if (prompt.length === 0) throw new FabricError('INVALID_ARGUMENT', 'a model call needs a prompt');
     const stored = note?.tokens ?? [];
     const reused = Math.min(sharedPrefix(stored, prompt), prompt.length - 1);
@@ -202,11 +190,19 @@ export class ModelCallMemory implements ModelCalls {
     this.idleTimers.delete(contextId);
   }
 
-  /** The run's context here: held already, adopted from the cold tier (another worker held it), or new. */
+  /**
+   * The run's context here: held already, adopted from the cold tier (another worker held it, or has
+   * written a newer copy since this one last did: the run's calls go to any worker), or new.
+   */
   private async hold(contextId: string, tenant: string): Promise<void> {
     const { tiers, cold, tenantIds } = this.options;
-    if (tiers.has(contextId)) return;
     const tenantId = await tenantIds.idOf(tenant);
+    if (tiers.has(contextId)) {
+      const onDisk = await cold.readManifest(contextId, { expectedTenant: tenantId }).catch(() => undefined);
+      if (!onDisk || onDisk.version <= tiers.durableVersion(contextId)) return;
+      await this.options.engine.release(contextId);
+      await tiers.dropLocalCopy(contextId);
+    }
     try {
       if (await cold.hasManifest(contextId)) await tiers.recover(contextId, { expectedTenant: tenantId });
       else tiers.create(contextId, tenantId);

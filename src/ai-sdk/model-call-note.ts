@@ -60,3 +60,20 @@ export function ownerInNote(attachment: ContextAttachment | undefined): ModelCal
   const owner = (attachment as Partial<ModelCallNote> | undefined)?.owner;
   return isOwner(owner) ? owner : undefined;
 }
+
+/**
+ * The lookup a call's rendering asks for a reply's token ids by its text, over remembered `replies`, in
+ * conversation order: two replies that read the same (a tool called twice alike) may have been generated
+ * as different ids, and each message gets its own.
+ */
+export function replyIdsIn(replies: ModelCallNote['replies']): (text: string) => Uint32Array | undefined {
+  let next = 0;
+  return (text) => {
+    for (let i = next; i < replies.length; i++) {
+      if (replies[i]!.text !== text) continue;
+      next = i + 1;
+      return Uint32Array.from(replies[i]!.ids);
+    }
+    return undefined;
+  };
+}

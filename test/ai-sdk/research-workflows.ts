@@ -119,3 +119,22 @@ export async function idleAgent(modelId: string, question: string): Promise<Loop
     resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
   }));
 }
+
+/**
+ * Asks a question, then asks again with the history edited (another system prompt): the second call
+ * departs from the stored conversation at the system message.
+ */
+export async function divergingAgent(modelId: string, question: string, systems: [string, string]): Promise<LoopStep[]> {
+  const model = new TemporalProvider().languageModel(modelId);
+  const calls = [];
+  for (const system of systems) calls.push(await generateText({ model, system, prompt: question, maxOutputTokens: 16 }));
+  return calls.map((call) => ({
+    text: call.text,
+    toolCalls: [],
+    inputTokens: call.usage.inputTokens,
+    outputTokens: call.usage.outputTokens,
+    reusedTokens: call.usage.inputTokenDetails.cacheReadTokens,
+    evaluatedTokens: call.usage.inputTokenDetails.noCacheTokens,
+    resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
+  }));
+}

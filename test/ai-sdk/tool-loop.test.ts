@@ -18,7 +18,7 @@ import { manifestFileName } from '../../src/tiers/cold/context-names';
 import { KvFabricWorkerPlugin } from '../../src/plugin/worker-plugin';
 import { plainModelCalls, providerOf } from '../support/plain-model-calls';
 import { eventually, startCluster, type TestCluster } from '../temporal/harness';
-import type { LoopStep, cancelledCall, idleAgent, researchAgent, researchAndRelease } from './research-workflows';
+import type { LoopStep, cancelledCall, divergingAgent, idleAgent, researchAgent, researchAndRelease } from './research-workflows';
 
 const CONTEXT_LENGTH = 2048;
 const QUESTION = 'What does kvfabric keep for AI agents?';
@@ -83,10 +83,12 @@ describe('an AI SDK tool loop on kvfabric', () => {
     );
 
     expect(kept.map((step) => step.toolCalls.map((call) => call.toolName))).toEqual([['search'], ['read'], ['search'], []]);
-    // The same tool calls and the same answer: the KV kvfabric continued is the KV a fresh evaluation makes.
-    expect(kept.map((step) => [step.toolCalls, step.text])).toEqual(plain.map((step) => [step.toolCalls, step.text]));
-    // Without KV kept, every step evaluates its whole prompt. (The prompts' lengths may differ by a few
-    // tokens: kvfabric sends a reply back as the ids it was generated as, the plain loop tokenizes its text.)
+    // The same prompts token for token, the same tool calls and the same answer: the KV kvfabric continued
+    // is the KV a fresh evaluation makes.
+    expect(kept.map((step) => [step.inputTokens, step.toolCalls, step.text])).toEqual(
+      plain.map((step) => [step.inputTokens, step.toolCalls, step.text]),
+    );
+    // Without KV kept, every step evaluates its whole prompt.
     for (const step of plain) {
       expect(step.reusedTokens).toBe(0);
       expect(step.evaluatedTokens).toBe(step.inputTokens);
@@ -183,5 +185,22 @@ describe('an AI SDK tool loop on kvfabric', () => {
     expect(first!.resumedFrom).toBe('empty');
     expect(second).toMatchObject({ resumedFrom: 'stored' });
     expect(second!.reusedTokens).toBeGreaterThanOrEqual(first!.inputTokens! + first!.outputTokens!);
+  });
+
+  it('continues only the prefix a departing message list shares, and replies as a fresh run does', async () => {
+    const systems: [string, string] = ['You answer briefly.', 'You answer in French.'];
+    const run = (modelId: string, pair: [string, string]) =>
+      cluster.client.workflow.execute<typeof divergingAgent>('divergingAgent', {
+        taskQueue: cluster.taskQueue,
+        workflowId: `diverging-${randomBytes(4).toString('hex')}`,
+        args: [modelId, QUESTION, pair],
+      });
+    const [, edited] = await run('kvfabric', systems);
+    // The two prompts share the system block's opening and nothing after its text starts to differ.
+    expect(edited!.reusedTokens).toBeGreaterThan(0);
+    expect(edited!.reusedTokens).toBeLessThan(8);
+    expect(edited!.reusedTokens! + edited!.evaluatedTokens!).toBe(edited!.inputTokens);
+    const [fresh] = await run('plain', [systems[1], systems[1]]);
+    expect(edited!.text).toBe(fresh!.text);
   });
 });

@@ -1,19 +1,25 @@
 // The baseline the AI SDK tests and bench set kvfabric against: the same engine, model and chat
 // rendering, but no KV kept between calls, as a provider that sends each call to a model server without a
-// cache gets. Every call evaluates its whole prompt in a sequence of its own.
+// cache gets. Every call evaluates its whole prompt in a sequence of its own. Its prompts are kvfabric's
+// token for token (a reply goes back as the ids it was generated as), so the two differ only in the KV
+// kept, and greedy decoding must give the same replies.
 import type { LanguageModelV4, ProviderV4 } from '@ai-sdk/provider';
 import { randomUUID } from 'node:crypto';
 
 import { KvFabricLanguageModel } from '../../src/ai-sdk/kvfabric-language-model';
 import type { ModelCalls } from '../../src/ai-sdk/model-call-memory';
+import { replyIdsIn, type ModelCallNote } from '../../src/ai-sdk/model-call-note';
 import { modelCallContextId } from '../../src/ai-sdk/model-call-owner';
 import type { Engine } from '../../src/engines/engine';
 
 export function plainModelCalls(engine: Engine): ModelCalls {
+  const repliesOf = new Map<string, ModelCallNote['replies']>();
   return {
     async complete(owner, request) {
       const key = `plain-${randomUUID()}`;
-      const prompt = engine.renderConversation(request.messages(() => undefined));
+      const contextId = modelCallContextId(owner);
+      const replies = repliesOf.get(contextId) ?? [];
+      const prompt = engine.renderConversation(request.messages(replyIdsIn(replies)));
       try {
         const result = await engine.complete({
           key,
@@ -24,7 +30,8 @@ export function plainModelCalls(engine: Engine): ModelCalls {
           ...(request.onText ? { onText: request.onText } : {}),
           ...(request.signal ? { signal: request.signal } : {}),
         });
-        return { ...result, contextId: modelCallContextId(owner) };
+        repliesOf.set(contextId, [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }]);
+        return { ...result, contextId };
       } finally {
         await engine.release(key);
       }
