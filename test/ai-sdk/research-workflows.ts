@@ -6,7 +6,7 @@
 import { TemporalProvider } from '@temporalio/ai-sdk/workflow';
 import type { Duration } from '@temporalio/common';
 import { CancellationScope, condition, defineSignal, isCancellation, setHandler, sleep } from '@temporalio/workflow';
-import { generateText, stepCountIs } from 'ai';
+import { generateText, stepCountIs, type LanguageModelUsage, type ProviderMetadata } from 'ai';
 
 import { researchTools as tools } from '../../examples/ai-sdk/workflows';
 
@@ -21,6 +21,24 @@ export interface LoopStep {
   evaluatedTokens: number | undefined;
   /** Where the call's KV came from: 'hot' in the engine, 'stored' pages, or 'empty'. */
   resumedFrom: unknown;
+}
+
+/** A model call's figures, as the tests read them: a step of a loop, or a one-step generateText. */
+function loopStepOf(call: {
+  text: string;
+  toolCalls: ReadonlyArray<{ toolName: string; input: unknown }>;
+  usage: LanguageModelUsage;
+  providerMetadata?: ProviderMetadata;
+}): LoopStep {
+  return {
+    text: call.text,
+    toolCalls: call.toolCalls.map((c) => ({ toolName: c.toolName, input: c.input })),
+    inputTokens: call.usage.inputTokens,
+    outputTokens: call.usage.outputTokens,
+    reusedTokens: call.usage.inputTokenDetails.cacheReadTokens,
+    evaluatedTokens: call.usage.inputTokenDetails.noCacheTokens,
+    resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
+  };
 }
 
 export interface ResearchRequest {
@@ -49,15 +67,7 @@ export async function researchAgent(request: ResearchRequest): Promise<LoopStep[
       toolChoice: stepNumber < steps - 1 ? { type: 'tool', toolName: stepNumber % 2 === 0 ? 'search' : 'read' } : 'none',
     }),
   });
-  return result.steps.map((step) => ({
-    text: step.text,
-    toolCalls: step.toolCalls.map((call) => ({ toolName: call.toolName, input: call.input })),
-    inputTokens: step.usage.inputTokens,
-    outputTokens: step.usage.outputTokens,
-    reusedTokens: step.usage.inputTokenDetails.cacheReadTokens,
-    evaluatedTokens: step.usage.inputTokenDetails.noCacheTokens,
-    resumedFrom: step.providerMetadata?.kvfabric?.resumedFrom,
-  }));
+  return result.steps.map(loopStepOf);
 }
 
 /** The same agent, which frees its KV itself once it has answered. */
@@ -109,15 +119,7 @@ export async function idleAgent(modelId: string, question: string): Promise<Loop
     messages: [{ role: 'user', content: question }, ...first.response.messages, { role: 'user', content: next! }],
     maxOutputTokens: 16,
   });
-  return [first, second].map((call) => ({
-    text: call.text,
-    toolCalls: [],
-    inputTokens: call.usage.inputTokens,
-    outputTokens: call.usage.outputTokens,
-    reusedTokens: call.usage.inputTokenDetails.cacheReadTokens,
-    evaluatedTokens: call.usage.inputTokenDetails.noCacheTokens,
-    resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
-  }));
+  return [first, second].map(loopStepOf);
 }
 
 /**
@@ -128,13 +130,5 @@ export async function divergingAgent(modelId: string, question: string, systems:
   const model = new TemporalProvider().languageModel(modelId);
   const calls = [];
   for (const system of systems) calls.push(await generateText({ model, system, prompt: question, maxOutputTokens: 16 }));
-  return calls.map((call) => ({
-    text: call.text,
-    toolCalls: [],
-    inputTokens: call.usage.inputTokens,
-    outputTokens: call.usage.outputTokens,
-    reusedTokens: call.usage.inputTokenDetails.cacheReadTokens,
-    evaluatedTokens: call.usage.inputTokenDetails.noCacheTokens,
-    resumedFrom: call.providerMetadata?.kvfabric?.resumedFrom,
-  }));
+  return calls.map(loopStepOf);
 }
