@@ -12,6 +12,7 @@
 // the user's worker does (holder-calls.ts); both workers get kvfabric's liveness settings (liveness.ts).
 // Metrics and housekeeping run for as long as the worker does. The memory itself opens when the user's
 // worker is created (configureWorker); if that creation fails after this plugin's turn, close() frees it.
+// With a model, modelProvider() serves @temporalio/ai-sdk's model calls on the same worker (docs/ai-sdk.md).
 //
 // Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
@@ -21,21 +22,21 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
+import type { ConnectionLike } from '@temporalio/client';
 import { Runtime, type Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
+import { withFailureCodes } from '../activities/failures';
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import { KvFabricProvider, type KvFabricProviderOptions } from '../ai-sdk/kvfabric-provider';
+import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
+import { currentModelCallOwner } from '../ai-sdk/model-call-owner';
 import { FabricError } from '../fabric/errors';
 import { CodecKeyRing } from '../security/payload-codec';
+import type { ModelMemoryActivities } from '../workflows/model-memory';
 import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
 import { drainToDisk, type DrainReport } from './drain';
 import { endedRuns } from './ended-runs';
-import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
-import { currentModelCallOwner } from '../ai-sdk/model-call-owner';
-import { withFailureCodes } from '../activities/failures';
-import type { ModelMemoryActivities } from '../workflows/model-memory';
-import type { ConnectionLike } from '@temporalio/client';
 import { holdShutdownSignals } from './drain-signals';
 import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
