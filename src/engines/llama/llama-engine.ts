@@ -196,31 +196,13 @@ export class LlamaEngine implements Engine {
 
     return this.exclusive(key, async () => {
       const { sequence, resumedFrom } = await this.sequenceFor(key, context);
-      const reply: Token[] = [];
-      const generation = sequence.evaluate(prompt, sampling);
-      for await (const token of generation) {
-        if (this.model.isEogToken(token)) break;
-        reply.push(token);
-        if (reply.length >= maxTokens) break;
-      }
-      // Whatever was sampled but not yet evaluated goes in now, then the reply is closed whether it ended
-      // on its own or at maxTokens: the context's tokens are then exactly those whose KV is cached, and a
-      // restored context continues exactly like one that stayed hot.
-      const added = [...prompt, ...reply];
-      const evaluated = sequence.contextTokens.length - before.length;
-      if (evaluated < prompt.length || evaluated > added.length) {
-        throw new FabricError(
-          'INVALID_STATE',
-          `sequence holds ${before.length + evaluated} tokens after generation, expected ${before.length + prompt.length}..${before.length + added.length}`,
-        );
-      }
-      await sequence.evaluateWithoutGeneratingNewTokens([...added.slice(evaluated), ...this.format.close]);
+      const { reply } = await this.generateReply(sequence, before.length, prompt, { maxTokens, sampling });
       this.touch(key, sequence, true);
       return {
         reply: this.model.detokenize(reply),
         promptTokens: prompt.length,
         replyTokens: reply.length,
-        added: Uint32Array.from([...added, ...this.format.close]),
+        added: Uint32Array.from([...prompt, ...reply, ...this.format.close]),
         resumedFrom,
       };
     });
@@ -256,13 +238,6 @@ export class LlamaEngine implements Engine {
     return this.exclusive(key, async () => {
       const { sequence, resumedFrom, reused } = await this.sequenceSharing(key, context, prompt);
       const rest = Array.from(prompt.subarray(reused)) as Token[];
-      const nlc = await loadNodeLlamaCpp();
-      const generation = sequence.evaluate([...rest, ...forced], {
-        ...sampling,
-        ...(grammar ? { grammarEvaluationState: new nlc.LlamaGrammarEvaluationState({ model: this.model, grammar }) } : {}),
-      });
-      const reply: Token[] = [];
-      let finish: EngineCompletionResult['finish'] = 'stop';
       let told = '';
       const tell = (text: string) => {
         if (!request.onText || text.length <= told.length) return;
@@ -270,28 +245,15 @@ export class LlamaEngine implements Engine {
         told = text;
       };
       tell(structured?.prefix ?? '');
-      for await (const token of generation) {
-        if (this.model.isEogToken(token)) break;
-        reply.push(token);
+      const { reply, finish } = await this.generateReply(sequence, reused, [...rest, ...forced], {
+        maxTokens,
+        sampling,
+        after: suffix,
+        ...(grammar ? { grammar } : {}),
+        ...(request.signal ? { signal: request.signal } : {}),
         // Whole characters only: a token may end inside a multi-byte character.
-        if (request.onText) tell((structured?.prefix ?? '') + this.model.detokenize(reply).replace(/\uFFFD+$/, ''));
-        // llama.cpp's JSON grammar lets whitespace follow the value without end: the value is the reply.
-        if (grammar && wholeJson(this.model.detokenize(reply))) break;
-        if (reply.length >= maxTokens || request.signal?.aborted) {
-          finish = 'length';
-          break;
-        }
-      }
-      // As in turn(): the sampled token llama.cpp has not evaluated, the forced suffix and the closing tokens go in.
-      const input = [...rest, ...forced, ...reply];
-      const evaluated = sequence.contextTokens.length - reused;
-      if (evaluated < rest.length + forced.length || evaluated > input.length) {
-        throw new FabricError(
-          'INVALID_STATE',
-          `sequence holds ${reused + evaluated} tokens after generation, expected ${reused + rest.length + forced.length}..${reused + input.length}`,
-        );
-      }
-      await sequence.evaluateWithoutGeneratingNewTokens([...input.slice(evaluated), ...suffix, ...this.format.close]);
+        ...(request.onText ? { onText: (text: string) => tell((structured?.prefix ?? '') + text.replace(/\uFFFD+$/, '')) } : {}),
+      });
       this.touch(key, sequence, true);
       const ids = Uint32Array.from([...forced, ...reply, ...suffix]);
       const text = structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply);
@@ -418,6 +380,58 @@ export class LlamaEngine implements Engine {
     if (!sameTokens(sequence.contextTokens, tokens))
       throw new FabricError('INTEGRITY', 'the loaded sequence does not hold the stored tokens');
     return { sequence, resumedFrom: tokens.length === 0 ? 'empty' : 'stored' };
+  }
+
+  /**
+   * Evaluates `input` on a sequence holding `held` tokens and generates a reply: until an end token,
+   * `maxTokens`, a whole JSON value under `grammar`, or `signal`. Then whatever was sampled but not yet
+   * evaluated goes in, and `after` and the closing tokens, whether the reply ended on its own or not: the
+   * sequence's tokens are then exactly those whose KV is cached, and a restored context continues exactly
+   * like one that stayed hot. `onText` is told the reply's text after each token.
+   */
+  private async generateReply(
+    sequence: LlamaContextSequence,
+    held: number,
+    input: Token[],
+    options: {
+      maxTokens: number;
+      sampling: { temperature: number; seed?: number };
+      after?: Token[];
+      grammar?: LlamaGrammar;
+      signal?: AbortSignal;
+      onText?: (text: string) => void;
+    },
+  ): Promise<{ reply: Token[]; finish: EngineCompletionResult['finish'] }> {
+    const { grammar } = options;
+    const nlc = grammar ? await loadNodeLlamaCpp() : undefined;
+    const generation = sequence.evaluate(input, {
+      ...options.sampling,
+      ...(nlc && grammar ? { grammarEvaluationState: new nlc.LlamaGrammarEvaluationState({ model: this.model, grammar }) } : {}),
+    });
+    const reply: Token[] = [];
+    let finish: EngineCompletionResult['finish'] = 'stop';
+    for await (const token of generation) {
+      if (this.model.isEogToken(token)) break;
+      reply.push(token);
+      const text = options.onText || grammar ? this.model.detokenize(reply) : '';
+      options.onText?.(text);
+      // llama.cpp's JSON grammar lets whitespace follow the value without end: the value is the reply.
+      if (grammar && wholeJson(text)) break;
+      if (reply.length >= options.maxTokens || options.signal?.aborted) {
+        finish = 'length';
+        break;
+      }
+    }
+    const added = [...input, ...reply];
+    const evaluated = sequence.contextTokens.length - held;
+    if (evaluated < input.length || evaluated > added.length) {
+      throw new FabricError(
+        'INVALID_STATE',
+        `sequence holds ${held + evaluated} tokens after generation, expected ${held + input.length}..${held + added.length}`,
+      );
+    }
+    await sequence.evaluateWithoutGeneratingNewTokens([...added.slice(evaluated), ...(options.after ?? []), ...this.format.close]);
+    return { reply, finish };
   }
 
   /**
