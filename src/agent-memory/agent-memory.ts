@@ -15,7 +15,6 @@ import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore } from '../tiers/cold';
-import type { MoveReport } from '../tiers/tier-report';
 import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { emptyDigest, type DigestState } from './context-digest';
@@ -221,31 +220,27 @@ export class AgentMemory {
   }
 
   /**
-   * A model worker's resume from host memory: the engine loads from the host pages, and their copy to
-   * the device runs while llama.cpp reads the laid-out file, so the resume costs the engine's load and
-   * not the copy besides. The pages are checked against the record first (their checksums; each page
-   * again as it is laid out and as it is copied).
+   * A model worker's resume from host memory: the engine loads from the host pages, and the resume answers
+   * once it has, so the next turn is hot. The pages follow to the device write-behind (the next call on the
+   * context waits for them; a turn's append would restore them first anyway): copied while llama.cpp reads
+   * the laid-out file, they competed with it for memory bandwidth (an 8k load took 81 ms against 66 ms
+   * alone, docs/engines.md). The pages are checked against the record first (their checksums; each page
+   * again as it is laid out). The result reports the context resident, where the copy leaves it; a copy
+   * that fails is reported as any write-behind is, and the pages stay on the host, whole.
    */
   private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
     const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
-    let from: Tier = 'host';
-    let restoring: Promise<[MoveReport, number]> | undefined;
-    const copyToDevice = () => {
-      // Pages found on the device by now were evicted to disk meanwhile and restored for the layout.
-      if (this.tiers.residency(contextId) === 'device') from = 'disk';
-      restoring = timed(() => this.tiers.restore(contextId));
-      restoring.catch(() => undefined); // awaited below, whatever the engine does meanwhile
-    };
-    let engineLoadMs: number;
-    try {
-      [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail, copyToDevice));
-    } catch (err) {
-      await restoring?.catch(() => undefined);
-      throw err;
-    }
-    const [{ bytes }, transferMs] = await (restoring ?? timed(() => this.tiers.restore(contextId)));
-    this.observer?.transferred('to-device', bytes);
-    return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
+    const [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail));
+    // Pages found on the device by now were evicted to disk meanwhile and restored for the layout.
+    const from: Tier = this.tiers.residency(contextId) === 'device' ? 'disk' : 'host';
+    const handle = this.tiers.handle(contextId);
+    this.turns.behind(contextId, async () => {
+      // Only to the incarnation the resume loaded: one freed meanwhile, perhaps made again for someone else, is left alone.
+      if (!this.tiers.has(contextId) || this.tiers.handle(contextId) !== handle) return;
+      const { bytes } = await this.tiers.restore(contextId);
+      this.observer?.transferred('to-device', bytes);
+    });
+    return { ...this.snapshot(contextId), tier: 'device', bytes: 0, transferMs: 0, from, digest, verifyMs, engineLoadMs };
   }
 
   /**

@@ -43,7 +43,10 @@ export interface SuspendResult extends ContextSnapshot {
 
 /** A resume's whole account: what moved, from where, and the digest checked over what came back (always). */
 export interface ResumeResult extends ContextSnapshot {
-  /** Bytes moved to the device by this call (0 when it was resident). */
+  /**
+   * Bytes moved to the device by this call: 0 when it was resident, and on a model worker resuming from
+   * host, whose pages follow to the device write-behind once the engine has loaded them.
+   */
   bytes: number;
   transferMs: number;
   /** Where the context was: 'disk' also when the workflow thought 'host' (evicted under pressure). */

@@ -67,6 +67,11 @@ export class TurnRunner {
     return this.modelTurn(contextId, input, before, tail, checkpoint);
   }
 
+  /** Runs `job` write-behind on the context: after its earlier jobs, before anything that waits for them. */
+  behind(contextId: string, job: () => Promise<void>): void {
+    this.writeBehind.after(contextId, job);
+  }
+
   /** Resolves once the context's write-behind has run: its pages are as complete as this worker can make them. */
   settled(contextId: string): Promise<void> {
     return this.writeBehind.settled(contextId);
@@ -112,16 +117,15 @@ export class TurnRunner {
 
   /**
    * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do on a
-   * worker without a model or for an empty context. `laidOut` is called once the pages are in the
-   * engine's file, while the engine reads it: the pages are free for other work from then on.
+   * worker without a model or for an empty context.
    */
-  async warm(contextId: string, before: DigestState, tail: readonly number[], laidOut?: () => void): Promise<void> {
+  async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
     const engine = this.options.engine;
     if (!engine) return;
     await this.settled(contextId);
     const { note, conversation } = this.conversationNow(contextId, before, tail);
     if (conversation.tokens.length === 0) return;
-    await engine.load(contextId, this.storedContext(contextId, conversation, note, laidOut));
+    await engine.load(contextId, this.storedContext(contextId, conversation, note));
   }
 
   private async synthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
@@ -223,18 +227,14 @@ export class TurnRunner {
   }
 
   /** The conversation as the engine gets it: token ids, how many are in the pages, and their writer. */
-  private storedContext(contextId: string, conversation: Conversation, note: EngineNote | undefined, laidOut?: () => void): StoredContext {
+  private storedContext(contextId: string, conversation: Conversation, note: EngineNote | undefined): StoredContext {
     const engine = this.requireEngine();
     return {
       tokens: conversation.tokens,
       storedTokens: conversation.stored,
       // An empty page set with a tail (the first turn's KV never saved): the ids came from this model.
       fingerprint: note?.fingerprint ?? engine.fingerprint,
-      writeKv: async (file, pieces) => {
-        const length = await this.options.tiers.writePlaneMajor(contextId, file, conversation.stored, pieces);
-        laidOut?.();
-        return length;
-      },
+      writeKv: (file, pieces) => this.options.tiers.writePlaneMajor(contextId, file, conversation.stored, pieces),
     };
   }
 
