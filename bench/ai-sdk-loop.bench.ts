@@ -5,8 +5,11 @@
 // are forced calls of two tools in turn, step 10 answers with no tool (streamed). The conversation opens
 // with a long user document so that the context is about 2k or 8k tokens. Per step: time to the first
 // generated token, the call's time, the prompt tokens evaluated and reused, and whether the reply is the
-// plain loop's. The two loops alternate step by step in one process, on one engine.
-//   npx tsx bench/ai-sdk-loop.bench.ts [--tokens 2k,8k] [--plain-steps N] [--threads N] [--json build/bench/ai-sdk-loop.json]
+// plain loop's. The two loops alternate step by step in one process, on one engine, which evaluates at
+// most 32 tokens a pass (--batch-size; llama.cpp's default is 512): under 64, a continued context's KV is
+// bit for bit a whole evaluation's on one thread (test/engines/batch-invariance.test.ts), so greedy
+// replies can be compared to the character. Whole-prompt prefill is slower than at 512.
+//   npx tsx bench/ai-sdk-loop.bench.ts [--tokens 2k,8k] [--plain-steps N] [--threads N] [--batch-size N] [--json build/bench/ai-sdk-loop.json]
 // --plain-steps: the plain loop runs only its first N steps (default: all 10 at 2k, 2 at 8k, where each
 // re-prefills about 7,300 tokens: over two minutes a step on 2 cores); kvfabric always runs all 10.
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -50,6 +53,7 @@ const NAMESPACE = 'bench';
 const sizes = (option('--tokens') ?? '2k,8k').split(',').map((label) => ({ label, tokens: tokensOf(label) }));
 const plainStepsOption = option('--plain-steps');
 const threads = Number(option('--threads') ?? Math.max(1, os.availableParallelism() - 1));
+const batchSize = Number(option('--batch-size') ?? 32);
 const jsonPath = option('--json');
 
 /** `2k` is 2,048 tokens, `8k` the model's whole trained context (8,192); a bare number is itself. */
@@ -422,7 +426,13 @@ async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-ai-sdk-loop-'));
   const firstTargets = sizes.map((s) => Math.min(s.tokens, TRAINED_CONTEXT - LOOP_ROOM));
   const contextLength = Math.min(TRAINED_CONTEXT, Math.max(...firstTargets) + LOOP_ROOM);
-  const engine = await LlamaEngine.open({ contextLength, hotContexts: 2, threads, stateDir: dir });
+  const engine = await LlamaEngine.open({
+    contextLength,
+    hotContexts: 2,
+    threads,
+    stateDir: dir,
+    batchSize,
+  });
   const blocks = Math.ceil(contextLength / MODELS['smollm2-135m']!.tokensPerBlock) * 2 + 8;
   const pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: blocks, hostBlockCount: blocks, backend: 'cpu' });
   const cold = await ColdStore.open({
@@ -443,7 +453,7 @@ async function main(): Promise<void> {
   const kept = clockedCalls(memory);
   const plain = clockedCalls(plainModelCalls(clocks.engine));
   console.log(
-    `SmolLM2-135M on the CPU, ${threads} thread(s), engine context ${contextLength} tokens, greedy; ${STEPS} steps (1-${STEPS - 1} forced tool calls, ${STEPS} an answer streamed); kvfabric and the plain provider alternate step by step`,
+    `SmolLM2-135M on the CPU, ${threads} thread(s), engine context ${contextLength} tokens, ${batchSize} tokens a pass, greedy; ${STEPS} steps (1-${STEPS - 1} forced tool calls, ${STEPS} an answer streamed); kvfabric and the plain provider alternate step by step`,
   );
 
   // Warm-up (not measured): the engine's first call on each path allocates what later calls reuse.
@@ -569,7 +579,7 @@ async function main(): Promise<void> {
 
   if (jsonPath) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });
-    fs.writeFileSync(jsonPath, JSON.stringify({ threads, contextLength, rows }, null, 2));
+    fs.writeFileSync(jsonPath, JSON.stringify({ threads, batchSize, contextLength, rows }, null, 2));
   }
   await memory.settled();
   await cold.close();

@@ -114,6 +114,7 @@ interface AgentResumeJson {
 }
 interface AiSdkLoopJson {
   threads: number;
+  batchSize: number;
   contextLength: number;
   rows: AiSdkLoopRow[];
 }
@@ -305,7 +306,7 @@ function main(): void {
     ]);
   }
   for (const a of aiSdk.rows) {
-    const what = `${a.size}: ${a.steps} steps, ${a.firstPromptTokens} to ${a.lastPromptTokens} prompt tokens, SmolLM2-135M, CPU ${aiSdk.threads} thread(s)${a.sameToolCalls ? '' : ', TOOL CALLS DIFFERED'}`;
+    const what = `${a.size}: ${a.steps} steps, ${a.firstPromptTokens} to ${a.lastPromptTokens} prompt tokens, SmolLM2-135M, CPU ${aiSdk.threads} thread(s), ${aiSdk.batchSize} tokens a pass${a.sameToolCalls ? '' : ', TOOL CALLS DIFFERED'}`;
     rows.push([
       'AI SDK tool loop, real model',
       `${what}: time to first token, mean over steps 2-${a.plainSteps} (the plain loop ran ${a.plainSteps} of ${a.steps})`,

@@ -143,6 +143,7 @@ async function openEngine(options: KvFabricWorkerOptions): Promise<Engine | unde
   return LlamaEngine.open({
     ...(options.modelFile ? { modelFile: options.modelFile } : {}),
     contextLength: options.contextLength,
+    ...(options.engineBatchSize === undefined ? {} : { batchSize: options.engineBatchSize }),
     // A CUDA pool's worker runs the model on the GPU too (node-llama-cpp's CUDA build; unverified here).
     ...(options.backend === 'cuda' ? { gpu: 'cuda' as const } : {}),
   });

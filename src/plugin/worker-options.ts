@@ -27,6 +27,12 @@ export interface KvFabricWorkerOptions {
   modelFile?: string;
   /** llama: tokens one agent's context may hold. */
   contextLength: number;
+  /**
+   * llama: tokens evaluated in one pass (default 512). Under 64, a context's KV does not depend on how its
+   * tokens were split into passes, for replies that match a whole re-evaluation bit for bit on one thread;
+   * prefill is slower (docs/ai-sdk.md#identical-replies).
+   */
+  engineBatchSize?: number;
   /** The pool's shape. Absent for llama without --model: taken from the model file. */
   model?: AgentModel;
   deviceBlocks: number;

@@ -69,6 +69,14 @@ export interface LlamaEngineOptions {
    * 0.5 s for the same 61 tokens); one core stays free for Node and the allocator's copies.
    */
   threads?: number;
+  /**
+   * Tokens llama.cpp evaluates in one pass (default: node-llama-cpp's, 512). Under 64 (llama.cpp's
+   * attention tile), every pass of more than one token takes the same attention kernel, so a token's KV
+   * does not depend on how the tokens were split into passes: on one thread, a context continued from
+   * kvfabric's pages then replies bit for bit as the same context evaluated whole does. Prefill is slower
+   * (docs/ai-sdk.md#identical-replies).
+   */
+  batchSize?: number;
 }
 
 interface HotContext {
@@ -116,6 +124,7 @@ export class LlamaEngine implements Engine {
   }
 
   static async open(options: LlamaEngineOptions = {}): Promise<LlamaEngine> {
+    const batchSize = options.batchSize === undefined ? undefined : batchSizeOf(options.batchSize);
     const file = options.modelFile ?? defaultModelFile();
     if (!fs.existsSync(file)) {
       throw new FabricError(
@@ -140,6 +149,7 @@ export class LlamaEngine implements Engine {
       const context = await model.createContext({
         contextSize: contextLength,
         sequences: options.hotContexts ?? 2,
+        ...(batchSize === undefined ? {} : { batchSize }),
         flashAttention,
         experimentalKvCacheKeyType: 'F16',
         experimentalKvCacheValueType: 'F16',
@@ -533,6 +543,12 @@ export class LlamaEngine implements Engine {
 /** The length of the file `pieces` lay out for `tokens` tokens: their literal bytes and every plane's rows. */
 function fileLength(pieces: readonly PlaneMajorPiece[], tokens: number, rowBytes: number): number {
   return pieces.reduce((sum, piece) => sum + ('bytes' in piece ? piece.bytes.byteLength : tokens * rowBytes), 0);
+}
+
+function batchSizeOf(asked: number): number {
+  if (!Number.isSafeInteger(asked) || asked < 1)
+    throw new FabricError('INVALID_ARGUMENT', `batchSize must be a whole number of tokens >= 1, got ${asked}`);
+  return asked;
 }
 
 /** The length asked for, checked against the model; the default fits the model. */
