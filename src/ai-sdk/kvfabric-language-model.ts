@@ -20,6 +20,7 @@ import type {
 
 import { withFailureCodes } from '../activities/failures';
 import type { GenerationSettings, StructuredReply } from '../engines/engine';
+import { withReplyIds } from './carried-reply-ids';
 import { currentModelCallOwner } from './model-call-owner';
 import type { ModelCallResult, ModelCalls } from './model-call-memory';
 import { assistantText, chatMessagesOf, replyContent, replyFormatOf } from './prompt-messages';
@@ -46,7 +47,8 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
 
   /**
    * The reply as a stream. Text streams as the model generates it; a reply that may be a tool call comes
-   * whole once the model has finished (its text is the call, not words for the user).
+   * whole once the model has finished (its text is the call, not words for the user). A failure errors
+   * the stream, typed as doGenerate's are.
    */
   async doStream(options: LanguageModelV4CallOptions): Promise<LanguageModelV4StreamResult> {
     const textId = 'text-0';
@@ -69,7 +71,8 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
     withFailureCodes(() => this.generate(options, warnings, onText)).then(
       (result) => {
         if (streamed) {
-          controller.enqueue({ type: 'text-end', id: textId });
+          const metadata = result.content[0]?.type === 'text' ? result.content[0].providerMetadata : undefined;
+          controller.enqueue({ type: 'text-end', id: textId, ...(metadata ? { providerMetadata: metadata } : {}) });
         } else {
           controller.enqueue({ type: 'stream-start', warnings: result.warnings });
           result.content.forEach((item, index) => {
@@ -77,7 +80,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
               const id = `text-${index}`;
               controller.enqueue({ type: 'text-start', id });
               controller.enqueue({ type: 'text-delta', id, delta: item.text });
-              controller.enqueue({ type: 'text-end', id });
+              controller.enqueue({ type: 'text-end', id, ...(item.providerMetadata ? { providerMetadata: item.providerMetadata } : {}) });
             } else if (item.type === 'tool-call') {
               controller.enqueue(item);
             }
@@ -92,10 +95,9 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
         });
         controller.close();
       },
-      (err: unknown) => {
-        controller.enqueue({ type: 'error', error: err });
-        controller.close();
-      },
+      // The stream fails with the typed failure itself: @temporalio/ai-sdk's activity rethrows what a read
+      // throws, where it would make an `error` part a retryable failure of its own.
+      (err: unknown) => controller.error(err),
     );
     return { stream };
   }
@@ -139,7 +141,8 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
     // Named after the call's place in its run, so a retried call names its tool calls the same.
     const ids = (index: number) =>
       `kvf_${createHash('sha256').update(`${result.contextId}:${result.tokens.length}:${index}`).digest('hex').slice(0, 24)}`;
-    const content = replyContent(result.text, callable, ids);
+    const replied = replyContent(result.text, callable, ids);
+    const content = withReplyIds(replied, assistantText(asPromptParts(replied)), result.reply);
     return {
       content,
       finishReason: finishReasonOf(content, result.finish),

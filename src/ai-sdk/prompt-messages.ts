@@ -2,8 +2,9 @@
 // and a tool call written the way ChatML tool models (Hermes, Qwen) write one:
 //   <tool_call>\n{"name": "search", "arguments": {...}}\n</tool_call>
 // A tool's result goes back as a user message in <tool_response> tags. A reply the model made comes back
-// in the next call's prompt as the token ids it was generated as (`replyIds`), found by its text, so its
-// KV is continued instead of evaluated again.
+// in the next call's prompt as the token ids it was generated as (carried in the reply's provider
+// metadata, or remembered by the worker and found by its text), so its KV is continued instead of
+// evaluated again.
 import type {
   LanguageModelV4CallOptions,
   LanguageModelV4Content,
@@ -15,6 +16,7 @@ import type {
 
 import type { ChatMessage, StructuredReply } from '../engines/engine';
 import { FabricError } from '../fabric/errors';
+import { carriedReplyIds } from './carried-reply-ids';
 
 type AssistantPart = Extract<LanguageModelV4Prompt[number], { role: 'assistant' }>['content'][number];
 
@@ -76,8 +78,9 @@ function oneToolCall(tool: LanguageModelV4FunctionTool): StructuredReply {
 }
 
 /**
- * The prompt as chat messages. `replyIds(text)` gives the token ids of a reply the model generated with
- * that text, if this context remembers one: an assistant message rendered to the same text is sent as them.
+ * The prompt as chat messages. An assistant message goes as the token ids it was generated as: those it
+ * carries (carried-reply-ids.ts), else those `replyIds(text)` gives, when this context remembers a reply
+ * with that text; else as its text.
  */
 export function chatMessagesOf(
   prompt: LanguageModelV4Prompt,
@@ -107,7 +110,9 @@ export function chatMessagesOf(
       }
       case 'assistant': {
         const text = assistantText(message.content, warnings);
-        messages.push({ role: 'assistant', content: replyIds(text) ?? text });
+        // Looked up whether or not the message carries its ids: the lookup goes in conversation order.
+        const remembered = replyIds(text);
+        messages.push({ role: 'assistant', content: carriedReplyIds(message.content, text) ?? remembered ?? text });
         break;
       }
       case 'tool': {

@@ -1,7 +1,9 @@
 // kvfabric's language model streams: a text reply arrives in pieces as the model generates it, which
 // joined are the reply a call without streaming gives (greedy), and its usage is the same; a reply held to
-// a tool call comes whole, as a tool-call part. Real model; the activity context is the SDK's own.
+// a tool call comes whole, as a tool-call part; the text ends with the reply's token ids; a failure errors
+// the stream, typed. Real model; the activity context is the SDK's own.
 import type { LanguageModelV4CallOptions, LanguageModelV4StreamPart } from '@ai-sdk/provider';
+import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { openModelCalls, type ModelCallFixture } from './model-call-fixture';
@@ -61,5 +63,20 @@ describe('streaming', () => {
     expect(parts.filter((part) => part.type === 'text-delta')).toEqual([]);
     expect(parts.find((part) => part.type === 'tool-call')).toMatchObject({ toolName: 'weather' });
     expect(parts.at(-1)).toMatchObject({ type: 'finish', finishReason: { unified: 'tool-calls' } });
+  });
+
+  it("ends a streamed text with the reply's token ids, as a plain call's text part carries them", async () => {
+    const parts = await partsOf(question, 'd');
+    const end = parts.find((part) => part.type === 'text-end');
+    const whole = await fx.as(run('e'), () => fx.model.doGenerate(question));
+    expect(end?.providerMetadata?.kvfabric).toEqual(whole.content[0]!.providerMetadata?.kvfabric);
+    expect(end?.providerMetadata?.kvfabric).toMatchObject({ replyIds: expect.any(Array) });
+  });
+
+  it('fails the stream with the typed, non-retryable failure a plain call throws', async () => {
+    const tools: LanguageModelV4CallOptions['tools'] = [{ type: 'function', name: 'weather', inputSchema: { type: 'object' } }];
+    const refused = partsOf({ ...question, tools, toolChoice: { type: 'tool', toolName: 'nowhere' } }, 'f');
+    await expect(refused).rejects.toBeInstanceOf(ApplicationFailure);
+    await expect(refused).rejects.toMatchObject({ type: 'INVALID_ARGUMENT', nonRetryable: true });
   });
 });

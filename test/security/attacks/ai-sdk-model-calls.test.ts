@@ -1,10 +1,13 @@
 // Attacks on AI SDK agents' KV (kvfabric's model provider, src/ai-sdk): the KV belongs to the workflow
 // run whose activity makes the call, as the Temporal server reports it. Another run of the same workflow
-// id, the same ids in another namespace, providerOptions naming the victim, a call outside an activity,
+// id, the same ids in another namespace, providerOptions naming the victim, the victim's reply ids copied
+// into another run's prompt, forged reply ids, a call outside an activity,
 // an agent named after the context, and a manifest another tenant wrote under the victim's id: none
 // reaches the victim's KV, and none changes it. Real model, real pool and cold tier; the activity context
 // is the SDK's own (MockActivityEnvironment), as the worker gives invokeModel. Refusals leave as
 // non-retryable ApplicationFailures typed by their code.
+import { createHash } from 'node:crypto';
+
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from '@ai-sdk/provider';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +78,51 @@ describe('attacks on AI SDK agents’ KV', () => {
       { ...CALL, providerOptions: { kvfabric: { contextId: idOf(VICTIM), workflowId: VICTIM.workflowId, runId: VICTIM.runId } } },
     );
     expect(attacker.usage.inputTokens.cacheRead).toBe(0);
+  });
+
+  it('reply ids carried in a prompt are only prompt tokens: the victim’s, copied into another run’s call, reach none of its KV', async () => {
+    const victimReply = await callAs(VICTIM);
+    const carried = victimReply.content[0]!.providerMetadata?.kvfabric;
+    expect(carried).toMatchObject({ replyIds: expect.any(Array) });
+    await fx.memory.settled();
+    const before = snapshot();
+    const { text } = victimReply.content[0] as { text: string };
+    const copied: LanguageModelV4CallOptions = {
+      ...CALL,
+      prompt: [
+        ...CALL.prompt,
+        { role: 'assistant', content: [{ type: 'text', text, providerOptions: { kvfabric: carried! } }] },
+        { role: 'user', content: [{ type: 'text', text: 'Say it again.' }] },
+      ],
+    };
+    const attacker = await callAs({ ...VICTIM, workflowId: 'copycat' }, copied);
+    expect(attacker.usage.inputTokens.cacheRead).toBe(0);
+    await fx.memory.settled();
+    expect(snapshot()).toEqual(before);
+  });
+
+  it('carried ids outside the vocabulary, or not ids at all, are INVALID_ARGUMENT and store nothing', async () => {
+    const run = { ...VICTIM, workflowId: 'forger' };
+    const text = 'Hello.';
+    const sha = createHash('sha256').update(text).digest('hex');
+    for (const replyIds of [[2 ** 31], [-1], 'all']) {
+      const forged: LanguageModelV4CallOptions = {
+        ...CALL,
+        prompt: [
+          ...CALL.prompt,
+          {
+            role: 'assistant',
+            content: [{ type: 'text', text, providerOptions: { kvfabric: { replyIds, replyTextSha256: sha } as never } }],
+          },
+          { role: 'user', content: [{ type: 'text', text: 'Go on.' }] },
+        ],
+      };
+      const err = await callAs(run, forged).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApplicationFailure);
+      expect(err).toMatchObject({ type: 'INVALID_ARGUMENT', nonRetryable: true });
+    }
+    await fx.memory.settled();
+    expect(fx.tiers.has(idOf(run)) ? fx.tiers.contextStats(idOf(run)).tokens : 0).toBe(0);
   });
 
   it('a call outside an activity is refused before anything is made', async () => {
