@@ -21,7 +21,9 @@ import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node
 import type { AgentHandle } from '../src/client/agent-client';
 import { chatMlTurnFormat, type ChatTurnFormat } from '../src/engines/llama/chat-turn';
 import { modelFile } from '../src/engines/llama/default-model';
+import { readModelInfo } from '../src/engines/llama/gguf-shape';
 import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
+import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startAgentRig } from './agent-rig';
 import { median, modelContextSizes, option, printTable } from './measure';
 
@@ -46,6 +48,7 @@ export interface AgentResumeRow {
   size: number;
   /** The context's length after its resumes and probe turns. */
   tokens: number;
+  /** The KV of those tokens (a resume from host moves none of it to the device on its path). */
   kvBytes: number;
   prefillMs: number;
   hotTurnMs: number;
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
   );
   const rig = await startAgentRig({ name: 'agent-resume-bench', engine: 'llama', contextLength: CONTEXT_LENGTH, blocks: 2048 });
   const plain = await openPlainEngine();
+  const kvBytesPerToken = bytesPerTokenOf((await readModelInfo(modelFile())).shape);
   const rows: AgentResumeRow[] = [];
   const turns: HotTurnRow[] = [];
   try {
@@ -239,7 +243,7 @@ async function main(): Promise<void> {
         rows.push({
           size,
           tokens: status.tokens,
-          kvBytes: status.lastResume?.bytes ?? 0,
+          kvBytes: status.tokens * kvBytesPerToken,
           prefillMs,
           hotTurnMs,
           from,
