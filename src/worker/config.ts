@@ -93,6 +93,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
       engine: { type: 'string' },
       'model-file': { type: 'string' },
       'context-length': { type: 'string' },
+      'engine-batch-size': { type: 'string' },
       model: { type: 'string' },
       'device-blocks': { type: 'string' },
       'host-blocks': { type: 'string' },
@@ -146,6 +147,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     engine,
     ...(modelFile ? { modelFile } : {}),
     contextLength: positiveInteger('--context-length', values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096'),
+    ...engineBatchSize(values['engine-batch-size'] ?? env.KVFABRIC_ENGINE_BATCH_SIZE),
     ...(modelName ? { model: modelNamed(modelName) } : {}),
     deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
     hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
@@ -179,6 +181,11 @@ function fraction(text: string | undefined): { deviceMemoryFraction?: number } {
   const value = Number(text);
   if (!(value > 0 && value <= 1)) throw new Error(`--device-memory-fraction must be a number in (0, 1], got '${text}'`);
   return { deviceMemoryFraction: value };
+}
+
+/** --engine-batch-size: llama.cpp's default when absent. */
+function engineBatchSize(text: string | undefined): { engineBatchSize?: number } {
+  return text === undefined ? {} : { engineBatchSize: positiveInteger('--engine-batch-size', text) };
 }
 
 function positiveInteger(flag: string, text: string, zeroAllowed = false): number {

@@ -41,6 +41,13 @@ describe('worker configuration', () => {
     ).toThrow(/KVFABRIC_CODEC_KEYS/);
     expect(config.temporal).toEqual({ address: 'temporal:7233', namespace: 'default' });
     expect(config.model).toBe(MODELS.tiny);
+    expect(config).not.toHaveProperty('engineBatchSize'); // llama.cpp's own default
+    const exact = parseWorkerConfig(['--tier-dir', '/tmp/t'], {
+      ...security,
+      KVFABRIC_KEYS: `k1=${key}`,
+      KVFABRIC_ENGINE_BATCH_SIZE: '32',
+    });
+    expect(exact.engineBatchSize).toBe(32);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], {})).toThrow(/no master key/);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--backend', 'tpu'], { KVFABRIC_KEYS: `k1=${key}` })).toThrow(/backend/);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: 'k1=c2hvcnQ=' })).toThrow(/32 bytes/);
@@ -57,6 +64,7 @@ describe('worker configuration', () => {
       [[], env, /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--backend', 'tpu'], env, /--backend must be/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--frobnicate'], env, /--frobnicate/, 'INVALID_ARGUMENT'],
+      [['--tier-dir', '/tmp/t', '--engine-batch-size', '0'], env, /--engine-batch-size must be an integer >= 1/, 'INVALID_ARGUMENT'],
       [
         ['--tier-dir', '/tmp/t', '--key-file', '/nonexistent/master.keys'],
         { ...env, KVFABRIC_KEYS: undefined },
