@@ -11,7 +11,7 @@
 // replies can be compared to the character. Whole-prompt prefill is slower than at 512.
 //   npx tsx bench/ai-sdk-loop.bench.ts [--tokens 2k,8k] [--plain-steps N] [--threads N] [--batch-size N] [--json build/bench/ai-sdk-loop.json]
 // --plain-steps: the plain loop runs only its first N steps (default: all 10 at 2k, 2 at 8k, where each
-// re-prefills about 7,300 tokens: over two minutes a step on 2 cores); kvfabric always runs all 10.
+// re-prefills about 7,300 tokens: about four minutes a step on 2 cores at 32 tokens a pass); kvfabric always runs all 10.
 import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';

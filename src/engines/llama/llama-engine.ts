@@ -545,6 +545,7 @@ function fileLength(pieces: readonly PlaneMajorPiece[], tokens: number, rowBytes
   return pieces.reduce((sum, piece) => sum + ('bytes' in piece ? piece.bytes.byteLength : tokens * rowBytes), 0);
 }
 
+/** The batch size asked for, checked before anything loads. */
 function batchSizeOf(asked: number): number {
   if (!Number.isSafeInteger(asked) || asked < 1)
     throw new FabricError('INVALID_ARGUMENT', `batchSize must be a whole number of tokens >= 1, got ${asked}`);
