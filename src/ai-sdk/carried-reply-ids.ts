@@ -9,9 +9,9 @@ import { createHash } from 'node:crypto';
 import type { LanguageModelV4Content, SharedV4ProviderMetadata } from '@ai-sdk/provider';
 
 import { FabricError } from '../fabric/errors';
+import { isTokenIds } from './model-call-note';
 
 const KEY = 'kvfabric';
-const MAX_TOKEN_ID = 2 ** 32 - 1;
 
 interface CarriedReply {
   replyIds: number[];
@@ -41,11 +41,7 @@ export function carriedReplyIds(parts: readonly PromptPart[], text: string): Uin
   const options = parts[0]?.providerOptions?.[KEY] as Partial<CarriedReply> | undefined;
   if (options?.replyIds === undefined) return undefined;
   const { replyIds, replyTextSha256 } = options;
-  if (
-    !Array.isArray(replyIds) ||
-    !replyIds.every((id) => Number.isInteger(id) && id >= 0 && id <= MAX_TOKEN_ID) ||
-    typeof replyTextSha256 !== 'string'
-  ) {
+  if (!isTokenIds(replyIds) || typeof replyTextSha256 !== 'string') {
     throw new FabricError(
       'INVALID_ARGUMENT',
       `an assistant message's providerOptions.${KEY} must hold replyIds (token ids) and replyTextSha256`,

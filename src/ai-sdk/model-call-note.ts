@@ -26,7 +26,8 @@ const isOwner = (owner: unknown): owner is ModelCallOwner =>
   owner !== null &&
   (['namespace', 'workflowId', 'runId', 'tenant'] as const).every((field) => typeof (owner as Record<string, unknown>)[field] === 'string');
 
-const isTokenIds = (ids: unknown): ids is number[] =>
+/** Whether `ids` is an array of token ids (unsigned 32-bit integers). */
+export const isTokenIds = (ids: unknown): ids is number[] =>
   Array.isArray(ids) && ids.every((id) => Number.isInteger(id) && id >= 0 && id <= MAX_TOKEN_ID);
 
 /** The note of a context holding `heldTokens`; undefined for one no call has filled. INTEGRITY when malformed. */
