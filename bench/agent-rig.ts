@@ -18,6 +18,8 @@ import type { AgentModel } from '../src/workflows/definitions';
 
 export interface AgentRig {
   agents: AgentClient;
+  /** Resolves once the worker's write-behind (a model turn's save, append and durable copy) has run. */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -74,6 +76,7 @@ export async function startAgentRig(options: {
   );
   return {
     agents,
+    settled: () => worker.memory.settled(),
     async close() {
       await agents.close();
       worker.shutdown();
