@@ -43,6 +43,13 @@ export type RunAdmitted = <T>(work: () => Promise<T>) => Promise<T>;
 
 const runNow: RunAdmitted = (work) => work();
 
+/**
+ * How long a resume from host leaves its pages' copy to the device waiting, so that the copy does not
+ * compete for the CPU with the resume's answer on its way back through Temporal (tens of ms); a call on the
+ * context meanwhile starts it at once.
+ */
+const RESUME_COPY_PAUSE_MS = 200;
+
 export class AgentMemory {
   private readonly tiers: TieredMemory;
   private readonly layout: BlockLayout;
@@ -221,10 +228,10 @@ export class AgentMemory {
 
   /**
    * A model worker's resume from host memory: the engine loads from the host pages, and the resume answers
-   * once it has, so the next turn is hot. The pages follow to the device write-behind (the next call on the
-   * context waits for them; a turn's append would restore them first anyway): copied while llama.cpp reads
-   * the laid-out file, they competed with it for memory bandwidth (an 8k load took 81 ms against 66 ms
-   * alone, docs/engines.md). The pages are checked against the record first (their checksums; each page
+   * once it has, so the next turn is hot. The pages follow to the device write-behind, after a pause
+   * (RESUME_COPY_PAUSE_MS; the next call on the context starts the copy and waits for it; a turn's append
+   * would restore them first anyway): copied while llama.cpp reads the laid-out file, they competed with it
+   * for memory bandwidth (an 8k load took 81 ms against 66 ms alone, docs/engines.md). The pages are checked against the record first (their checksums; each page
    * again as it is laid out). The result reports the context resident, where the copy leaves it; a copy
    * that fails is reported as any write-behind is, and the pages stay on the host, whole.
    */
@@ -234,7 +241,7 @@ export class AgentMemory {
     // Pages found on the device by now were evicted to disk meanwhile and restored for the layout.
     const from: Tier = this.tiers.residency(contextId) === 'device' ? 'disk' : 'host';
     const handle = this.tiers.handle(contextId);
-    this.turns.behind(contextId, async () => {
+    this.turns.behind(contextId, RESUME_COPY_PAUSE_MS, async () => {
       // Only to the incarnation the resume loaded: one freed meanwhile, perhaps made again for someone else, is left alone.
       if (!this.tiers.has(contextId) || this.tiers.handle(contextId) !== handle) return;
       const { bytes } = await this.tiers.restore(contextId);

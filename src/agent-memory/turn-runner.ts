@@ -67,9 +67,12 @@ export class TurnRunner {
     return this.modelTurn(contextId, input, before, tail, checkpoint);
   }
 
-  /** Runs `job` write-behind on the context: after its earlier jobs, before anything that waits for them. */
-  behind(contextId: string, job: () => Promise<void>): void {
-    this.writeBehind.after(contextId, job);
+  /**
+   * Runs `job` write-behind on the context: after its earlier jobs, before anything that waits for them,
+   * and not before `pauseMs` have passed unless something waits for the context first.
+   */
+  behind(contextId: string, pauseMs: number, job: () => Promise<void>): void {
+    this.writeBehind.afterPause(contextId, pauseMs, job);
   }
 
   /** Resolves once the context's write-behind has run: its pages are as complete as this worker can make them. */
