@@ -2,8 +2,9 @@
 // in the pages (write-behind), the workflow hands the turns' token ids back (the tail) until it is, and a
 // stored context reaches llama.cpp through one memory file the engine reuses. An attacker tries each: a
 // tail naming other tokens than the pages hold, a context id freed and made again (by another tenant)
-// while a turn's write-behind is on its way, another tenant's state left in the reused memory file, and a
-// resume from host memory (the engine loads the host pages before they move) with a forged record.
+// while a turn's write-behind is on its way, another tenant's state left in the reused memory file, a
+// resume from host memory (the engine loads the host pages before they move) with a forged record, and a
+// context id freed and made again while that resume's copy of the pages to the device waits its pause.
 // The real model, a real pool and the real AgentMemory; contexts stay a few dozen tokens long.
 import fs from 'node:fs';
 
@@ -119,5 +120,32 @@ describe('model turns', () => {
       from: 'host',
       tier: 'device',
     });
+  });
+
+  it("a resume's paused copy to the device never lands in the context id made again for another tenant", async () => {
+    const owner = fx.token('paused-copy');
+    await fx.allocate('paused-copy', owner);
+    const first = await turn('paused-copy', owner, 'My name is Ada and I design bridges.');
+    const left = await fx.memory.suspend(fx.call('paused-copy', 'acme', 'suspend', owner), {
+      tier: 'host',
+      expected: first.digest,
+      tail: first.added!,
+    });
+    await fx.memory.resume(fx.call('paused-copy', 'acme', 'resume', owner), { expected: left.digest });
+    // The copy waits out its pause: meanwhile the context is freed and the id made again by someone else
+    // (what a racing release and allocate would do, past the memory's own release, which starts the copy).
+    expect(fx.tiers.residency('paused-copy')).toBe('host');
+    const rowBytes = (await fx.tiers.read('paused-copy', 0, 1)).byteLength;
+    await fx.tiers.release('paused-copy');
+    fx.tiers.create('paused-copy', 99);
+    const theirs = new Uint8Array(rowBytes * 3).fill(7);
+    await fx.tiers.append('paused-copy', theirs);
+    await fx.tiers.offload('paused-copy', 'host');
+    await fx.memory.settled();
+    // Their context stays where they put it, as they wrote it.
+    expect(fx.tiers.residency('paused-copy')).toBe('host');
+    expect(fx.tiers.contextStats('paused-copy').tokens).toBe(3);
+    expect(Buffer.from(await fx.tiers.read('paused-copy', 0, 3)).equals(Buffer.from(theirs))).toBe(true);
+    await fx.tiers.release('paused-copy');
   });
 });
