@@ -31,6 +31,19 @@ afterAll(async () => {
 const turn = (agentId: string, token: string, message: string, before = emptyDigest(), tail: number[] = [], tenant = 'acme') =>
   opened.say(agentId, token, message, { before, tail, tenant, maxTokens: 6 });
 
+/** A context of one turn, suspended to host memory: its token and the suspend's result. */
+async function suspendedToHost(agentId: string) {
+  const token = fx.token(agentId);
+  await fx.allocate(agentId, token);
+  const first = await turn(agentId, token, 'My name is Ada and I design bridges.');
+  const left = await fx.memory.suspend(fx.call(agentId, 'acme', 'suspend', token), {
+    tier: 'host',
+    expected: first.digest,
+    tail: first.added!,
+  });
+  return { token, left };
+}
+
 describe('model turns', () => {
   it('a tail naming other tokens than the pages hold is INTEGRITY: nothing is evaluated or appended', async () => {
     const token = fx.token('forged-tail');
@@ -102,14 +115,7 @@ describe('model turns', () => {
   });
 
   it('a resume from host with a record the pages do not match is INTEGRITY before the engine loads or a page moves', async () => {
-    const token = fx.token('forged-record');
-    await fx.allocate('forged-record', token);
-    const first = await turn('forged-record', token, 'My name is Ada and I design bridges.');
-    const left = await fx.memory.suspend(fx.call('forged-record', 'acme', 'suspend', token), {
-      tier: 'host',
-      expected: first.digest,
-      tail: first.added!,
-    });
+    const { token, left } = await suspendedToHost('forged-record');
     const forged = { ...left.digest, value: emptyDigest().value };
     await expect(fx.memory.resume(fx.call('forged-record', 'acme', 'resume', token), { expected: forged })).rejects.toMatchObject({
       code: 'INTEGRITY',
@@ -123,14 +129,7 @@ describe('model turns', () => {
   });
 
   it("a resume's paused copy to the device never lands in the context id made again for another tenant", async () => {
-    const owner = fx.token('paused-copy');
-    await fx.allocate('paused-copy', owner);
-    const first = await turn('paused-copy', owner, 'My name is Ada and I design bridges.');
-    const left = await fx.memory.suspend(fx.call('paused-copy', 'acme', 'suspend', owner), {
-      tier: 'host',
-      expected: first.digest,
-      tail: first.added!,
-    });
+    const { token: owner, left } = await suspendedToHost('paused-copy');
     await fx.memory.resume(fx.call('paused-copy', 'acme', 'resume', owner), { expected: left.digest });
     // The copy waits out its pause: meanwhile the context is freed and the id made again by someone else
     // (what a racing release and allocate would do, past the memory's own release, which starts the copy).
