@@ -230,9 +230,9 @@ export class AgentMemory {
    * A model worker's resume from host memory: the engine loads from the host pages, and the resume answers
    * once it has, so the next turn is hot. The pages follow to the device write-behind, after a pause
    * (RESUME_COPY_PAUSE_MS; the next call on the context starts the copy and waits for it; a turn's append
-   * would restore them first anyway): copied while llama.cpp reads the laid-out file, they competed with it
-   * for memory bandwidth (an 8k load took 81 ms against 66 ms alone, docs/engines.md). The pages are checked against the record first (their checksums; each page
-   * again as it is laid out). The result reports the context resident, where the copy leaves it; a copy
+   * would restore them first anyway). Copied while llama.cpp read the laid-out file, they competed with it
+   * for memory bandwidth; copied at once after, with the answer on its way back (docs/engines.md). The
+   * pages are checked against the record first (their checksums; each page again as it is laid out). The result reports the context resident, where the copy leaves it; a copy
    * that fails is reported as any write-behind is, and the pages stay on the host, whole.
    */
   private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {

@@ -1,9 +1,10 @@
 // A model turn's KV reaches the pages after the turn has answered: the engine saves it (llama.cpp writes
 // the whole context to do so) off the turn's path, and only the turn's rows are appended. Jobs of one
 // context run one after the other (one KeyedMutex queue per context); anything that reads or moves a
-// context's pages waits for its jobs first (settled). A failed job leaves the pages behind the
-// conversation, which the workflow's record of the turns' token ids (the tail) still rebuilds; it is
-// reported, never thrown at a later caller.
+// context's pages waits for its jobs first (settled), which also starts at once a job still waiting out
+// its pause (afterPause: work that can wait until an answer is on its way). A failed job leaves the pages
+// behind the conversation, which the workflow's record of the turns' token ids (the tail) still rebuilds;
+// it is reported, never thrown at a later caller.
 import { KeyedMutex } from '../tiers/keyed-mutex';
 
 export class WriteBehind {
