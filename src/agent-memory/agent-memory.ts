@@ -232,8 +232,9 @@ export class AgentMemory {
    * (RESUME_COPY_PAUSE_MS; the next call on the context starts the copy and waits for it; a turn's append
    * would restore them first anyway). Copied while llama.cpp read the laid-out file, they competed with it
    * for memory bandwidth; copied at once after, with the answer on its way back (docs/engines.md). The
-   * pages are checked against the record first (their checksums; each page again as it is laid out). The result reports the context resident, where the copy leaves it; a copy
-   * that fails is reported as any write-behind is, and the pages stay on the host, whole.
+   * pages are checked against the record first (their checksums; each page again as it is laid out). The
+   * result reports the context resident, where the copy leaves it; a copy that fails is reported as any
+   * write-behind is, and the pages stay on the host, whole.
    */
   private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
     const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
