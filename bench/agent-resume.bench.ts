@@ -29,7 +29,7 @@ import { readModelInfo } from '../src/engines/llama/gguf-shape';
 import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { startAgentRig } from './agent-rig';
-import { median, modelContextSizes, option, printTable } from './measure';
+import { median, modelContextSizes, option, printTable, signedMs } from './measure';
 
 const sizes = modelContextSizes(option('--tokens') ?? '512,2k,8k');
 const repeats = Number(option('--repeats') ?? '3');
@@ -350,7 +350,7 @@ async function main(): Promise<void> {
       `${t.overhead.toFixed(2)}x`,
       `${t.roundTripMs.toFixed(0)} ms`,
       `${t.boundMs.toFixed(0)} ms`,
-      `${t.overBoundMs >= 0 ? '+' : ''}${t.overBoundMs.toFixed(0)} ms`,
+      signedMs(t.overBoundMs),
       t.withinTarget ? 'within' : 'over',
     ]),
   );

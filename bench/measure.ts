@@ -21,6 +21,11 @@ export function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 }
 
+/** A difference in milliseconds with its sign, `+3 ms` or `-12 ms`: how far over (or under) a bound. */
+export function signedMs(value: number): string {
+  return `${value >= 0 ? '+' : ''}${value.toFixed(0)} ms`;
+}
+
 export interface Rate {
   opsPerSecond: number;
   ops: number;

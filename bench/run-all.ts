@@ -17,7 +17,7 @@ import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
 import type { AiSdkLoopRow } from './ai-sdk-loop.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
 import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
-import { median, option, printTable } from './measure';
+import { median, option, printTable, signedMs } from './measure';
 
 const tokens = option('--tokens') ?? '8k,32k,128k';
 const repeats = option('--repeats') ?? '3';
@@ -225,7 +225,7 @@ function main(): void {
     const boundOf = (libraryMs: number) => Math.max(1.15 * libraryMs, libraryMs + 30);
     const bound = boundOf(reference);
     const overBound = r.pairs ? median(r.pairs.map((pair) => pair.totalMs - boundOf(pair.libraryMs))) : r.totalMs - bound;
-    const judged = r.pairs ? `; per pair, resume - bound: median ${overBound >= 0 ? '+' : ''}${overBound.toFixed(0)} ms` : '';
+    const judged = r.pairs ? `; per pair, resume - bound: median ${signedMs(overBound)}` : '';
     rows.push([
       'resume, Temporal',
       `${context}, checked against the workflow's digest (worker: restore ${ms(r.restoreMs!)} + digest ${ms(r.verifyMs!)})`,
@@ -297,12 +297,11 @@ function main(): void {
   // The target: a hot turn through Temporal within 1.05x the plain engine's same turn plus one resident
   // update round trip (a pin or unpin), all three alternated in one process and judged pair by pair.
   for (const h of agent.turns) {
-    const over = `${h.overBoundMs >= 0 ? '+' : ''}${h.overBoundMs.toFixed(0)} ms`;
     rows.push([
       'turn, real model',
       `hot one-token turn at ${h.tokens} tokens through Temporal, CPU ${agent.threads} thread(s), medians of ${h.repeats}${h.sameTokens ? '' : ', TOKEN COUNTS DIFFERED'}`,
       ms(h.hotTurnMs),
-      `plain node-llama-cpp ${ms(h.plainTurnMs)} + round trip ${ms(h.roundTripMs)}: bound ${ms(h.boundMs)}; per pair, turn - bound: median ${over}`,
+      `plain node-llama-cpp ${ms(h.plainTurnMs)} + round trip ${ms(h.roundTripMs)}: bound ${ms(h.boundMs)}; per pair, turn - bound: median ${signedMs(h.overBoundMs)}`,
       `${h.overhead.toFixed(2)}x (${h.withinTarget ? 'within' : 'over'})`,
     ]);
   }
