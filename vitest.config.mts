@@ -1,6 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 import { loadNativeBinding } from './src/fabric/native-binding';
+import { TEST_PROJECTS } from './test/projects';
 
 // KVFABRIC_BACKEND=cuda runs the same suites on the CUDA backend. Where no CUDA device is usable (and
 // no stand-in driver is configured through KVFABRIC_LIBCUDA), every test is skipped with the reason,
@@ -22,9 +23,14 @@ export default defineConfig({
   test: {
     // Forked processes, not threads: worker threads break Temporal's native bridge and addons.
     pool: 'forks',
-    include: skip ? [] : ['test/**/*.test.ts'],
     passWithNoTests: Boolean(skip),
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // One project per thing a test needs (test/projects.ts): `vitest run --project unit` is the fast loop,
+    // `vitest run` (npm test) runs them all.
+    projects: TEST_PROJECTS.map(({ name, include, exclude }) => ({
+      extends: true,
+      test: { name, include: skip ? [] : include, exclude: [...exclude, '**/node_modules/**'] },
+    })),
   },
 });

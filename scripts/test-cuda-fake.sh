@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the allocator and tier suites (and the native buffer attacks) through the CUDA backend's code on a machine without a GPU, with
-# the test-only strict stand-in driver (native/test/fake_cuda: host memory, asynchronous streams, the
-# driver API's documented rules enforced). Debugs the backend's logic; it is not GPU verification
-# (docs/cuda.md). Tier moves run both ways: the kernel path (fake NVRTC) over everything, then the
-# merged-copies path over the tier tests.
+# Runs the suites that touch native code (the allocator, the tiers, the native attacks) once each through
+# the CUDA backend's code on a machine without a GPU, with the test-only strict stand-in driver
+# (native/test/fake_cuda: host memory, asynchronous streams, the driver API's documented rules enforced).
+# Debugs the backend's logic; it is not GPU verification (docs/cuda.md). Tier moves go both ways: the
+# allocator suite (whose model-based test drives every tier move) on the kernel path (fake NVRTC), the
+# tier suite on the merged-copies path.
 #   KVFABRIC_BUILD_DIR   build holding kvfabric.node and libkvfabric_fakecuda.so (default build/native)
 #   extra arguments go to vitest; an --outputFile=X.json becomes X.json and X-copies.json
 set -euo pipefail
@@ -12,7 +13,7 @@ build="${KVFABRIC_BUILD_DIR:-$PWD/build/native}"
 [ -f "$build/libkvfabric_fakecuda.so" ] || node scripts/build-native.js
 export KVFABRIC_ADDON="$build/kvfabric.node" KVFABRIC_BACKEND=cuda
 export KVFABRIC_LIBCUDA="$build/libkvfabric_fakecuda.so" KVFABRIC_LIBNVRTC="$build/libkvfabric_fakecuda.so"
-npx vitest run test/fabric test/tiers test/security/attacks/native-buffer-attacks.test.ts "$@"
+KVFABRIC_CUDA_TRANSFER=kernel npx vitest run --project unit test/fabric test/security/attacks/native- "$@"
 copies_args=()
 for a in "$@"; do copies_args+=("${a/%.json/-copies.json}"); done
-KVFABRIC_CUDA_TRANSFER=copies npx vitest run test/tiers test/fabric/cuda-backend.test.ts ${copies_args[@]+"${copies_args[@]}"}
+KVFABRIC_CUDA_TRANSFER=copies npx vitest run --project unit test/tiers ${copies_args[@]+"${copies_args[@]}"}

@@ -1,0 +1,80 @@
+// The test suite's projects, by what a test needs to run: `unit` needs only the built addon (no server, no
+// model, no browser) and is the loop to run after every change (`npm run test:unit`, under 2 minutes on two
+// cores); the others need what `npm test`'s pretest installs. A test file belongs to the first project
+// whose list names it and to `unit` when none does, so a new test that starts a dev server or loads the
+// model is listed here, which test/architecture/test-projects.test.ts checks. Times: docs/testing.md.
+
+/** One vitest project: its name (`vitest run --project <name>`), the files it runs, and what it needs. */
+export interface TestProject {
+  readonly name: string;
+  readonly needs: string;
+  readonly include: readonly string[];
+  readonly exclude: readonly string[];
+}
+
+const ALL_TESTS = 'test/**/*.test.ts';
+
+/** The projects other than `unit`, each naming its files. */
+const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
+  {
+    name: 'ui',
+    needs: 'a dev server and Debian chromium',
+    include: ['test/ui/**/*.test.ts'],
+  },
+  {
+    name: 'package',
+    needs: 'npm pack, a newcomer project installed from the tarball, a dev server',
+    include: ['test/package/**/*.test.ts'],
+  },
+  {
+    name: 'faults',
+    needs: 'dev servers and worker processes that are killed, paused and restarted; the 12-agent load run',
+    include: ['test/faults/**/*.test.ts'],
+  },
+  {
+    name: 'model',
+    needs: 'the real model (SmolLM2-135M through llama.cpp), some on a dev server',
+    include: [
+      'test/engines/**/*.test.ts',
+      'test/agent-memory/engine-resume.test.ts',
+      'test/ai-sdk/carried-reply-ids.test.ts',
+      'test/ai-sdk/example.test.ts',
+      'test/ai-sdk/failover.test.ts',
+      'test/ai-sdk/streaming.test.ts',
+      'test/ai-sdk/tool-loop.test.ts',
+      'test/cli/model-command.test.ts',
+      'test/security/attacks/ai-sdk-*.test.ts',
+      'test/security/attacks/model-turn-paths.test.ts',
+      'test/temporal/real-agents.test.ts',
+    ],
+  },
+  {
+    name: 'temporal',
+    needs: "a Temporal dev server or Temporal's time-skipping test server, with worker processes",
+    include: [
+      'test/temporal/**/*.test.ts',
+      'test/plugin/**/*.test.ts',
+      'test/worker/npx-drain.test.ts',
+      'test/worker/worker-process.test.ts',
+      'test/workflows/agent-workflow.test.ts',
+      'test/workflows/time-skipping.test.ts',
+      'test/client/codec-key-mismatch.test.ts',
+      'test/client/retried-calls.test.ts',
+      'test/client/search-attribute-setup.test.ts',
+      'test/client/temporal-settings.test.ts',
+      'test/cli/cli-process.test.ts',
+      'test/cli/codec-server.test.ts',
+      'test/dev-server/dev-server-start.test.ts',
+      'test/security/temporal-security.test.ts',
+      'test/security/attacks/cli-capability-argument.test.ts',
+      'test/security/attacks/codec-plaintext-inbound.test.ts',
+      'test/security/attacks/rollback.test.ts',
+    ],
+  },
+];
+
+/** Every project; each file runs in exactly one (the `unit` project excludes all the others' files). */
+export const TEST_PROJECTS: readonly TestProject[] = [
+  { name: 'unit', needs: 'the built addon only', include: [ALL_TESTS], exclude: NEEDING.flatMap((project) => project.include) },
+  ...NEEDING.map((project, i) => ({ ...project, exclude: NEEDING.slice(0, i).flatMap((earlier) => earlier.include) })),
+];
