@@ -27,6 +27,7 @@ import type {
 } from '@ai-sdk/provider';
 import { MockActivityEnvironment } from '@temporalio/testing';
 
+import { CarriedReplyIds } from '../src/ai-sdk/carried-reply-ids';
 import { KvFabricLanguageModel } from '../src/ai-sdk/kvfabric-language-model';
 import { ModelCallMemory, type ModelCalls } from '../src/ai-sdk/model-call-memory';
 import type { ModelCallOwner } from '../src/ai-sdk/model-call-owner';
@@ -35,6 +36,7 @@ import type { Engine } from '../src/engines/engine';
 import { LlamaEngine } from '../src/engines/llama/llama-engine';
 import { MODELS } from '../src/engines/models';
 import { NativeAllocator } from '../src/fabric';
+import { RecordSeal } from '../src/shared-directory/record-seal';
 import { TenantRegistry } from '../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
 import { TieredMemory } from '../src/tiers/tiered-memory';
@@ -179,6 +181,7 @@ interface RunnerCall {
 function clockedCalls(inner: ModelCalls): { calls: ModelCalls; last: () => RunnerCall } {
   let last: RunnerCall | undefined;
   const calls: ModelCalls = {
+    carriedReplies: inner.carriedReplies,
     async complete(owner, request) {
       const forced = request.structured?.prefix.length ?? 0;
       let told = 0;
@@ -435,12 +438,10 @@ async function main(): Promise<void> {
   });
   const blocks = Math.ceil(contextLength / MODELS['smollm2-135m']!.tokensPerBlock) * 2 + 8;
   const pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: blocks, hostBlockCount: blocks, backend: 'cpu' });
-  const cold = await ColdStore.open({
-    directory: path.join(dir, 'cold'),
-    keyRing: new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench'),
-  });
+  const keyRing = new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
+  const cold = await ColdStore.open({ directory: path.join(dir, 'cold'), keyRing });
   const tiers = new TieredMemory({ pool, cold });
-  const tenantIds = await TenantRegistry.open(path.join(dir, 'tenants'));
+  const tenantIds = await TenantRegistry.open(path.join(dir, 'tenants'), new RecordSeal(keyRing));
   // One engine under both loops, with one clock: the loops never run at once.
   const clocks = clockedEngine(engine);
   const memory = new ModelCallMemory({
@@ -448,6 +449,7 @@ async function main(): Promise<void> {
     cold,
     engine: clocks.engine,
     tenantIds,
+    carriedReplies: new CarriedReplyIds(keyRing),
     onBackgroundError: (what, err) => console.error(`write-behind failed: ${what}:`, err),
   });
   const kept = clockedCalls(memory);

@@ -292,6 +292,30 @@ static void testSharedBlocksMoveOnce() {
   CHECK(pool->stats().freeBlocks == 8 && pool->stats().host.freeBlocks == 8);
 }
 
+// Per-tenant counts: a block shared by forks counts once, pinned counts only pinned contexts' blocks in
+// memory, and each tier is counted where the blocks are.
+static void testTenantBlocks() {
+  auto pool = makeTieredPool(8, 8);
+  Handle parent, child, other;
+  auto six = tokens(6, 1);
+  CHECK(pool->createContext(1, &parent).isOk());
+  CHECK(pool->append(parent, six.data(), six.size()).isOk());
+  CHECK(pool->fork(parent, &child).isOk());
+  CHECK(pool->createContext(2, &other).isOk());
+  CHECK(pool->append(other, six.data(), 4 * 8).isOk());
+  CHECK(pool->pin(child).isOk());
+  std::vector<TenantBlocks> all = pool->tenantBlocks();
+  CHECK(all.size() == 2);
+  CHECK(all[0].tenant == 1 && all[0].device == 2 && all[0].host == 0 && all[0].pinned == 2);
+  CHECK(all[1].tenant == 2 && all[1].device == 1 && all[1].host == 0 && all[1].pinned == 0);
+  CHECK(pool->demote(other).isOk());
+  all = pool->tenantBlocks();
+  CHECK(all[1].device == 0 && all[1].host == 1);
+  CHECK(pool->unpin(child).isOk() && pool->release(parent).isOk() && pool->release(child).isOk());
+  CHECK(pool->release(other).isOk());
+  CHECK(pool->tenantBlocks().empty());
+}
+
 static void testSpillFillAndImport() {
   auto pool = makeTieredPool(4, 4);
   Handle a;
@@ -795,6 +819,7 @@ int main() {
   testRawBlocks();
   testConcurrentContexts();
   testSharedBlocksMoveOnce();
+  testTenantBlocks();
   testSpillFillAndImport();
   testHostTierFull();
   testChecksums();

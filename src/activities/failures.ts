@@ -1,7 +1,7 @@
 // How allocator and tier errors cross into Temporal: every FabricError becomes an ApplicationFailure whose
 // type is the stable code, so workflows switch on `type`. Errors a retry cannot fix (a wrong capability,
-// corrupt bytes, a bad argument, a context this worker does not hold) are non-retryable; running out of
-// a resource (blocks, memory, disk) or a busy context is retried with backoff.
+// corrupt bytes, a bad argument, a context this worker does not hold, a tenant over its quota) are
+// non-retryable; running out of a shared resource (blocks, memory, disk) or a busy context is retried with backoff.
 import { ApplicationFailure } from '@temporalio/common';
 
 import { isFabricError, type ErrorCode } from '../fabric/errors';
@@ -14,6 +14,8 @@ export const NON_RETRYABLE_CODES: readonly ErrorCode[] = [
   'PERMISSION_DENIED',
   'INTEGRITY',
   'INCOMPATIBLE',
+  // A tenant over its quota is over it until it frees blocks itself: a retry would only be refused again.
+  'RESOURCE_EXHAUSTED',
 ];
 
 export function toApplicationFailure(err: unknown): unknown {

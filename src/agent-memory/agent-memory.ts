@@ -8,13 +8,14 @@ import type { Engine } from '../engines/engine';
 import { FabricError, isFabricError } from '../fabric/errors';
 import { bytesPerTokenOf } from '../fabric/layout';
 import type { Tier } from '../fabric/tier';
-import type { BlockLayout, ModelShape } from '../fabric/types';
+import type { BlockLayout, ModelShape, TenantBlocks, TenantId } from '../fabric/types';
 import { OPERATIONS, type OperationRow } from '../operations/operations';
 import type { CapabilityClaims } from '../security/claims';
 import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore } from '../tiers/cold';
+import type { QuotaName } from '../tiers/tenant-quotas';
 import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { emptyDigest, type DigestState } from './context-digest';
@@ -33,6 +34,13 @@ export interface MemoryObserver {
   evicted(from: Tier, to: Tier): void;
   /** A turn's checkpoint found the disk full (the turn stays in memory only). */
   checkpointSkipped(): void;
+  /** A call refused RESOURCE_EXHAUSTED: `tenant` (a checked name, or its id in hex) is at its `quota`. */
+  quotaRefused(tenant: string, quota: QuotaName): void;
+}
+
+/** One tenant's blocks in memory on this worker, the tenant named (tenantBlocks()). */
+export interface NamedTenantBlocks extends Omit<TenantBlocks, 'tenant'> {
+  tenant: string;
 }
 
 /**
@@ -57,6 +65,8 @@ export class AgentMemory {
   private readonly capabilities: CapabilityCheck;
   /** Tenant of every context this worker holds: statistics go to one tenant at a time. */
   private readonly tenants = new Map<string, string>();
+  /** The checked names of the tenant ids this worker has looked up: what metrics label tenants with. */
+  private readonly tenantNames = new Map<TenantId, string>();
   private readonly cold: Pick<ColdStore, 'readManifest'>;
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
@@ -110,6 +120,7 @@ export class AgentMemory {
     // engine's hot copy stays: it is the engine's memory, not the pool's, and may hold a turn whose KV
     // the pages do not have yet.
     this.tiers.onEviction((eviction) => this.observer?.evicted(eviction.from, eviction.to));
+    this.tiers.onQuotaRefusal((refusal) => this.observer?.quotaRefused(this.tenantName(refusal.tenant), refusal.quota));
   }
 
   // ---- operations, one method each (src/operations) ----
@@ -129,7 +140,7 @@ export class AgentMemory {
     const created = !this.tiers.has(contextId); // else an earlier attempt created it here
     if (created) {
       if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
-      this.tiers.create(contextId, await this.tenantIds.idOf(claims.ten));
+      this.tiers.create(contextId, await this.tenantIdOf(claims.ten));
       this.tenants.set(contextId, claims.ten);
       if (request.checkpoint) await this.tiers.checkpoint(contextId);
     }
@@ -328,7 +339,10 @@ export class AgentMemory {
     });
   }
 
-  /** Keeps the context on its tier until unpinned (counted: each pin needs its unpin). */
+  /**
+   * Keeps the context on its tier until unpinned (counted: each pin needs its unpin). RESOURCE_EXHAUSTED
+   * when its tenant would pin more than its share of the device (TieredMemory.pin).
+   */
   async pin(call: Presented, run: RunAdmitted = runNow): Promise<ContextSnapshot> {
     await this.admitHeld(call);
     return run(async () => {
@@ -422,6 +436,11 @@ export class AgentMemory {
     return totals;
   }
 
+  /** Blocks each tenant holds in device and host memory and pinned, for the worker's metrics. */
+  tenantBlocks(): NamedTenantBlocks[] {
+    return this.tiers.tenantBlocks().map((blocks) => ({ ...blocks, tenant: this.tenantName(blocks.tenant) }));
+  }
+
   /** The worker's totals over every tier (operators and tests; no context or tenant named). */
   stats(): TieredStats {
     return this.tiers.stats();
@@ -466,6 +485,18 @@ export class AgentMemory {
 
   // ---- inside ----
 
+  /** The tenant's allocator id (its name checked by the registry first), remembered for naming it in metrics. */
+  private async tenantIdOf(tenant: string): Promise<TenantId> {
+    const id = await this.tenantIds.idOf(tenant);
+    this.tenantNames.set(id, tenant);
+    return id;
+  }
+
+  /** A tenant's checked name; one this worker never looked up (the AI SDK's contexts) by its id in hex. */
+  private tenantName(id: TenantId): string {
+    return this.tenantNames.get(id) ?? `id:${id.toString(16).padStart(8, '0')}`;
+  }
+
   /** admit(), then STALE_HANDLE when this worker does not hold the context (its workflow then fails over). */
   private async admitHeld(call: Presented): Promise<CapabilityClaims> {
     const claims = await this.admit(call);
@@ -493,11 +524,11 @@ export class AgentMemory {
       this.letGo(contextId);
       await this.tiers.dropLocalCopy(contextId);
     }
-    const expected = { expectedTenant: await this.tenantIds.idOf(tenant), minVersion };
+    const expected = { expectedTenant: await this.tenantIdOf(tenant), minVersion };
     // Refusals here involve no token (the caller's was admitted); they are audited like every other.
     const refusal = { contextId, agentId: contextId, tenant, workflowId: '', action: 'recover' as const, token: '' };
-    // Checked before anything is adopted: the manifest's tenant is authenticated, the grant file is not;
-    // its version against the newest the workflow saw written (an older one put back is a rollback).
+    // Checked before anything is adopted: the manifest's tenant (authenticated, like the grant, which may be
+    // an older one put back); its version against the newest the workflow saw written (a rollback).
     const found = await this.cold.readManifest(contextId, { expectedTenant: expected.expectedTenant }).catch(async (err: unknown) => {
       if (!isFabricError(err, 'PERMISSION_DENIED')) throw err;
       return this.capabilities.deny(refusal, 'foreign-manifest');

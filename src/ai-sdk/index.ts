@@ -1,6 +1,7 @@
 // AI SDK agents on Temporal keeping their KV: kvfabric's model provider for @temporalio/ai-sdk (docs/ai-sdk.md).
 export { KvFabricProvider, KVFABRIC_MODEL_ID, isKvFabricModelId, type KvFabricProviderOptions } from './kvfabric-provider';
 export { KvFabricLanguageModel } from './kvfabric-language-model';
+export { CarriedReplyIds } from './carried-reply-ids';
 export {
   ModelCallMemory,
   type ModelCallMemoryOptions,

@@ -20,7 +20,7 @@ import type {
 
 import { withFailureCodes } from '../activities/failures';
 import type { GenerationSettings, StructuredReply } from '../engines/engine';
-import { withReplyIds } from './carried-reply-ids';
+import { checkJsonSchemaBounds } from '../engines/json-schema-bounds';
 import { currentModelCallOwner } from './model-call-owner';
 import type { ModelCallResult, ModelCalls } from './model-call-memory';
 import { assistantText, chatMessagesOf, replyContent, replyFormatOf } from './prompt-messages';
@@ -110,6 +110,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
   ): Promise<LanguageModelV4GenerateResult> {
     const owner = currentModelCallOwner();
     const memory = this.memory();
+    const { carriedReplies } = memory;
     const format = replyFormatOf(options, warnings);
     const structured = format.structured ?? jsonReply(options, warnings);
     for (const setting of ['topP', 'topK', 'presencePenalty', 'frequencyPenalty', 'stopSequences'] as const) {
@@ -127,7 +128,8 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
     let result: ModelCallResult;
     try {
       result = await memory.complete(owner, {
-        messages: (replyIds) => chatMessagesOf(options.prompt, format, replyIds, warnings),
+        messages: (replyIds) =>
+          chatMessagesOf(options.prompt, format, replyIds, warnings, (parts, text) => carriedReplies.carriedReplyIds(owner, parts, text)),
         generation,
         ...(structured ? { structured } : {}),
         replyText: (text) => assistantText(asPromptParts(replyContent(text, callable, () => ''))),
@@ -142,7 +144,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
     const ids = (index: number) =>
       `kvf_${createHash('sha256').update(`${result.contextId}:${result.tokens.length}:${index}`).digest('hex').slice(0, 24)}`;
     const replied = replyContent(result.text, callable, ids);
-    const content = withReplyIds(replied, assistantText(asPromptParts(replied)), result.reply);
+    const content = carriedReplies.withReplyIds(owner, replied, assistantText(asPromptParts(replied)), result.reply);
     return {
       content,
       finishReason: finishReasonOf(content, result.finish),
@@ -164,7 +166,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
   }
 }
 
-/** A JSON response format with a schema holds the reply to it (no tool call asked for). */
+/** A JSON response format with a schema holds the reply to it (no tool call asked for); INVALID_ARGUMENT past JSON_SCHEMA_LIMITS. */
 function jsonReply(options: LanguageModelV4CallOptions, warnings: SharedV4Warning[]): StructuredReply | undefined {
   const format = options.responseFormat;
   if (format?.type !== 'json') return undefined;
@@ -172,6 +174,7 @@ function jsonReply(options: LanguageModelV4CallOptions, warnings: SharedV4Warnin
     warnings.push({ type: 'unsupported', feature: 'a JSON response format without a schema' });
     return undefined;
   }
+  checkJsonSchemaBounds(format.schema, "the response format's JSON Schema");
   return { prefix: '', schema: format.schema, suffix: '' };
 }
 

@@ -17,6 +17,7 @@ import { WriteBehind } from '../agent-memory/write-behind';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore, ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
+import type { CarriedReplyIds } from './carried-reply-ids';
 import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
 import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, replyIdsIn, type ModelCallNote } from './model-call-note';
 
@@ -26,6 +27,8 @@ export interface ModelCallMemoryOptions {
   cold: Pick<ColdStore, 'hasManifest' | 'listManifests' | 'readManifest'>;
   engine: Engine;
   tenantIds: TenantRegistry;
+  /** Seals the reply ids a response carries, and checks those a prompt carries back (the worker's master keys). */
+  carriedReplies: CarriedReplyIds;
   /**
    * How long a run's KV stays in the engine after its last call, then in host memory before disk
    * (the worker plugin passes the agents' timers); absent: it stays until the run is freed.
@@ -55,14 +58,18 @@ export interface ModelCallResult extends EngineCompletionResult {
 /** What runs a model call for the language model: kvfabric's memory, or a baseline that keeps no KV. */
 export interface ModelCalls {
   complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult>;
+  /** What seals and checks the reply ids responses carry. */
+  readonly carriedReplies: CarriedReplyIds;
 }
 
 export class ModelCallMemory implements ModelCalls {
+  readonly carriedReplies: CarriedReplyIds;
   private readonly writeBehind: WriteBehind;
   /** Each held context's pending idle move. */
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly options: ModelCallMemoryOptions) {
+    this.carriedReplies = options.carriedReplies;
     this.writeBehind = new WriteBehind((contextId, err) =>
       options.onBackgroundError?.(`saving a model call of ${contextId} into its pages`, err),
     );

@@ -15,8 +15,9 @@ import type {
 } from '@ai-sdk/provider';
 
 import type { ChatMessage, StructuredReply } from '../engines/engine';
+import { checkJsonSchemaBounds } from '../engines/json-schema-bounds';
 import { FabricError } from '../fabric/errors';
-import { carriedReplyIds } from './carried-reply-ids';
+import type { PromptPart } from './carried-reply-ids';
 
 type AssistantPart = Extract<LanguageModelV4Prompt[number], { role: 'assistant' }>['content'][number];
 
@@ -24,6 +25,11 @@ const TOOL_CALL_START = '<tool_call>';
 const TOOL_CALL_END = '</tool_call>';
 const TOOL_CALL_OPEN = `${TOOL_CALL_START}\n`;
 const TOOL_CALL_CLOSE = `\n${TOOL_CALL_END}`;
+/**
+ * Tools one call may describe: each is text in the system message, and toolChoice 'required' among several
+ * makes one schema of them all, compiled into a grammar (docs/ai-sdk.md, "Limits").
+ */
+export const MAX_TOOLS = 64;
 
 /** How the model must answer: the tools the prompt describes, whether it may call them, and a call held to a schema. */
 export interface ReplyFormat {
@@ -34,12 +40,24 @@ export interface ReplyFormat {
   structured?: StructuredReply;
 }
 
-/** The call's function tools and the reply its tool choice asks for; warnings for what is left out. */
+/**
+ * The call's function tools and the reply its tool choice asks for; warnings for what is left out.
+ * INVALID_ARGUMENT for more than MAX_TOOLS tools, or a schema past JSON_SCHEMA_LIMITS: checked before
+ * anything is rendered, tokenized or compiled.
+ */
 export function replyFormatOf(options: Pick<LanguageModelV4CallOptions, 'tools' | 'toolChoice'>, warnings: SharedV4Warning[]): ReplyFormat {
   const tools: LanguageModelV4FunctionTool[] = [];
-  for (const tool of options.tools ?? []) {
-    if (tool.type === 'function') tools.push(tool);
-    else warnings.push({ type: 'unsupported', feature: `provider tool ${tool.name}` });
+  const given = options.tools ?? [];
+  if (given.length > MAX_TOOLS) {
+    throw new FabricError('INVALID_ARGUMENT', `a call has ${given.length} tools; kvfabric's model takes at most ${MAX_TOOLS}`);
+  }
+  for (const tool of given) {
+    if (tool.type !== 'function') {
+      warnings.push({ type: 'unsupported', feature: `provider tool ${tool.name}` });
+      continue;
+    }
+    checkJsonSchemaBounds(tool.inputSchema, `the input schema of tool ${JSON.stringify(String(tool.name).slice(0, 64))}`);
+    tools.push(tool);
   }
   const choice = options.toolChoice ?? { type: 'auto' };
   if (tools.length === 0 || choice.type === 'none') return { tools, mayCall: false };
@@ -51,22 +69,16 @@ export function replyFormatOf(options: Pick<LanguageModelV4CallOptions, 'tools' 
   }
   // 'required': one tool is called by name; among several, the model picks the name too.
   if (tools.length === 1) return { tools, mayCall: true, structured: oneToolCall(tools[0]!) };
-  return {
-    tools,
-    mayCall: true,
-    structured: {
-      prefix: TOOL_CALL_OPEN,
-      schema: {
-        oneOf: tools.map((tool) => ({
-          type: 'object',
-          properties: { name: { const: tool.name }, arguments: tool.inputSchema },
-          required: ['name', 'arguments'],
-          additionalProperties: false,
-        })),
-      },
-      suffix: TOOL_CALL_CLOSE,
-    },
+  const schema = {
+    oneOf: tools.map((tool) => ({
+      type: 'object',
+      properties: { name: { const: tool.name }, arguments: tool.inputSchema },
+      required: ['name', 'arguments'],
+      additionalProperties: false,
+    })),
   };
+  checkJsonSchemaBounds(schema, `the schema toolChoice 'required' makes of ${tools.length} tools (name one of them instead)`);
+  return { tools, mayCall: true, structured: { prefix: TOOL_CALL_OPEN, schema, suffix: TOOL_CALL_CLOSE } };
 }
 
 function oneToolCall(tool: LanguageModelV4FunctionTool): StructuredReply {
@@ -79,14 +91,16 @@ function oneToolCall(tool: LanguageModelV4FunctionTool): StructuredReply {
 
 /**
  * The prompt as chat messages. An assistant message goes as the token ids it was generated as: those it
- * carries (carried-reply-ids.ts), else those `replyIds(text)` gives, when this context remembers a reply
- * with that text; else as its text.
+ * carries for its text (`carried`: carried-reply-ids.ts checks them; by default none count), else those
+ * `replyIds(text)` gives, when this context remembers a reply with that text; else as its text. Ids go
+ * with their text, which the engine sends instead when they hold a special token.
  */
 export function chatMessagesOf(
   prompt: LanguageModelV4Prompt,
   format: ReplyFormat,
   replyIds: (text: string) => Uint32Array | undefined,
   warnings: SharedV4Warning[],
+  carried: (parts: readonly PromptPart[], text: string) => Uint32Array | undefined = () => undefined,
 ): ChatMessage[] {
   if (!Array.isArray(prompt)) throw new FabricError('INVALID_ARGUMENT', 'a call needs its prompt as an array of messages');
   const messages: ChatMessage[] = [];
@@ -112,7 +126,8 @@ export function chatMessagesOf(
         const text = assistantText(message.content, warnings);
         // Looked up whether or not the message carries its ids: the lookup goes in conversation order.
         const remembered = replyIds(text);
-        messages.push({ role: 'assistant', content: carriedReplyIds(message.content, text) ?? remembered ?? text });
+        const ids = carried(message.content, text) ?? remembered;
+        messages.push(ids ? { role: 'assistant', content: ids, text } : { role: 'assistant', content: text });
         break;
       }
       case 'tool': {

@@ -6,10 +6,11 @@
 // capability once (`renew` its replacement); nothing else ever prints one. Operator commands (keygen,
 // codec-server, model) never connect.
 // Failures are one line on stderr: exit 2 for a call used wrongly, 1 for one that failed.
-import { AgentClient, type AgentHandle } from '../client/agent-client';
+import { AgentClient, type AgentHandle, type SkippedAgent } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';
 import { registerSearchAttributes } from '../client/search-attributes';
 import { FabricError } from '../fabric/errors';
+import { printable } from '../identity/printable-id';
 import type { AgentStatus, TurnOutcome } from '../workflows/definitions';
 import { codecServer } from './codec-server-command';
 import { USAGE, commandUsage } from './command-usage';
@@ -102,10 +103,13 @@ async function main(argv: string[]): Promise<void> {
         else
           for (const a of listed)
             console.log(
-              `${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`,
+              // Search attributes, which whoever starts a workflow sets: printed escaped.
+              printable(
+                `${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`,
+              ),
             );
         // On stderr, so stdout stays the listing (and --json stays one JSON value).
-        for (const a of skipped) console.error(`kvfabric: skipped agent ${a.agentId} (${a.status}): ${a.reason}`);
+        for (const a of skipped) console.error(skippedLine(a));
         break;
       }
       case 'setup': {
@@ -137,6 +141,11 @@ export function describeTurn(agentId: string, outcome: TurnOutcome): string {
     `${agentId}: turn ${outcome.turns}, ${outcome.tokens} tokens` +
     (outcome.durableCopyStale ? '; durable copy stale (disk full at the checkpoint)' : '')
   );
+}
+
+/** A listed agent this client cannot read: its id comes from a search attribute anyone starting a workflow sets, so it is escaped. */
+export function skippedLine(agent: SkippedAgent): string {
+  return `kvfabric: skipped agent ${printable(agent.agentId)} (${printable(agent.status)}): ${printable(agent.reason)}`;
 }
 
 /** The one line a failure prints: no stack trace, no usage dump. */

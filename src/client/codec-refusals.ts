@@ -12,6 +12,7 @@ import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/int
 
 import { ERROR_CODES, FabricError, type ErrorCode } from '../fabric/errors';
 import { sealedKeyIdOf } from '../security/payload-codec';
+import { printable, QUOTED_ID, quotedId, unquoteId } from '../identity/printable-id';
 import { REFUSED_ENCODING_PREFIX } from '../security/refused-payloads';
 import { messageChain } from './error-chain';
 
@@ -24,7 +25,8 @@ export interface Refusal {
 }
 
 const REFUSAL = new RegExp(`${REFUSED_ENCODING_PREFIX} ([A-Z_]+) \\((.*)\\)`, 's');
-const KEY_ID = /key '([^']*)'/;
+/** The codec prints the key id quoted and escaped (quotedId): a quote in a forged id cannot end it early. */
+const KEY_ID = new RegExp(`key ${QUOTED_ID.source}`);
 
 /** The workers' side and the client's side of one mismatch. */
 export type RefusedBy = 'worker' | 'client';
@@ -36,7 +38,8 @@ export function refusalIn(err: unknown): Refusal | undefined {
     if (!found) continue;
     const code = (ERROR_CODES as readonly string[]).includes(found[1]!) ? (found[1] as ErrorCode) : 'PERMISSION_DENIED';
     const reason = found[2]!;
-    const keyId = KEY_ID.exec(reason)?.[1];
+    const printed = KEY_ID.exec(reason)?.[1];
+    const keyId = printed === undefined ? undefined : unquoteId(printed);
     return { code, reason, ...(keyId === undefined ? {} : { keyId }) };
   }
   return undefined;
@@ -49,13 +52,15 @@ export function refusalIn(err: unknown): Refusal | undefined {
 export function mismatchError(agentId: string, refusal: Refusal, by: RefusedBy, clientKeyId?: string): FabricError {
   const fix =
     'give clients and workers the same payload codec keys (KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE, e.g. the codec.keys of one `kvfabric keygen`)';
+  // The ids and the reason came from outside (a payload's header, a worker's failure): printed escaped.
   if (refusal.keyId === undefined)
-    return new FabricError(refusal.code, `agent ${agentId}: a payload was refused (${refusal.reason}): ${fix}`);
+    return new FabricError(refusal.code, `agent ${agentId}: a payload was refused (${printable(refusal.reason)}): ${fix}`);
+  const keyId = quotedId(refusal.keyId);
   const what =
     by === 'worker'
-      ? `its worker cannot read this client's payloads: they are sealed with payload codec key '${refusal.keyId}', which the worker does not hold`
-      : `this client cannot read its workers' payloads: they are sealed with payload codec key '${refusal.keyId}', which this client does not hold` +
-        (clientKeyId && clientKeyId !== refusal.keyId ? ` (this client sealed the agent's input with '${clientKeyId}')` : '');
+      ? `its worker cannot read this client's payloads: they are sealed with payload codec key ${keyId}, which the worker does not hold`
+      : `this client cannot read its workers' payloads: they are sealed with payload codec key ${keyId}, which this client does not hold` +
+        (clientKeyId && clientKeyId !== refusal.keyId ? ` (this client sealed the agent's input with ${quotedId(clientKeyId)})` : '');
   return new FabricError(refusal.code, `agent ${agentId}: ${what}: ${fix}`);
 }
 

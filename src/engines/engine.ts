@@ -77,6 +77,12 @@ export interface ChatMessage {
    * continues the KV computed for them, where its text tokenized again may split differently.
    */
   content: string | Uint32Array;
+  /**
+   * With ids as content: the text they were generated for, sent instead when the ids hold a special token
+   * (a control or end-of-generation token, which no text tokenizes to). Without it such ids are
+   * INVALID_ARGUMENT.
+   */
+  text?: string;
 }
 
 /** A reply held to JSON: `prefix` forced, then JSON that matches `schema` (a JSON Schema), then `suffix` forced. */
@@ -98,6 +104,7 @@ export interface EngineCompletionRequest {
   /** The whole prompt (renderConversation): the reused prefix, then what this call evaluates. */
   prompt: Uint32Array;
   generation?: GenerationSettings;
+  /** Its schema is held to JSON_SCHEMA_LIMITS (json-schema-bounds.ts) before it is compiled: INVALID_ARGUMENT otherwise. */
   structured?: StructuredReply;
   /** Told each piece of the reply's text as it is generated (forced pieces included): what streaming shows. */
   onText?: (delta: string) => void;
@@ -131,7 +138,11 @@ export interface Engine {
    * changes; an error after the turn started leaves the engine with no hot copy of `key`.
    */
   turn(request: EngineTurnRequest): Promise<EngineTurnResult>;
-  /** A conversation in the model's chat template, ending where the assistant's reply begins. */
+  /**
+   * A conversation in the model's chat template, ending where the assistant's reply begins. OUT_OF_RANGE
+   * when it is longer than the context length: judged from its size before any of it is tokenized where
+   * that already tells, else as soon as its tokens pass it.
+   */
   renderConversation(messages: readonly ChatMessage[]): Uint32Array;
   /**
    * Continues the longest prefix of `prompt` the engine or the pages hold, evaluates the rest and

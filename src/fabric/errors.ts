@@ -16,6 +16,9 @@ export const ERROR_CODES = [
   // A context's KV from another model or engine setting (src/engines/fingerprint.ts): loading it would be
   // wrong or, in llama.cpp, could crash the process.
   'INCOMPATIBLE',
+  // A tenant's quota on this worker (blocks on a tier, or pinned) would be exceeded: src/tiers/tenant-quotas.ts.
+  // Refused without touching another tenant's contexts; retrying does not help until the tenant frees some.
+  'RESOURCE_EXHAUSTED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -132,6 +132,15 @@ export interface PoolStats {
   diskCopies: number;
 }
 
+/** One tenant's blocks in memory, each counted once however many of its contexts (forks) share it. */
+export interface TenantBlocks {
+  tenant: TenantId;
+  device: number;
+  host: number;
+  /** Device and host blocks of the tenant's pinned contexts. */
+  pinned: number;
+}
+
 export interface ContextStats {
   tenant: TenantId;
   tokens: number;
@@ -263,6 +272,8 @@ export interface TierPrimitives {
    * INTEGRITY naming the page).
    */
   pageChecksums(ctx: ContextHandle): Uint32Array;
+  /** Every tenant holding blocks in device or host memory, by tenant id (what quotas are judged by). */
+  tenantBlocks(): TenantBlocks[];
 }
 
 export type { Tier } from './tier';

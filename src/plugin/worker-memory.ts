@@ -6,10 +6,13 @@ import { join } from 'node:path';
 import { Runtime } from '@temporalio/worker';
 
 import { createActivities } from '../activities';
+import { CarriedReplyIds } from '../ai-sdk/carried-reply-ids';
 import { ModelCallMemory } from '../ai-sdk/model-call-memory';
 import type { HolderActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import { AgentMemory, CapabilityCheck } from '../agent-memory';
-import { EpochStore, GrantStore, HolderFences, TenantRegistry } from '../shared-directory';
+import type { NamedTenantBlocks } from '../agent-memory/agent-memory';
+import { checkWorkerId } from '../identity/worker-id';
+import { EpochStore, GrantStore, HolderFences, RecordSeal, TenantRegistry } from '../shared-directory';
 import { AuditLog, CapabilityVerifier } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
@@ -39,6 +42,8 @@ export interface WorkerMemory {
 
 /** Opens a worker's memory; `holder` is its worker-specific task queue; `runsWorkflows`: it runs agent workflows too. */
 export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string, runsWorkflows: boolean): Promise<WorkerMemory> {
+  // It names the audit file below: a path in it would put that file, and the folder's mode, elsewhere.
+  checkWorkerId(options.workerId, 'workerId');
   const logger = Runtime.instance().logger;
   const engine = await openEngine(options);
   // What has opened so far, released if a later step fails: a loaded model and a pool are large.
@@ -59,34 +64,40 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
     });
     openedPool = pool;
-    const cold = await ColdStore.open({
-      directory: join(options.tierDir, 'cold'),
-      keyRing: new KeyRing(options.keys, options.activeKeyId),
-    });
+    const keyRing = new KeyRing(options.keys, options.activeKeyId);
+    const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing });
     openedCold = cold;
-    const grants = await GrantStore.open(join(options.tierDir, 'grants'));
-    const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder);
+    const audit = new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
+    await audit.open(); // a folder it must refuse stops the worker now, not each denial's line later
+    // Grants, epochs, fences and tenant ids are sealed with the master keys; one that is not is audited.
+    const records = new RecordSeal(keyRing, audit);
+    const grants = await GrantStore.open(join(options.tierDir, 'grants'), records);
+    const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder, records);
     const tiers = new TieredMemory({
       pool,
       cold,
       orphanMinAgeMs: options.orphanMinAgeMs,
       mayWriteManifest: (contextId) => fences.stillHolder(contextId),
+      quotas: options.quotas ?? {}, // the defaults where not given: a worker always has tenant quotas
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
     });
-    const metrics = new WorkerMetrics(Runtime.instance().metricMeter, () => tiers.stats());
-    const audit = new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
-    await audit.open(); // a folder it must refuse stops the worker now, not each denial's line later
+    // Per-tenant gauges name tenants as the agent memory knows them (sampled only once metrics start, after it exists).
+    const metrics = new WorkerMetrics(
+      Runtime.instance().metricMeter,
+      () => tiers.stats(),
+      (): NamedTenantBlocks[] => memory.tenantBlocks(),
+    );
     // Public keys only: this process can check capabilities but never mint one.
     const capabilities = new CapabilityCheck(
       new CapabilityVerifier(
         options.trustedKeys,
         options.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: options.maxCapabilityLifetimeS },
       ),
-      await EpochStore.open(join(options.tierDir, 'epochs')),
+      await EpochStore.open(join(options.tierDir, 'epochs'), records),
       audit,
       (action) => metrics.denied(action),
     );
-    const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'));
+    const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'), records);
     const memory = new AgentMemory({
       tiers,
       layout: pool.layout,
@@ -106,6 +117,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
           cold,
           engine,
           tenantIds,
+          carriedReplies: new CarriedReplyIds(keyRing),
           idle: options.modelCallIdle ?? {
             toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
             toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,

@@ -4,6 +4,7 @@
 import type { ActivityHooks } from '../activities';
 import type { Backend } from '../fabric/types';
 import type { RawKey } from '../security/key-list';
+import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import type { AgentModel } from '../workflows/definitions';
 
 export type EngineKind = 'llama' | 'synthetic';
@@ -37,6 +38,12 @@ export interface KvFabricWorkerOptions {
   model?: AgentModel;
   deviceBlocks: number;
   hostBlocks: number;
+  /**
+   * The most any one tenant may hold on this worker, each a fraction in (0, 1] of its tier: device blocks,
+   * host blocks, and pinned blocks (of the device tier). Absent ones: device 0.75, host 0.75, pinned 0.5
+   * (src/tiers/tenant-quotas.ts, docs/operations.md#tenant-quotas). Past one, a call is RESOURCE_EXHAUSTED.
+   */
+  quotas?: Partial<TenantQuotaShares>;
   /** Shared by every worker: the cold tier (`cold/`) and grants (`grants/`). */
   tierDir: string;
   keys: MasterKeySetting[];

@@ -15,7 +15,7 @@ import {
   type CapabilityClaims,
   type Right,
 } from './claims';
-import { ed25519PrivateKey, ed25519PublicOf, type RawKey } from './key-list';
+import { checkKeyIds, ed25519PrivateKey, ed25519PublicOf, type RawKey } from './key-list';
 
 export const DEFAULT_CAPABILITY_LIFETIME_S = 24 * 60 * 60;
 
@@ -66,6 +66,7 @@ export class CapabilityIssuer {
   private readonly verifier: CapabilityVerifier;
 
   constructor(keys: readonly RawKey[], options: IssuerOptions = {}) {
+    checkKeyIds(keys, 'capability signing keys'); // a key id is every token's `kid`
     this.activeKeyId = options.activeKeyId ?? keys[0]?.id ?? '';
     this.clock = options.clock ?? Date.now;
     this.maxLifetimeS = options.maxLifetimeS ?? DEFAULT_MAX_CAPABILITY_LIFETIME_S;
@@ -147,12 +148,16 @@ export class CapabilityIssuer {
   /**
    * A renewal's replacement for `currentToken`: the same tenant, agent, context and workflow, a fresh
    * epoch and expiry, and the presented token's rights (or fewer: `rights` narrows, never widens). The
-   * current token must verify; a worker accepting the replacement revokes every older token of the context.
+   * current token must verify and hold the `renew` right, as a worker requires: a renewal outlives its
+   * source, so a short-lived delegate without that right must not come back as a day-long one. A worker
+   * accepting the replacement revokes every older token of the context.
    */
   renewal(currentToken: string, options: { rights?: readonly Right[]; lifetimeS?: number } = {}): string {
     const current = this.verified(currentToken);
     if (current.rights.includes(CUSTODY))
       throw new FabricError('PERMISSION_DENIED', 'a custodian token cannot be renewed: renew the agent token');
+    if (!current.rights.includes('renew'))
+      throw new FabricError('PERMISSION_DENIED', 'cannot renew this capability: it has no renew right');
     const rights = (options.rights ?? current.rights).filter((right) => current.rights.includes(right));
     return this.mint({
       tenant: current.ten,

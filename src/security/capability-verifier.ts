@@ -6,7 +6,7 @@ import { verify, type KeyObject } from 'node:crypto';
 
 import { isAgentId } from '../identity/agent-identity';
 import { CAPABILITY_AUDIENCE, CAPABILITY_ISSUER, RIGHTS, isRight, type CapabilityClaims, type DenialReason } from './claims';
-import { ed25519PublicKey, type RawKey } from './key-list';
+import { checkKeyIds, ed25519PublicKey, type RawKey } from './key-list';
 
 /** Far above a real token (about 500 bytes): parsing stays cheap whatever is presented. */
 export const MAX_CAPABILITY_LENGTH = 2048;
@@ -35,6 +35,7 @@ export class CapabilityVerifier {
   private readonly maxLifetimeS: number;
 
   constructor(trustedKeys: readonly RawKey[], options: VerifierOptions = {}) {
+    checkKeyIds(trustedKeys, 'trusted capability keys');
     this.keys = new Map(trustedKeys.map((k) => [k.id, ed25519PublicKey(k.key)]));
     this.clock = options.clock ?? Date.now;
     this.maxLifetimeS = options.maxLifetimeS ?? DEFAULT_MAX_CAPABILITY_LIFETIME_S;

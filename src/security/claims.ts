@@ -87,7 +87,9 @@ export type DenialReason =
   /** A manifest older than the newest its workflow saw written (put back: a rollback); the call fails INTEGRITY. */
   | 'stale-manifest'
   /** A manifest found where the grant says the context is belongs to another tenant (swapped, tampered). */
-  | 'foreign-manifest';
+  | 'foreign-manifest'
+  /** A record of the shared directory (grant, epoch, fence, tenant id) that does not authenticate: planted, moved or damaged. */
+  | 'forged-record';
 
 export function isRight(value: unknown): value is Right {
   return typeof value === 'string' && (RIGHTS as readonly string[]).includes(value);

@@ -3,6 +3,8 @@
 // 32 bytes of RFC 8032 wrapped in their fixed RFC 8410 DER headers, so Node's crypto imports them as is.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 
+import { FabricError } from '../fabric/errors';
+import { quotedId } from '../identity/printable-id';
 import { readProtectedFile, type FileSensitivity } from './protected-file';
 
 export interface RawKey {
@@ -10,7 +12,9 @@ export interface RawKey {
   key: Buffer;
 }
 
-const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** Key ids name keys in key files, token and payload headers, errors and logs: a conservative alphabet. */
+const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const KEY_ID_RULE = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit";
 // PKCS#8 PrivateKeyInfo and SubjectPublicKeyInfo headers for id-Ed25519 (1.3.101.112), RFC 8410 section 7/4.
 const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
@@ -32,6 +36,16 @@ export function parseKeyList(source: string, what: string, bytes = 32): RawKey[]
   if (keys.length === 0) throw new Error(`${what}: no key given`);
   if (new Set(keys.map((k) => k.id)).size !== keys.length) throw new Error(`${what}: key ids must be unique`);
   return keys;
+}
+
+/**
+ * Refuses keys whose ids are not key ids (INVALID_ARGUMENT, the id escaped): the classes that take keys
+ * check them as the key-list readers do, since a program may hand them keys from anywhere.
+ */
+export function checkKeyIds(keys: readonly RawKey[], what: string): void {
+  for (const { id } of keys)
+    if (typeof id !== 'string' || !KEY_ID.test(id))
+      throw new FabricError('INVALID_ARGUMENT', `${what}: key id ${quotedId(String(id))} must be ${KEY_ID_RULE}`);
 }
 
 /** The text form parseKeyList reads: `id=base64`, one key a line (a file) and `,`-joined (a variable). */

@@ -31,8 +31,9 @@ import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@tempora
 import { temporal } from '@temporalio/proto';
 
 import { FabricError } from '../fabric/errors';
-import type { RawKey } from './key-list';
+import { checkKeyIds, type RawKey } from './key-list';
 import { DataKeys, SALT_BYTES } from './payload-data-keys';
+import { quotedId } from '../identity/printable-id';
 
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 /** The SDK's encoding of `undefined`: with no data, the only plaintext payload decoding lets through. */
@@ -40,6 +41,7 @@ const NULL_ENCODING = 'binary/null';
 const FORMAT = 0x01;
 /** One length byte names the key id in the header, and the encoding in form 1. */
 const MAX_NAME_BYTES = 255;
+const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const FORM_PROTO = 0x00;
@@ -56,15 +58,16 @@ export class CodecKeyRing {
     keys: readonly RawKey[],
     readonly activeKeyId: string = keys[0]?.id ?? '',
   ) {
-    for (const { id } of keys) {
-      const bytes = Buffer.from(id, 'utf8');
-      if (bytes.length < 1 || bytes.length > MAX_NAME_BYTES || bytes.toString('utf8') !== id)
-        throw new Error(
-          `payload codec key ids must be 1 to ${MAX_NAME_BYTES} bytes of UTF-8 (a sealed payload names its key in one length byte)`,
-        );
+    // Ids are printed and fit the header's one length byte; keys are AES-256 keys: a shorter one is next to no key.
+    checkKeyIds(keys, 'payload codec keys');
+    for (const { id, key } of keys) {
+      const got = key instanceof Uint8Array ? key.length : typeof key;
+      if (got !== KEY_BYTES)
+        throw new FabricError('INVALID_ARGUMENT', `payload codec key ${quotedId(id)} must be ${KEY_BYTES} bytes (AES-256), got ${got}`);
     }
     this.keys = new Map(keys.map((k) => [k.id, k.key]));
-    if (!this.keys.has(activeKeyId)) throw new Error(`payload codec key '${activeKeyId}' is not among the keys given`);
+    if (!this.keys.has(activeKeyId))
+      throw new FabricError('INVALID_ARGUMENT', `payload codec key ${quotedId(String(activeKeyId))} is not among the keys given`);
   }
 
   key(id: string): Buffer | undefined {
@@ -113,10 +116,10 @@ export class EncryptionCodec implements PayloadCodec {
     }
     const sealed = payload.data ?? new Uint8Array();
     const { header, keyId, salt } = readHeader(sealed);
-    // The key id is not secret; it is named, sliced, so that an operator sees which key is missing.
+    // The key id is not secret; it is named so that an operator sees which key is missing, escaped (anyone
+    // can write a header) so that it names that key and nothing else.
     const key = this.dataKeys.forOpening(keyId, salt);
-    if (!key)
-      throw new FabricError('PERMISSION_DENIED', `payload sealed with key '${keyId.slice(0, 64)}', which this process does not hold`);
+    if (!key) throw new FabricError('PERMISSION_DENIED', `payload sealed with key ${quotedId(keyId)}, which this process does not hold`);
     if (sealed.length < header.length + IV_BYTES + TAG_BYTES) throw new FabricError('INTEGRITY', 'sealed payload is truncated');
     let plain: Buffer;
     try {
@@ -127,7 +130,7 @@ export class EncryptionCodec implements PayloadCodec {
       plain = Buffer.concat([decipher.update(sealed.subarray(header.length + IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
     } catch {
       // A tag that does not verify: altered bytes, header, salt or key id, or another key under the same id.
-      throw new FabricError('INTEGRITY', `sealed payload (key '${keyId.slice(0, 64)}') failed authentication`);
+      throw new FabricError('INTEGRITY', `sealed payload (key ${quotedId(keyId)}) failed authentication`);
     }
     // Past a good tag only someone holding the key could have written a malformed plaintext; still refused.
     return payloadOf(plain, keyId);
@@ -187,7 +190,7 @@ function plaintextOf(payload: Payload): Buffer {
 }
 
 function payloadOf(plain: Buffer, keyId: string): Payload {
-  const malformed = () => new FabricError('INTEGRITY', `sealed payload (key '${keyId.slice(0, 64)}') holds a malformed payload`);
+  const malformed = () => new FabricError('INTEGRITY', `sealed payload (key ${quotedId(keyId)}) holds a malformed payload`);
   const body = plain.subarray(1);
   if (plain[0] === FORM_JSON) return { metadata: { [METADATA_ENCODING_KEY]: Buffer.from(JSON_ENCODING) }, data: body };
   if (plain[0] === FORM_ENCODING_ONLY) {
@@ -202,7 +205,7 @@ function payloadOf(plain: Buffer, keyId: string): Payload {
       throw malformed();
     }
   }
-  throw new FabricError('INTEGRITY', `sealed payload (key '${keyId.slice(0, 64)}') has an unknown form`);
+  throw new FabricError('INTEGRITY', `sealed payload (key ${quotedId(keyId)}) has an unknown form`);
 }
 
 /** `binary/null`, nothing else in its metadata and no data: the SDK's `undefined`. */

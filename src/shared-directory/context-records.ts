@@ -1,4 +1,5 @@
-// One small JSON record per context in a directory every worker shares (grants), created once and never
+// One small record per context in a directory every worker shares (grants): a JSON body sealed with the
+// workers' keys (record-seal.ts), so a record nobody of them wrote is refused. Created once and never
 // replaced: the record is written complete to a temp file, synced, then linked to its name with link(2),
 // which fails when the name exists, atomically on the file server (NFS too). So two workers creating a
 // context's record at once cannot overwrite each other: the first one stays, and the second learns whose
@@ -12,6 +13,7 @@ import { FabricError } from '../fabric/errors';
 import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
 import { syncDirectory } from '../tiers/cold/durable-file';
 import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import type { RecordSeal } from './record-seal';
 
 /** A record's temp file lives for one write and one link: one an hour old was left by a crash. */
 const STALE_TEMP_AGE_MS = 3600_000;
@@ -19,31 +21,28 @@ const STALE_TEMP_AGE_MS = 3600_000;
 export class ContextRecords<T extends { contextId: string }> {
   private constructor(
     private readonly directory: string,
-    /** Names the record kind in file names and errors ("grant"). */
+    /** Names the record kind in file names, seals and errors ("grant"). */
     private readonly kind: string,
     /** The record, or undefined when the parsed JSON is not one. */
     private readonly parse: (value: Record<string, unknown>) => T | undefined,
+    private readonly seal: RecordSeal,
   ) {}
 
   static async open<T extends { contextId: string }>(
     directory: string,
     kind: string,
     parse: (value: Record<string, unknown>) => T | undefined,
+    seal: RecordSeal,
   ): Promise<ContextRecords<T>> {
     await openPrivateDirectory(directory, `the ${kind} directory`);
     await removeStaleTempFilesIn(directory, STALE_TEMP_AGE_MS);
-    return new ContextRecords(directory, kind, parse);
+    return new ContextRecords(directory, kind, parse, seal);
   }
 
-  /** The context's record; undefined if there is none. INTEGRITY for a malformed file. */
+  /** The context's record; undefined if there is none. INTEGRITY (audited) for a file that is not one sealed for it. */
   async get(contextId: string): Promise<T | undefined> {
-    let text: string;
-    try {
-      text = await fsp.readFile(this.fileOf(contextId), 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new FabricError('UNAVAILABLE', `${this.kind} of context ${contextId}: ${(err as Error).message}`);
-    }
+    const text = await this.seal.read(this.fileOf(contextId), this.kind, contextId);
+    if (text === undefined) return undefined;
     let record: T | undefined;
     try {
       record = this.parse(JSON.parse(text) as Record<string, unknown>);
@@ -64,7 +63,7 @@ export class ContextRecords<T extends { contextId: string }> {
     let file: FileHandle | undefined;
     try {
       file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
-      await file.writeFile(JSON.stringify(record));
+      await file.writeFile(this.seal.seal(this.kind, record.contextId, JSON.stringify(record)));
       await file.sync();
       await file.close();
       file = undefined;

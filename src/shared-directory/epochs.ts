@@ -4,6 +4,7 @@
 // released context stays refused. Raising is a monotonic maximum that holds across processes and
 // machines (rising-records.ts): two raises at once, 2000 and 1000, leave 2000, never 1000.
 import { FabricError } from '../fabric/errors';
+import type { RecordSeal } from './record-seal';
 import { RisingRecords, type RisingValue } from './rising-records';
 
 /** Epochs are non-negative integers up to 2^53: a release raises to a token's epoch + 1, and epochs reach 2^53 - 1. */
@@ -19,8 +20,8 @@ const EPOCHS: RisingValue<number> = {
 export class EpochStore {
   private constructor(private readonly records: RisingRecords<number>) {}
 
-  static async open(directory: string): Promise<EpochStore> {
-    return new EpochStore(await RisingRecords.open(directory, 'epoch', EPOCHS));
+  static async open(directory: string, seal: RecordSeal): Promise<EpochStore> {
+    return new EpochStore(await RisingRecords.open(directory, 'epoch', EPOCHS, seal));
   }
 
   /** 0 for a context never revoked. One directory listing, every time: another worker may have raised it. */

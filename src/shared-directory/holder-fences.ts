@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
+import type { RecordSeal } from './record-seal';
 import { RisingRecords, type RisingValue } from './rising-records';
 
 interface Fence {
@@ -52,8 +53,8 @@ export class HolderFences {
     this.holderTag = tagOf(holder);
   }
 
-  static async open(directory: string, holder: string): Promise<HolderFences> {
-    return new HolderFences(await RisingRecords.open(directory, 'fence', FENCES), holder);
+  static async open(directory: string, holder: string, seal: RecordSeal): Promise<HolderFences> {
+    return new HolderFences(await RisingRecords.open(directory, 'fence', FENCES, seal), holder);
   }
 
   /**

@@ -3,7 +3,8 @@
 // shares, so two tenants never get the same id (a frame is scrubbed before another tenant's context gets
 // it: colliding ids would skip that). A name's first choice is its SHA-256 truncated to 32 bits; a name
 // whose choice is taken by another name takes the next free id (linear probing). Each id is a file
-// `<id as 8 hex digits>` holding its name, created atomically with link(2), which fails when the file
+// `<id as 8 hex digits>` holding its name sealed for that id (record-seal.ts: a name planted or moved
+// there by anyone but a worker is refused), created atomically with link(2), which fails when the file
 // exists: whoever links first owns the id, and everyone reads the same answer.
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
@@ -15,11 +16,13 @@ import { checkTenantName } from '../identity/agent-identity';
 import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
 import { syncDirectory } from '../tiers/cold/durable-file';
 import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import type { RecordSeal } from './record-seal';
 
 /** Ids tried after a name's first choice before giving up: far more than any real collision chain. */
 const MAX_PROBES = 4096;
 /** A claim's temp file lives for one write and one link: one an hour old was left by a crash. */
 const STALE_TEMP_AGE_MS = 3600_000;
+const RECORD_KIND = 'tenant-id';
 
 /** A name's first-choice id (never 0: 0 is not a tenant to the allocator). */
 export function preferredTenantId(tenant: string): TenantId {
@@ -31,12 +34,15 @@ export class TenantRegistry {
   /** Assigned ids never change: each process asks the directory once per name. */
   private readonly known = new Map<string, TenantId>();
 
-  private constructor(private readonly directory: string) {}
+  private constructor(
+    private readonly directory: string,
+    private readonly seal: RecordSeal,
+  ) {}
 
-  static async open(directory: string): Promise<TenantRegistry> {
+  static async open(directory: string, seal: RecordSeal): Promise<TenantRegistry> {
     await openPrivateDirectory(directory, 'the tenant registry');
     await removeStaleTempFilesIn(directory, STALE_TEMP_AGE_MS);
-    return new TenantRegistry(directory);
+    return new TenantRegistry(directory, seal);
   }
 
   /** The tenant's id, assigning one on first use. */
@@ -56,17 +62,13 @@ export class TenantRegistry {
     throw new FabricError('UNAVAILABLE', `no tenant id for ${tenant} after ${MAX_PROBES} probes in ${this.directory}`);
   }
 
-  private fileOf(id: TenantId): string {
-    return join(this.directory, id.toString(16).padStart(8, '0'));
+  private nameOf(id: TenantId): string {
+    return id.toString(16).padStart(8, '0');
   }
 
-  private async ownerOf(id: TenantId): Promise<string | undefined> {
-    try {
-      return await fsp.readFile(this.fileOf(id), 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new FabricError('UNAVAILABLE', `tenant registry ${this.directory}: ${(err as Error).message}`);
-    }
+  /** The name the id's file holds; undefined for a free id. INTEGRITY (audited) for a file no worker sealed for this id. */
+  private ownerOf(id: TenantId): Promise<string | undefined> {
+    return this.seal.read(join(this.directory, this.nameOf(id)), RECORD_KIND, this.nameOf(id));
   }
 
   /** Links a complete, synced temp file to the id's name; returns whoever owns the id afterwards. */
@@ -75,12 +77,12 @@ export class TenantRegistry {
     try {
       const file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
       try {
-        await file.writeFile(tenant);
+        await file.writeFile(this.seal.seal(RECORD_KIND, this.nameOf(id), tenant));
         await file.sync();
       } finally {
         await file.close();
       }
-      await fsp.link(temp, this.fileOf(id));
+      await fsp.link(temp, join(this.directory, this.nameOf(id)));
       await syncDirectory(this.directory, `the tenant registry in ${this.directory}`);
       return tenant;
     } catch (err) {

@@ -1,12 +1,23 @@
 // When a tier runs out of room: the least recently used unpinned contexts leave the device for host
-// memory, and offloaded contexts leave host memory for disk. Runs in the foreground when an operation
-// would fail for want of room (withRoom), and in the background when a tier's free fraction falls below
-// its low watermark (until it is back above the high one).
+// memory, and offloaded contexts leave host memory for disk, those of tenants over their fair share of the
+// tier first (fair-share.ts). Runs in the foreground when an operation would fail for want of room
+// (withRoom), and in the background when a tier's free fraction falls below its low watermark (until it
+// is back above the high one). A tenant's own request is held to its quotas first (tenant-quotas.ts): past
+// one, room comes only from that tenant's own contexts, or the request is refused RESOURCE_EXHAUSTED.
 import { isFabricError, FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { ContextStats } from '../fabric/types';
 import type { ContextEntry, ContextRegistry } from './context-registry';
+import { fairEvictionOrder, tenantsOverFairShare, usageOn } from './fair-share';
+import type { TenantQuotas } from './tenant-quotas';
 import type { Eviction } from './tier-report';
+
+/**
+ * Which of the requester's tenant's quotas blocks that arrive on a tier count against: none (eviction moving
+ * a context of its own accord), the tier's, or the tier's and, for a pinned context, the pinned quota too
+ * (blocks new to memory: appended, or filled from disk).
+ */
+export type QuotaCharge = 'none' | 'tier' | 'tier-and-pinned';
 
 /** The moves eviction makes, under the moved context's lock; each returns the bytes that changed tier. */
 export interface EvictionMoves {
@@ -36,11 +47,15 @@ export class EvictionPolicy {
     private readonly moves: EvictionMoves,
     /** Told of every eviction, foreground or background. */
     private readonly onEviction: (eviction: Eviction) => void,
+    /** Absent: no per-tenant limits (a pool one tenant uses); workers always have them. */
+    private readonly quotas: TenantQuotas | undefined,
   ) {}
 
   /**
-   * Runs attempt; while it fails for want of room in the tier, evicts least recently used contexts
-   * (logging each in `log`), or waits for operations in flight, and tries again.
+   * Runs attempt; while it fails for want of room in the tier, evicts least recently used contexts, those
+   * of tenants over their fair share first (logging each in `log`), or waits for operations in flight, and
+   * tries again. First, unless `charge` is 'none', the requester's tenant is brought within its quotas for
+   * the blocks needed, from its own contexts only (RESOURCE_EXHAUSTED when it cannot be).
    */
   async withRoom(
     tier: 'device' | 'host',
@@ -48,7 +63,10 @@ export class EvictionPolicy {
     blocksNeeded: () => number,
     attempt: () => Promise<void>,
     log: Eviction[],
+    charge: QuotaCharge = 'tier',
   ): Promise<void> {
+    if (charge !== 'none' && this.quotas)
+      await this.withinQuota(this.quotas, tier, requester, blocksNeeded, log, charge === 'tier-and-pinned');
     for (;;) {
       try {
         await attempt();
@@ -57,8 +75,8 @@ export class EvictionPolicy {
         if (!isFabricError(err, 'POOL_EXHAUSTED')) throw err;
         const progressed =
           tier === 'device'
-            ? await this.evictDevice(Math.max(blocksNeeded() - this.pool.stats().freeBlocks, 1), log, requester)
-            : await this.evictHost(Math.max(blocksNeeded() - this.pool.stats().host.freeBlocks, 1), log, requester);
+            ? await this.evictDevice(this.deviceFreeBy(Math.max(blocksNeeded() - this.pool.stats().freeBlocks, 1)), log, requester)
+            : await this.evictHost(this.hostFreeBy(Math.max(blocksNeeded() - this.pool.stats().host.freeBlocks, 1)), log, requester);
         if (progressed) continue;
         if (!(await this.waitForOtherOperations())) {
           throw new FabricError('POOL_EXHAUSTED', `${err.message}; nothing left to evict`);
@@ -67,11 +85,62 @@ export class EvictionPolicy {
     }
   }
 
-  /** Background demotion, queued behind any already running. */
+  /**
+   * Makes room under the requester's tenant's `tier` quota by evicting that tenant's own contexts, waiting
+   * for its operations in flight when all of them are busy; RESOURCE_EXHAUSTED naming the quota otherwise.
+   * Pinned blocks are never evicted, so a pinned context over the pinned quota is refused at once.
+   */
+  private async withinQuota(
+    quotas: TenantQuotas,
+    tier: 'device' | 'host',
+    requester: ContextEntry,
+    blocksNeeded: () => number,
+    log: Eviction[],
+    pinnedToo: boolean,
+  ): Promise<void> {
+    if (
+      pinnedToo &&
+      this.pool.contextStats(requester.handle).pinCount > 0 &&
+      quotas.excess(requester.tenant, 'pinned', blocksNeeded()) > 0
+    ) {
+      throw quotas.refusal(requester.id, requester.tenant, 'pinned', blocksNeeded());
+    }
+    const fits = () => quotas.excess(requester.tenant, tier, blocksNeeded()) <= 0;
+    while (!fits()) {
+      const own = () => this.ownContexts(requester);
+      const progressed =
+        tier === 'device' ? await this.evictDevice(fits, log, requester, own) : await this.evictHost(fits, log, requester, own);
+      if (progressed) continue;
+      const ownBusy = [...own()].some((entry) => entry !== requester && this.registry.locks.isLocked(entry.id));
+      if (!ownBusy || !(await this.waitForOtherOperations())) {
+        throw quotas.refusal(requester.id, requester.tenant, tier, blocksNeeded());
+      }
+    }
+  }
+
+  /** The requester's tenant's contexts, least recently used first. */
+  private *ownContexts(requester: ContextEntry): Generator<ContextEntry> {
+    for (const entry of this.registry.leastRecentlyUsed()) if (entry.tenant === requester.tenant) yield entry;
+  }
+
+  /** Every context, those of tenants over their fair share of `tier` first (the requester's tenant counted among those sharing it). */
+  private fairOrder(tier: 'device' | 'host', requester: ContextEntry | undefined): () => Iterable<ContextEntry> {
+    const stats = this.pool.stats();
+    const total = tier === 'device' ? stats.totalBlocks : stats.host.totalBlocks;
+    const over = tenantsOverFairShare(usageOn(tier, this.pool.tenantBlocks()), total, requester?.tenant);
+    return () => fairEvictionOrder(() => this.registry.leastRecentlyUsed(), over);
+  }
+
+  /**
+   * Background demotion, queued behind any already running. It starts on a later turn of the event loop,
+   * once the operation that scheduled it has let go of its context's lock: that context is a candidate too
+   * (skipping it, busy, would take the next tenant's instead of the one over its fair share).
+   */
   schedule(): void {
     if (this.maintenanceQueued) return;
     this.maintenanceQueued = true;
     this.maintenance = this.maintenance.then(async () => {
+      await new Promise<void>((resolve) => setImmediate(resolve));
       this.maintenanceQueued = false;
       try {
         await this.rebalance();
@@ -111,37 +180,61 @@ export class EvictionPolicy {
     const stats = this.pool.stats();
     const log: Eviction[] = [];
     if (stats.freeBlocks < deviceLow * stats.totalBlocks) {
-      await this.evictDevice(Math.ceil(deviceHigh * stats.totalBlocks) - stats.freeBlocks, log);
+      await this.evictDevice(this.deviceFreeBy(Math.ceil(deviceHigh * stats.totalBlocks) - stats.freeBlocks), log);
     }
     const host = this.pool.stats().host;
     if (host.totalBlocks > 0 && host.freeBlocks < hostLow * host.totalBlocks) {
-      await this.evictHost(Math.ceil(hostHigh * host.totalBlocks) - host.freeBlocks, log);
+      await this.evictHost(this.hostFreeBy(Math.ceil(hostHigh * host.totalBlocks) - host.freeBlocks), log);
     }
   }
 
-  /** Demotes LRU resident, unpinned, idle contexts until `blocks` more device blocks are free; false if none moved. */
-  private evictDevice(blocks: number, log: Eviction[], requester?: ContextEntry): Promise<boolean> {
+  /** Whether `blocks` more device blocks are free than now. */
+  private deviceFreeBy(blocks: number): () => boolean {
     const target = this.pool.stats().freeBlocks + blocks;
+    return () => this.pool.stats().freeBlocks >= target;
+  }
+
+  private hostFreeBy(blocks: number): () => boolean {
+    const target = this.pool.stats().host.freeBlocks + blocks;
+    return () => this.pool.stats().host.freeBlocks >= target;
+  }
+
+  /**
+   * Demotes resident, unpinned, idle contexts from `order` (default: fair order) until `done`; false if
+   * none moved.
+   */
+  private evictDevice(
+    done: () => boolean,
+    log: Eviction[],
+    requester?: ContextEntry,
+    order = this.fairOrder('device', requester),
+  ): Promise<boolean> {
     return this.evict(
       { from: 'device', to: 'host' },
       requester,
+      order,
       (s) => s.resident && s.devicePages > 0,
-      () => this.pool.stats().freeBlocks >= target,
+      done,
       (entry) => this.moves.demote(entry, log),
       log,
     );
   }
 
-  /** Spills LRU offloaded contexts' host pages to disk until `blocks` more host blocks are free; false if none moved. */
-  private async evictHost(blocks: number, log: Eviction[], requester?: ContextEntry): Promise<boolean> {
+  /** Spills offloaded contexts' host pages to disk from `order` (default: fair order) until `done`; false if none moved. */
+  private async evictHost(
+    done: () => boolean,
+    log: Eviction[],
+    requester?: ContextEntry,
+    order?: () => Iterable<ContextEntry>,
+  ): Promise<boolean> {
     const spill = this.moves.spill;
     if (!spill) return false;
-    const target = this.pool.stats().host.freeBlocks + blocks;
     return this.evict(
       { from: 'host', to: 'disk' },
       requester,
+      order ?? this.fairOrder('host', requester),
       (s) => !s.resident && s.hostPages > 0,
-      () => this.pool.stats().host.freeBlocks >= target,
+      done,
       spill,
       log,
     );
@@ -150,13 +243,14 @@ export class EvictionPolicy {
   private async evict(
     way: Pick<Eviction, 'from' | 'to'>,
     requester: ContextEntry | undefined,
+    order: () => Iterable<ContextEntry>,
     wanted: (stats: ContextStats) => boolean,
     done: () => boolean,
     move: (entry: ContextEntry) => Promise<number>,
     log: Eviction[],
   ): Promise<boolean> {
     let progressed = false;
-    for (const entry of this.registry.leastRecentlyUsed()) {
+    for (const entry of order()) {
       if (done()) break;
       if (entry === requester || this.registry.locks.isLocked(entry.id)) continue; // busy: never wait on a context from inside another's lock
       const stats = this.pool.contextStats(entry.handle);

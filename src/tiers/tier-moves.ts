@@ -6,7 +6,7 @@ import type { NativeAllocator } from '../fabric/native-allocator';
 import { moveNamed } from './context-errors';
 import type { ContextEntry, ContextRegistry } from './context-registry';
 import { ContextFenced, type DurableCopies } from './durable-copies';
-import type { EvictionPolicy } from './eviction-policy';
+import type { EvictionPolicy, QuotaCharge } from './eviction-policy';
 import type { Eviction } from './tier-report';
 
 export class TierMoves {
@@ -17,8 +17,11 @@ export class TierMoves {
     private readonly eviction: () => EvictionPolicy,
   ) {}
 
-  /** Resident to offloaded: blocks no other resident context uses go to host memory. */
-  async demote(entry: ContextEntry, log: Eviction[]): Promise<number> {
+  /**
+   * Resident to offloaded: blocks no other resident context uses go to host memory. `charge`: whether they
+   * count against the tenant's host quota ('none' when eviction moves the context of its own accord).
+   */
+  async demote(entry: ContextEntry, log: Eviction[], charge: QuotaCharge): Promise<number> {
     const stats = () => this.pool.contextStats(entry.handle);
     const before = stats();
     if (!before.resident) return 0;
@@ -28,6 +31,7 @@ export class TierMoves {
       () => stats().devicePages,
       () => moveNamed(entry.id, () => this.pool.demote(entry.handle)),
       log,
+      charge,
     );
     return (before.devicePages - stats().devicePages) * this.pool.layout.blockBytes;
   }
@@ -46,6 +50,7 @@ export class TierMoves {
         () => stats().diskOnlyPages,
         () => this.fill(entry, 'device'),
         log,
+        'tier-and-pinned',
       );
     } else {
       if (before.diskOnlyPages > 0) {
@@ -55,6 +60,7 @@ export class TierMoves {
           () => stats().diskOnlyPages,
           () => this.fill(entry, 'host'),
           log,
+          'tier-and-pinned',
         );
       }
       await room.withRoom(

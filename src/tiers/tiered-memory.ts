@@ -6,15 +6,17 @@
 import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { Tier } from '../fabric/tier';
-import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStats, TenantId } from '../fabric/types';
+import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStats, TenantBlocks, TenantId } from '../fabric/types';
 import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
 import { ContextRegistry, type ContextEntry } from './context-registry';
 import { DurableCopies } from './durable-copies';
 import { EvictionPolicy } from './eviction-policy';
+import { TenantQuotas, type QuotaRefusal, type TenantQuotaShares } from './tenant-quotas';
 import { TierMoves } from './tier-moves';
 import type { Eviction, MoveReport } from './tier-report';
 
 export type { Eviction, MoveReport } from './tier-report';
+export type { QuotaRefusal, TenantQuotaShares } from './tenant-quotas';
 
 export interface TieredMemoryOptions {
   pool: NativeAllocator;
@@ -42,6 +44,11 @@ export interface TieredMemoryOptions {
    * STALE_HANDLE.
    */
   mayWriteManifest?: (contextId: string) => Promise<boolean>;
+  /**
+   * Each tenant's share of the tiers (tenant-quotas.ts): shares not given take DEFAULT_TENANT_QUOTA_SHARES.
+   * Absent: no per-tenant limits (a pool one tenant uses, tests); workers always set them.
+   */
+  quotas?: Partial<TenantQuotaShares>;
 }
 
 export interface TieredStats extends PoolStats {
@@ -56,6 +63,8 @@ export class TieredMemory {
   private readonly moves: TierMoves;
   private readonly eviction: EvictionPolicy;
   private readonly evictionListeners = new Set<(eviction: Eviction) => void>();
+  private readonly quotaRefusalListeners = new Set<(refusal: QuotaRefusal) => void>();
+  private readonly quotas: TenantQuotas | undefined;
 
   constructor(options: TieredMemoryOptions) {
     this.pool = options.pool;
@@ -69,6 +78,11 @@ export class TieredMemory {
         onBackgroundError: options.onBackgroundError ?? (() => undefined),
         mayWriteManifest: options.mayWriteManifest ?? (async () => true),
       });
+    this.quotas =
+      options.quotas &&
+      new TenantQuotas(this.pool, options.quotas, (refusal) => {
+        for (const listener of this.quotaRefusalListeners) listener(refusal);
+      });
     this.moves = new TierMoves(this.pool, this.registry, this.durable, () => this.eviction);
     this.eviction = new EvictionPolicy(
       this.pool,
@@ -80,12 +94,13 @@ export class TieredMemory {
         hostHigh: options.hostHighWatermark ?? 0.2,
       },
       {
-        demote: (entry, log) => this.moves.demote(entry, log),
+        demote: (entry, log) => this.moves.demote(entry, log, 'none'),
         ...(this.durable ? { spill: (entry: ContextEntry) => this.moves.spill(entry, true) } : {}),
       },
       (eviction) => {
         for (const listener of this.evictionListeners) listener(eviction);
       },
+      this.quotas,
     );
   }
 
@@ -93,6 +108,12 @@ export class TieredMemory {
   onEviction(listener: (eviction: Eviction) => void): () => void {
     this.evictionListeners.add(listener);
     return () => this.evictionListeners.delete(listener);
+  }
+
+  /** Calls `listener` for every call refused RESOURCE_EXHAUSTED by a tenant quota; returns the unsubscribe. */
+  onQuotaRefusal(listener: (refusal: QuotaRefusal) => void): () => void {
+    this.quotaRefusalListeners.add(listener);
+    return () => this.quotaRefusalListeners.delete(listener);
   }
 
   // ---- lifecycle ----
@@ -137,6 +158,7 @@ export class TieredMemory {
         () => this.appendBlocksNeeded(entry, bytes),
         () => this.pool.appendAsync(entry.handle, unchangedSince(kv, bytes, contextId)),
         log,
+        'tier-and-pinned',
       );
       if (attachment) entry.attachment = attachment;
       // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
@@ -175,7 +197,8 @@ export class TieredMemory {
     return this.locked(contextId, async (entry) => {
       const from = this.tierOf(entry);
       const evictions: Eviction[] = [];
-      let bytes = await this.moves.demote(entry, evictions);
+      // On its way to disk the context passes through host memory: only a stay there counts against the host quota.
+      let bytes = await this.moves.demote(entry, evictions, tier === 'host' ? 'tier' : 'none');
       if (tier === 'disk') bytes = await this.moves.spill(entry, true);
       this.eviction.schedule();
       return { from, to: this.tierOf(entry), bytes, evictions };
@@ -214,8 +237,18 @@ export class TieredMemory {
     });
   }
 
+  /**
+   * Keeps the context where it is (counted: each pin needs its unpin). A first pin that takes its tenant
+   * over its pinned quota is undone and refused RESOURCE_EXHAUSTED.
+   */
   pin(contextId: string): void {
-    this.pool.pin(this.registry.get(contextId).handle);
+    const entry = this.registry.get(contextId);
+    const wasPinned = this.pool.contextStats(entry.handle).pinCount > 0;
+    this.pool.pin(entry.handle);
+    if (wasPinned || !this.quotas || this.quotas.excess(entry.tenant, 'pinned', 0) <= 0) return;
+    this.pool.unpin(entry.handle);
+    const stats = this.pool.contextStats(entry.handle);
+    throw this.quotas.refusal(contextId, entry.tenant, 'pinned', stats.devicePages + stats.hostPages);
   }
 
   unpin(contextId: string): void {
@@ -298,6 +331,16 @@ export class TieredMemory {
 
   contextIds(): string[] {
     return this.registry.ids();
+  }
+
+  /** Blocks each tenant holds in device and host memory, and pinned (forks' shared blocks once). */
+  tenantBlocks(): TenantBlocks[] {
+    return this.pool.tenantBlocks();
+  }
+
+  /** The tenant quotas' shares on this worker; undefined without quotas. */
+  quotaShares(): TenantQuotaShares | undefined {
+    return this.quotas && { ...this.quotas.shares };
   }
 
   stats(): TieredStats {

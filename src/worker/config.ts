@@ -9,7 +9,9 @@ import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
+import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import { modelNamed } from '../engines/models';
+import { checkWorkerId } from '../identity/worker-id';
 import { asWorkerConfigError } from './config-error';
 import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
 
@@ -50,6 +52,9 @@ Engine:     --engine llama|synthetic (KVFABRIC_ENGINE, default llama): a model, 
               model file's (llama), llama-3-8b (synthetic)
             --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
             --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
+            --tenant-device-share f (KVFABRIC_TENANT_DEVICE_SHARE, default 0.75), --tenant-host-share f
+              (KVFABRIC_TENANT_HOST_SHARE, default 0.75), --tenant-pinned-share f (KVFABRIC_TENANT_PINNED_SHARE,
+              default 0.5, of the device blocks): the most of each any one tenant holds; past it, RESOURCE_EXHAUSTED
             --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
 Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRIC_KEY_FILE; one id=base64 per line)
             --active-key id (KVFABRIC_ACTIVE_KEY, default the first key)
@@ -97,6 +102,9 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
       model: { type: 'string' },
       'device-blocks': { type: 'string' },
       'host-blocks': { type: 'string' },
+      'tenant-device-share': { type: 'string' },
+      'tenant-host-share': { type: 'string' },
+      'tenant-pinned-share': { type: 'string' },
       'tier-dir': { type: 'string' },
       'key-file': { type: 'string' },
       'active-key': { type: 'string' },
@@ -139,7 +147,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
   return {
     temporal: temporalSettingsFromFlags(values, env),
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
-    workerId: values['worker-id'] ?? env.KVFABRIC_WORKER_ID ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
+    workerId: workerIdOf(values['worker-id'], env.KVFABRIC_WORKER_ID),
     workflows: !values['no-workflows'],
     backend,
     device: positiveInteger('--device', values.device ?? env.KVFABRIC_DEVICE ?? '0', true),
@@ -151,6 +159,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     ...(modelName ? { model: modelNamed(modelName) } : {}),
     deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
     hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
+    ...tenantQuotas(values, env),
     tierDir,
     keys,
     activeKeyId,
@@ -174,6 +183,35 @@ function parseKeys(inline: string | undefined, file: { path: string; setting: st
   const source = inline ?? (file ? readProtectedFile(file.path, file.setting, 'secret') : undefined);
   if (!source) throw new Error('no master key: set KVFABRIC_KEYS="id=base64key" or --key-file');
   return parseKeyList(source, 'master keys (KVFABRIC_KEYS)');
+}
+
+/** --worker-id, else KVFABRIC_WORKER_ID, else host-pid-random (the host name cut to the worker id's alphabet). */
+function workerIdOf(flag: string | undefined, variable: string | undefined): string {
+  const [given, setting] = flag !== undefined ? [flag, '--worker-id'] : [variable, 'KVFABRIC_WORKER_ID'];
+  if (given !== undefined) {
+    checkWorkerId(given, setting);
+    return given;
+  }
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .replace(/^[^A-Za-z0-9]+/, '')
+      .slice(0, 64) || 'worker';
+  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}
+
+/** --tenant-*-share: only those given (TieredMemory fills in the defaults), each in (0, 1]. */
+function tenantQuotas(values: Record<string, unknown>, env: NodeJS.ProcessEnv): { quotas?: Partial<TenantQuotaShares> } {
+  const quotas: Partial<TenantQuotaShares> = {};
+  for (const quota of ['device', 'host', 'pinned'] as const) {
+    const flag = `tenant-${quota}-share`;
+    const text = (values[flag] as string | undefined) ?? env[`KVFABRIC_TENANT_${quota.toUpperCase()}_SHARE`];
+    if (text === undefined) continue;
+    const share = Number(text);
+    if (!(share > 0 && share <= 1)) throw new Error(`--${flag} must be a number in (0, 1], got '${text}'`);
+    quotas[quota] = share;
+  }
+  return Object.keys(quotas).length > 0 ? { quotas } : {};
 }
 
 function fraction(text: string | undefined): { deviceMemoryFraction?: number } {

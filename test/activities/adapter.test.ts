@@ -47,9 +47,9 @@ describe('operation journal', () => {
 });
 
 describe('failure codes', () => {
-  it('makes permission, integrity and argument errors non-retryable, exhaustion retryable', () => {
+  it("makes permission, integrity and argument errors and a tenant's quota non-retryable, a pool's exhaustion retryable", () => {
     const as = (code: FabricError['code']) => toApplicationFailure(new FabricError(code, 'x')) as ApplicationFailure;
-    for (const code of ['PERMISSION_DENIED', 'INTEGRITY', 'INVALID_ARGUMENT', 'STALE_HANDLE'] as const) {
+    for (const code of ['PERMISSION_DENIED', 'INTEGRITY', 'INVALID_ARGUMENT', 'STALE_HANDLE', 'RESOURCE_EXHAUSTED'] as const) {
       expect(as(code)).toMatchObject({ type: code, nonRetryable: true });
     }
     for (const code of ['POOL_EXHAUSTED', 'OUT_OF_MEMORY', 'STORAGE_FULL', 'BUSY'] as const) {

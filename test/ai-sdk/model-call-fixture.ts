@@ -8,6 +8,7 @@ import { join } from 'node:path';
 
 import { MockActivityEnvironment } from '@temporalio/testing';
 
+import { CarriedReplyIds } from '../../src/ai-sdk/carried-reply-ids';
 import { KvFabricLanguageModel } from '../../src/ai-sdk/kvfabric-language-model';
 import { ModelCallMemory } from '../../src/ai-sdk/model-call-memory';
 import type { ModelCallOwner } from '../../src/ai-sdk/model-call-owner';
@@ -15,7 +16,8 @@ import { LlamaEngine } from '../../src/engines/llama/llama-engine';
 import { MODELS } from '../../src/engines/models';
 import { NativeAllocator } from '../../src/fabric';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
-import { ColdStore, KeyRing } from '../../src/tiers/cold';
+import { ColdStore } from '../../src/tiers/cold';
+import { TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
 import { TieredMemory } from '../../src/tiers/tiered-memory';
 
 export interface ModelCallFixture {
@@ -34,10 +36,10 @@ export async function openModelCalls(name: string): Promise<ModelCallFixture> {
   const dir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-`));
   const engine = await LlamaEngine.open({ contextLength: 512, hotContexts: 2, stateDir: dir });
   const pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: 256, hostBlockCount: 64 });
-  const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
+  const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: TEST_KEY_RING });
   const tiers = new TieredMemory({ pool, cold });
-  const tenantIds = await TenantRegistry.open(join(dir, 'tenants'));
-  const memory = new ModelCallMemory({ tiers, cold, engine, tenantIds });
+  const tenantIds = await TenantRegistry.open(join(dir, 'tenants'), testRecordSeal());
+  const memory = new ModelCallMemory({ tiers, cold, engine, tenantIds, carriedReplies: new CarriedReplyIds(TEST_KEY_RING) });
   return {
     engine,
     pool,

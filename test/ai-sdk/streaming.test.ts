@@ -69,8 +69,14 @@ describe('streaming', () => {
     const parts = await partsOf(question, 'd');
     const end = parts.find((part) => part.type === 'text-end');
     const whole = await fx.as(run('e'), () => fx.model.doGenerate(question));
-    expect(end?.providerMetadata?.kvfabric).toEqual(whole.content[0]!.providerMetadata?.kvfabric);
-    expect(end?.providerMetadata?.kvfabric).toMatchObject({ replyIds: expect.any(Array) });
+    const { replyMac, ...streamed } = end?.providerMetadata?.kvfabric ?? {};
+    const { replyMac: _, ...plain } = whole.content[0]!.providerMetadata?.kvfabric ?? {};
+    expect(streamed).toEqual(plain);
+    expect(streamed).toMatchObject({ replyIds: expect.any(Array) });
+    // Sealed for the run that streamed it (the MAC covers the run, so the two calls' MACs differ).
+    const text = (whole.content[0] as { text: string }).text;
+    const carried = [{ providerOptions: { kvfabric: { ...streamed, replyMac } } }];
+    expect(fx.memory.carriedReplies.carriedReplyIds({ ...run('d'), tenant: run('d').namespace }, carried, text)).toBeDefined();
   });
 
   it('fails the stream with the typed, non-retryable failure a plain call throws', async () => {

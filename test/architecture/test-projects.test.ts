@@ -16,7 +16,7 @@ const NAMING_NEEDS = new Set([__filename, join(ROOT, 'test', 'projects.ts')]);
 const NEEDS_MORE: readonly [RegExp, string][] = [
   [/\bstartDevServer\(|\bstartCluster\(/, 'a Temporal dev server'],
   [/\bcreateTimeSkipping(Env)?\(|\bcreateLocal\(/, "Temporal's time-skipping test server"],
-  [/\bLlamaEngine\b|node-llama-cpp|model-memory-fixture|model-call-fixture|\bmodelFile\(/, 'the real model'],
+  [/\bLlamaEngine\b|\bgetLlama\(|model-memory-fixture|model-call-fixture|\bmodelFile\(/, 'the real model'],
   [/\bnpm['"]?,\s*\[?['"]pack\b|npm pack\b/, 'npm pack'],
   [/playwright|chromium/i, 'a browser'],
 ];

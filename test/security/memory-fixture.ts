@@ -15,11 +15,12 @@ import { CapabilityIssuer, type MintRequest } from '../../src/security/capabilit
 import { CapabilityVerifier } from '../../src/security/capability-verifier';
 import { EpochStore } from '../../src/shared-directory/epochs';
 import type { RawKey } from '../../src/security/key-list';
-import { ColdStore, KeyRing } from '../../src/tiers/cold';
-import { TieredMemory } from '../../src/tiers/tiered-memory';
+import { ColdStore } from '../../src/tiers/cold';
+import { TieredMemory, type TenantQuotaShares } from '../../src/tiers/tiered-memory';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { Engine } from '../../src/engines/engine';
 import { MODELS } from '../../src/engines/models';
+import { TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 
 export interface MemoryFixture {
@@ -44,29 +45,40 @@ export interface MemoryFixture {
 
 export async function openMemory(
   dir: string,
-  options: { blockCount?: number; observer?: MemoryObserver; trusted?: RawKey[]; clock?: () => number; engine?: Engine } = {},
+  options: {
+    blockCount?: number;
+    observer?: MemoryObserver;
+    trusted?: RawKey[];
+    clock?: () => number;
+    engine?: Engine;
+    /** Tenant quotas as a worker has them ({}: the worker's defaults); absent, none. */
+    quotas?: Partial<TenantQuotaShares>;
+  } = {},
 ): Promise<MemoryFixture> {
   // A model engine's own shape (its turns are messages), else the tiny synthetic one (token-count turns).
   const model = options.engine ? MODELS['smollm2-135m']! : MODELS.tiny!;
   const pool = new NativeAllocator({ shape: model.shape, blockCount: options.blockCount ?? 64, hostBlockCount: 64 });
-  const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k') });
-  const grants = await GrantStore.open(join(dir, 'grants'));
+  const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: TEST_KEY_RING });
   const auditFile = join(dir, 'audit', 'denials.jsonl');
+  const audit = new AuditLog(auditFile, 'test-worker');
+  // The worker's records are sealed with its cold tier's ring, and a forged one audited (src/plugin/worker-memory.ts).
+  const records = testRecordSeal(audit);
+  const grants = await GrantStore.open(join(dir, 'grants'), records);
   const capabilities = new CapabilityCheck(
     new CapabilityVerifier(options.trusted ?? TEST_TRUSTED_KEYS, options.clock ? { clock: options.clock } : {}),
-    await EpochStore.open(join(dir, 'epochs')),
-    new AuditLog(auditFile, 'test-worker'),
+    await EpochStore.open(join(dir, 'epochs'), records),
+    audit,
     (action) => options.observer?.denied(action),
   );
   const tierCalls: string[] = [];
-  const tiers = new TieredMemory({ pool, cold });
+  const tiers = new TieredMemory({ pool, cold, ...(options.quotas ? { quotas: options.quotas } : {}) });
   const memory = new AgentMemory({
     tiers: recorded(tiers, tierCalls),
     layout: pool.layout,
     grants,
     capabilities,
     cold,
-    tenantIds: await TenantRegistry.open(join(dir, 'tenants')),
+    tenantIds: await TenantRegistry.open(join(dir, 'tenants'), records),
     ...(options.observer ? { observer: options.observer } : {}),
     ...(options.engine ? { engine: options.engine } : {}),
   });

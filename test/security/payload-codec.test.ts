@@ -133,11 +133,13 @@ describe('payload codec', () => {
     );
   });
 
-  it('refuses to build a ring with a key id its header cannot name: empty, or over 255 bytes of UTF-8', async () => {
+  it('refuses to build a ring with a key id outside the key id pattern (1 to 64 of [A-Za-z0-9._-]): the header names it', async () => {
     const key = randomBytes(32);
-    for (const id of ['', 'é'.repeat(128), 'x'.repeat(256), '\uD800'])
-      expect(() => new CodecKeyRing([{ id, key }])).toThrow(/key ids must be 1 to 255 bytes of UTF-8/);
-    const longest = `${'é'.repeat(127)}x`;
+    for (const id of ['', 'é'.repeat(128), 'x'.repeat(65), '\uD800'])
+      expect(() => new CodecKeyRing([{ id, key }])).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/must be 1 to 64 letters, digits/) }),
+      );
+    const longest = 'x'.repeat(64);
     const ring = new CodecKeyRing([{ id: longest, key }]);
     const [sealed] = await new EncryptionCodec(ring).encode([payload()]);
     expect(sealedKeyIdOf(sealed!)).toBe(longest);

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { HolderFences } from '../../src/shared-directory/holder-fences';
 import { Racers } from './fixtures/racers';
+import { testRecordSeal } from './fixtures/test-records';
 
 let root: string;
 beforeAll(() => {
@@ -20,7 +21,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe('holder fences', () => {
   it('lets a later claim win, refuses an earlier one with STALE_HANDLE naming the holder, and changes nothing then', async () => {
     const dir = join(root, 'basic');
-    const [a, b] = [await HolderFences.open(dir, 'worker-a'), await HolderFences.open(dir, 'worker-b')];
+    const [a, b] = [await HolderFences.open(dir, 'worker-a', testRecordSeal()), await HolderFences.open(dir, 'worker-b', testRecordSeal())];
     expect(await a.stillHolder('planner')).toBe(true); // never adopted: no fence
     await a.claim('planner', 1, 1);
     await a.claim('planner', 1, 1); // a retry of the same claim
@@ -39,7 +40,7 @@ describe('holder fences', () => {
   });
 
   it('refuses counts that are not positive integers with INVALID_ARGUMENT', async () => {
-    const fences = await HolderFences.open(join(root, 'bad'), 'worker-a');
+    const fences = await HolderFences.open(join(root, 'bad'), 'worker-a', testRecordSeal());
     for (const [epoch, attempt] of [
       [0, 1],
       [1, 0],
@@ -54,7 +55,7 @@ describe('holder fences', () => {
   it('after any interleaving of claims by several workers, the holder is the one of the latest claim', async () => {
     const dir = join(root, 'property');
     const holders = ['worker-a', 'worker-b', 'worker-c'];
-    const fences = await Promise.all(holders.map((holder) => HolderFences.open(dir, holder)));
+    const fences = await Promise.all(holders.map((holder) => HolderFences.open(dir, holder, testRecordSeal())));
     let trial = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -96,7 +97,10 @@ describe('holder fences across processes', () => {
 
   it("a late attempt's claim racing the later failover's never takes the context back, in every one of 150 trials", async () => {
     const dir = join(root, 'processes');
-    const [frozen, adopter] = [await HolderFences.open(dir, 'worker-frozen'), await HolderFences.open(dir, 'worker-new')];
+    const [frozen, adopter] = [
+      await HolderFences.open(dir, 'worker-frozen', testRecordSeal()),
+      await HolderFences.open(dir, 'worker-new', testRecordSeal()),
+    ];
     const lost: number[] = [];
     for (let trial = 0; trial < 150; trial++) {
       const contextId = `ctx-${trial}`;

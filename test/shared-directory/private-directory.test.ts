@@ -16,6 +16,7 @@ import { HolderFences } from '../../src/shared-directory/holder-fences';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { openPrivateDirectory } from '../../src/tiers/cold/private-directory';
+import { testRecordSeal } from './fixtures/test-records';
 
 const ROOT = process.getuid!() === 0;
 const STRANGER = 12345;
@@ -26,10 +27,10 @@ const modeOf = (path: string) => statSync(path).mode & 0o7777;
 
 /** Each folder of a tier directory that names agent ids, and the real code a worker opens it with. */
 const OPENERS: { folder: string; open: (tierDir: string) => Promise<unknown> }[] = [
-  { folder: 'grants', open: (tier) => GrantStore.open(join(tier, 'grants')) },
-  { folder: 'epochs', open: (tier) => EpochStore.open(join(tier, 'epochs')) },
-  { folder: 'fences', open: (tier) => HolderFences.open(join(tier, 'fences'), 'worker-a') },
-  { folder: 'tenants', open: (tier) => TenantRegistry.open(join(tier, 'tenants')) },
+  { folder: 'grants', open: (tier) => GrantStore.open(join(tier, 'grants'), testRecordSeal()) },
+  { folder: 'epochs', open: (tier) => EpochStore.open(join(tier, 'epochs'), testRecordSeal()) },
+  { folder: 'fences', open: (tier) => HolderFences.open(join(tier, 'fences'), 'worker-a', testRecordSeal()) },
+  { folder: 'tenants', open: (tier) => TenantRegistry.open(join(tier, 'tenants'), testRecordSeal()) },
   {
     folder: 'cold/manifests',
     open: async (tier) =>
@@ -123,7 +124,7 @@ describe('private folders of the shared directory', () => {
     const tier = tierDir();
     mkdirSync(tier);
     writeFileSync(join(tier, 'grants'), '');
-    await expect(GrantStore.open(join(tier, 'grants'))).rejects.toMatchObject({
+    await expect(GrantStore.open(join(tier, 'grants'), testRecordSeal())).rejects.toMatchObject({
       code: 'UNAVAILABLE',
       message: expect.stringContaining('EEXIST'),
     });
@@ -143,7 +144,7 @@ describe('private folders of the shared directory', () => {
     const listAsStranger = () => spawnSync('ls', [join(tier, 'grants')], { uid: STRANGER, gid: STRANGER, encoding: 'utf8' });
     try {
       expect(listAsStranger()).toMatchObject({ status: 0, stdout: 'planner.grant.json\n' });
-      await GrantStore.open(join(tier, 'grants'));
+      await GrantStore.open(join(tier, 'grants'), testRecordSeal());
       const refused = listAsStranger();
       expect(refused.status).not.toBe(0);
       expect(refused.stderr).toContain('Permission denied');

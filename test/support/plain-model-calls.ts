@@ -4,17 +4,21 @@
 // token for token (a reply goes back as the ids it was generated as), so the two differ only in the KV
 // kept, and greedy decoding must give the same replies.
 import type { LanguageModelV4, ProviderV4 } from '@ai-sdk/provider';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 
+import { CarriedReplyIds } from '../../src/ai-sdk/carried-reply-ids';
 import { KvFabricLanguageModel } from '../../src/ai-sdk/kvfabric-language-model';
 import type { ModelCalls } from '../../src/ai-sdk/model-call-memory';
 import { replyIdsIn, type ModelCallNote } from '../../src/ai-sdk/model-call-note';
 import { modelCallContextId } from '../../src/ai-sdk/model-call-owner';
 import type { Engine } from '../../src/engines/engine';
+import { KeyRing } from '../../src/tiers/cold/key-ring';
 
 export function plainModelCalls(engine: Engine): ModelCalls {
   const repliesOf = new Map<string, ModelCallNote['replies']>();
   return {
+    // A key of its own: the baseline's carried ids count on it alone.
+    carriedReplies: new CarriedReplyIds(new KeyRing([{ id: 'plain', key: randomBytes(32) }], 'plain')),
     async complete(owner, request) {
       const key = `plain-${randomUUID()}`;
       const contextId = modelCallContextId(owner);

@@ -5,7 +5,7 @@ import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { parseWorkerConfig } from '../../src/worker/config';
+import { parseWorkerConfig, WORKER_USAGE } from '../../src/worker/config';
 import { WorkerConfigError } from '../../src/worker/config-error';
 import { MODELS } from '../../src/engines/models';
 import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
@@ -106,5 +106,26 @@ describe('worker configuration', () => {
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(
       /--orphan-min-age-ms must be an integer >= 0, got 'soon'/,
     );
+  });
+
+  it('takes tenant quota shares from flags before the environment, leaving the rest to the defaults', () => {
+    const env = {
+      KVFABRIC_KEYS: `k1=${key}`,
+      KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    };
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env).quotas).toBeUndefined();
+    const config = parseWorkerConfig(['--tier-dir', '/tmp/t', '--tenant-pinned-share', '0.25'], {
+      ...env,
+      KVFABRIC_TENANT_PINNED_SHARE: '0.9',
+      KVFABRIC_TENANT_DEVICE_SHARE: '1',
+    });
+    expect(config.quotas).toEqual({ device: 1, pinned: 0.25 });
+    for (const bad of ['0', '1.5', 'half']) {
+      expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--tenant-host-share', bad], env)).toThrow(
+        `--tenant-host-share must be a number in (0, 1], got '${bad}'`,
+      );
+    }
+    expect(WORKER_USAGE).toMatch(/--tenant-device-share f .*--tenant-host-share f[\s\S]*--tenant-pinned-share f/);
   });
 });

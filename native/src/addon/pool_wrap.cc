@@ -189,6 +189,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::blockTable>("blockTable"),
                          InstanceMethod<&PoolWrap::stats>("stats"),
                          InstanceMethod<&PoolWrap::contextStats>("contextStats"),
+                         InstanceMethod<&PoolWrap::tenantBlocks>("tenantBlocks"),
                          InstanceMethod<&PoolWrap::allocateBlocks>("allocateBlocks"),
                          InstanceMethod<&PoolWrap::freeBlocks>("freeBlocks"),
                          InstanceMethod<&PoolWrap::close>("close"),
@@ -455,6 +456,21 @@ Napi::Value PoolWrap::stats(const Napi::CallbackInfo& info) {
   out.Set("host", host);
   put("diskOnlyBlocks", s.diskOnlyBlocks);
   put("diskCopies", s.diskCopies);
+  return out;
+}
+
+Napi::Value PoolWrap::tenantBlocks(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<TenantBlocks> all = live(env)->tenantBlocks();
+  Napi::Array out = Napi::Array::New(env, all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("tenant", Napi::Number::New(env, all[i].tenant));
+    entry.Set("device", Napi::Number::New(env, static_cast<double>(all[i].device)));
+    entry.Set("host", Napi::Number::New(env, static_cast<double>(all[i].host)));
+    entry.Set("pinned", Napi::Number::New(env, static_cast<double>(all[i].pinned)));
+    out.Set(static_cast<uint32_t>(i), entry);
+  }
   return out;
 }
 

@@ -41,6 +41,7 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   Napi::Value blockTable(const Napi::CallbackInfo& info);
   Napi::Value stats(const Napi::CallbackInfo& info);
   Napi::Value contextStats(const Napi::CallbackInfo& info);
+  Napi::Value tenantBlocks(const Napi::CallbackInfo& info);
   Napi::Value allocateBlocks(const Napi::CallbackInfo& info);
   Napi::Value freeBlocks(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);

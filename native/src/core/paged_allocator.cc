@@ -3,6 +3,7 @@
 #include "paged_allocator.h"
 
 #include <algorithm>
+#include <map>
 #include <new>
 #include <string>
 
@@ -623,6 +624,36 @@ Status PagedAllocator::contextStats(Handle ctx, ContextStats* out) const {
   s.resident = c->resident;
   *out = s;
   return Status::ok();
+}
+
+std::vector<TenantBlocks> PagedAllocator::tenantBlocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, TenantBlocks> byTenant;
+  auto inMemory = [](const BlockMeta& m) {
+    return (m.kind == BlockKind::kContext || m.kind == BlockKind::kRaw) && m.tier != Tier::kDisk;
+  };
+  for (const BlockMeta& m : blocks_) {
+    if (!inMemory(m)) continue;
+    TenantBlocks& t = byTenant[m.tenant];
+    (m.tier == Tier::kDevice ? t.device : t.host) += 1;
+  }
+  std::vector<bool> counted;  // blocks of pinned contexts seen so far: shared pages count once
+  for (const ContextSlot& c : contexts_) {
+    if (!c.live || c.pinCount == 0) continue;
+    if (counted.empty()) counted.resize(blocks_.size(), false);
+    for (uint32_t b : c.pages) {
+      if (counted[b] || !inMemory(blocks_[b])) continue;
+      counted[b] = true;
+      byTenant[c.tenant].pinned += 1;
+    }
+  }
+  std::vector<TenantBlocks> out;
+  out.reserve(byTenant.size());
+  for (auto& [tenant, blocks] : byTenant) {
+    blocks.tenant = tenant;
+    out.push_back(blocks);
+  }
+  return out;
 }
 
 // ---- raw blocks ----

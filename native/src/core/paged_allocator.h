@@ -95,6 +95,14 @@ struct ContextStats {
   uint64_t devicePages = 0, hostPages = 0, diskOnlyPages = 0, diskCopies = 0;
 };
 
+// The blocks one tenant holds in memory, each counted once however many of its contexts share it (forks
+// share, and a fork keeps its parent's tenant): what per-tenant quotas and fair eviction are judged by.
+struct TenantBlocks {
+  uint32_t tenant = 0;
+  uint64_t device = 0, host = 0;
+  uint64_t pinned = 0;  // device and host blocks of its pinned contexts
+};
+
 class PagedAllocator;
 
 // A run of slots in one block's frame, resolved when a lease begins.
@@ -307,6 +315,8 @@ class PagedAllocator {
   // The first failure either tier's memory could not return from a copy (a driver error); ok on CPU.
   Status memoryFault() const;
   Status contextStats(Handle ctx, ContextStats* out) const;
+  // Every tenant holding a block in device or host memory, ordered by tenant id.
+  std::vector<TenantBlocks> tenantBlocks() const;
   Status allocateBlocks(uint32_t tenant, uint32_t count, Handle* out);
   Status freeBlocks(const Handle* handles, size_t count);
 

@@ -22,6 +22,7 @@ enum class Code : uint8_t {
   kUnavailable,
   kStorageFull,
   kIncompatible,
+  kResourceExhausted,
 };
 
 inline const char* codeName(Code code) {
@@ -39,6 +40,7 @@ inline const char* codeName(Code code) {
     case Code::kUnavailable: return "UNAVAILABLE";
     case Code::kStorageFull: return "STORAGE_FULL";
     case Code::kIncompatible: return "INCOMPATIBLE";
+    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
   }
   return "UNKNOWN";
 }

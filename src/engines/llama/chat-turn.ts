@@ -4,7 +4,8 @@
 // context's tokens a pure prefix of the next turn's, which is what lets kvfabric store only what a
 // turn added. A completion's prompt (a whole conversation, rendered every call) uses the same blocks, so
 // it shares its longest prefix with what was stored. Text is tokenized without special tokens, so a user
-// cannot type `<|im_end|>` in.
+// cannot type `<|im_end|>` in; a message sent as token ids may hold none either (they go as their text).
+// Tokens are appended one by one, never spread into a call's arguments: a long prompt would overflow the stack.
 import type { LlamaModel, Token } from 'node-llama-cpp';
 
 import { FabricError } from '../../fabric/errors';
@@ -15,16 +16,21 @@ export interface ChatTurnFormat {
   prompt(message: string, first: boolean, system: string | undefined): Token[];
   /**
    * A whole conversation, each message in its block (the template's own system prompt first when the
-   * conversation brings none), then the assistant prefix: a completion's prompt.
+   * conversation brings none), then the assistant prefix: a completion's prompt. OUT_OF_RANGE as soon as
+   * it passes `maxTokens`; the messages after are not tokenized.
    */
-  conversation(messages: readonly ChatMessage[]): Token[];
+  conversation(messages: readonly ChatMessage[], maxTokens: number): Token[];
   /** Tokens that close the assistant's reply. */
   readonly close: Token[];
   /** The template's own system prompt for a first turn that brings none (ChatML templates often have one). */
   readonly defaultSystem: string | undefined;
 }
 
-export function chatMlTurnFormat(model: LlamaModel): ChatTurnFormat {
+/** `vocabularySize`: the engine's count (default: the tokenizer's token list); ids from it on are refused. */
+export function chatMlTurnFormat(
+  model: LlamaModel,
+  vocabularySize: number = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0,
+): ChatTurnFormat {
   const template = String((model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer?.chat_template ?? '');
   const special = (text: string) => model.tokenize(text, true);
   const start = special('<|im_start|>');
@@ -37,37 +43,74 @@ export function chatMlTurnFormat(model: LlamaModel): ChatTurnFormat {
   }
   const defaultSystem = /<\|im_start\|>system\n([^<]*)<\|im_end\|>/.exec(template)?.[1];
   const close = special('<|im_end|>\n');
-  const block = (role: ChatMessage['role'], content: ChatMessage['content']) => [
-    ...special(`<|im_start|>${role}\n`),
-    ...(typeof content === 'string' ? model.tokenize(content, false) : (Array.from(content) as Token[])),
-    ...close,
-  ];
+  const isSpecial = specialTokenTest(model, vocabularySize);
+  /** A message's tokens: its ids, unless they hold a special token, then its text (INVALID_ARGUMENT without one). */
+  const contentTokens = ({ content, text }: ChatMessage): Token[] => {
+    if (typeof content === 'string') return model.tokenize(content, false);
+    const found = content.find(isSpecial);
+    if (found === undefined) return Array.from(content) as Token[];
+    if (typeof text === 'string') return model.tokenize(text, false);
+    const shown = JSON.stringify(model.detokenize([found as Token], true));
+    throw new FabricError(
+      'INVALID_ARGUMENT',
+      `a message's token ids hold the special token ${found} (${shown}), which no text tokenizes to`,
+    );
+  };
+  const block = (message: ChatMessage): Token[] => special(`<|im_start|>${message.role}\n`).concat(contentTokens(message), close);
   return {
     prompt(message, first, system) {
       const sys = system ?? defaultSystem;
-      return [
-        ...(first && sys !== undefined ? [...special('<|im_start|>system\n'), ...model.tokenize(sys, false), ...close] : []),
-        ...special('<|im_start|>user\n'),
-        ...model.tokenize(message, false),
-        ...special('<|im_end|>\n<|im_start|>assistant\n'),
-      ];
+      const systemBlock = first && sys !== undefined ? special('<|im_start|>system\n').concat(model.tokenize(sys, false), close) : [];
+      return systemBlock.concat(
+        special('<|im_start|>user\n'),
+        model.tokenize(message, false),
+        special('<|im_end|>\n<|im_start|>assistant\n'),
+      );
     },
-    conversation(messages) {
+    conversation(messages, maxTokens) {
       const tokens: Token[] = [];
-      if (messages[0]?.role !== 'system' && defaultSystem !== undefined) tokens.push(...block('system', defaultSystem));
-      for (const { role, content } of messages) {
+      const append = (more: readonly Token[]) => {
+        for (const token of more) tokens.push(token);
+        if (tokens.length > maxTokens) {
+          throw new FabricError('OUT_OF_RANGE', `the conversation is more than ${maxTokens} tokens, the context length`);
+        }
+      };
+      if (messages[0]?.role !== 'system' && defaultSystem !== undefined) append(block({ role: 'system', content: defaultSystem }));
+      for (const message of messages) {
+        const { role, content, text } = message;
         if (role !== 'system' && role !== 'user' && role !== 'assistant') {
           throw new FabricError('INVALID_ARGUMENT', `a message's role is system, user or assistant, not ${String(role)}`);
         }
         if (typeof content !== 'string' && !(content instanceof Uint32Array)) {
           throw new FabricError('INVALID_ARGUMENT', "a message's content is a string or a Uint32Array of token ids");
         }
-        tokens.push(...block(role, content));
+        if (text !== undefined && typeof text !== 'string') throw new FabricError('INVALID_ARGUMENT', "a message's text is a string");
+        append(block(message));
       }
-      tokens.push(...special('<|im_start|>assistant\n'));
+      append(special('<|im_start|>assistant\n'));
       return tokens;
     },
     close,
     defaultSystem,
+  };
+}
+
+/**
+ * Whether a token is special (a control or end-of-generation token, or one with no text of its own):
+ * tokenizing text without special tokens never makes one. Ids outside the vocabulary are INVALID_ARGUMENT
+ * here, before llama.cpp is asked about them. Answers are kept: a vocabulary is finite.
+ */
+function specialTokenTest(model: LlamaModel, vocabularySize: number): (id: number) => boolean {
+  const known = new Map<number, boolean>();
+  return (id) => {
+    let special = known.get(id);
+    if (special === undefined) {
+      if (!Number.isInteger(id) || id < 0 || id >= vocabularySize) {
+        throw new FabricError('INVALID_ARGUMENT', `token id ${id} is outside the vocabulary (${vocabularySize})`);
+      }
+      special = model.isSpecialToken(id as Token);
+      known.set(id, special);
+    }
+    return special;
   };
 }

@@ -36,6 +36,7 @@ import type {
   StoredContext,
 } from '../engine';
 import { requireCompatible, type EngineFingerprint } from '../fingerprint';
+import { checkJsonSchemaBounds } from '../json-schema-bounds';
 import { sharedPrefix } from '../shared-prefix';
 import { chatMlTurnFormat, type ChatTurnFormat } from './chat-turn';
 import { modelFile as defaultModelFile, sha256File } from './default-model';
@@ -112,6 +113,8 @@ export class LlamaEngine implements Engine {
     private readonly context: LlamaContext,
     private readonly format: ChatTurnFormat,
     private readonly vocabularySize: number,
+    /** UTF-8 bytes of the vocabulary's longest token: text of n bytes is at least n / this many tokens. */
+    private readonly longestTokenBytes: number,
     private readonly stateDir: string,
     /** The llama context's KV streams (one per sequence unless its cache is unified): rebuilt states need it. */
     private readonly streams: number,
@@ -172,7 +175,8 @@ export class LlamaEngine implements Engine {
       const vocabularySize = metadata[info.architecture]?.vocab_size ?? model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
       const stateDir = options.stateDir ?? defaultStateDir();
       const streams = await streamCount(context, stateDir);
-      return new LlamaEngine(llama, model, context, chatMlTurnFormat(model), vocabularySize, stateDir, streams, {
+      const format = chatMlTurnFormat(model, vocabularySize);
+      return new LlamaEngine(llama, model, context, format, vocabularySize, longestTokenBytes(model, vocabularySize), stateDir, streams, {
         engine: LLAMA_ENGINE_NAME,
         version: `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
         modelSha256,
@@ -194,6 +198,10 @@ export class LlamaEngine implements Engine {
     if (typeof input !== 'string') throw new FabricError('INVALID_ARGUMENT', 'a turn needs a string input');
     const before = this.checkContext(key, context);
     const { maxTokens, sampling } = generationOf(request.generation);
+    this.requireFewerTokensThanContext(
+      [{ content: input }, { content: before.length === 0 ? request.system : undefined }],
+      before.length + maxTokens,
+    );
     const prompt = this.format.prompt(input, before.length === 0, request.system);
     // Reply, then the last sampled token if llama.cpp has not evaluated it, then the closing tokens.
     const needed = before.length + prompt.length + maxTokens + this.format.close.length;
@@ -212,7 +220,7 @@ export class LlamaEngine implements Engine {
         reply: this.model.detokenize(reply),
         promptTokens: prompt.length,
         replyTokens: reply.length,
-        added: Uint32Array.from([...prompt, ...reply, ...this.format.close]),
+        added: Uint32Array.from(prompt.concat(reply, this.format.close)),
         resumedFrom,
       };
     });
@@ -220,12 +228,14 @@ export class LlamaEngine implements Engine {
 
   renderConversation(messages: readonly ChatMessage[]): Uint32Array {
     if (!Array.isArray(messages)) throw new FabricError('INVALID_ARGUMENT', 'a conversation is an array of messages');
-    return Uint32Array.from(this.format.conversation(messages));
+    this.requireFewerTokensThanContext(messages, 0);
+    return Uint32Array.from(this.format.conversation(messages, this.fingerprint.contextLength));
   }
 
   async complete(request: EngineCompletionRequest): Promise<EngineCompletionResult> {
     const { key, context, prompt, structured } = request;
     const stored = this.checkContext(key, context);
+    if (structured) checkJsonSchemaBounds(structured.schema, "the reply's JSON Schema");
     if (!(prompt instanceof Uint32Array) || stored.length >= prompt.length || !stored.every((id, i) => id === prompt[i])) {
       throw new FabricError('INVALID_ARGUMENT', "a completion's stored context is a prefix of its prompt, shorter than it");
     }
@@ -255,7 +265,7 @@ export class LlamaEngine implements Engine {
         told = text;
       };
       tell(structured?.prefix ?? '');
-      const { reply, finish } = await this.generateReply(sequence, reused, [...rest, ...forced], {
+      const { reply, finish } = await this.generateReply(sequence, reused, rest.concat(forced), {
         maxTokens,
         sampling,
         after: suffix,
@@ -265,7 +275,7 @@ export class LlamaEngine implements Engine {
         ...(request.onText ? { onText: (text: string) => tell((structured?.prefix ?? '') + text.replace(/\uFFFD+$/, '')) } : {}),
       });
       this.touch(key, sequence, true);
-      const ids = Uint32Array.from([...forced, ...reply, ...suffix]);
+      const ids = Uint32Array.from(forced.concat(reply, suffix));
       const text = structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply);
       tell(text);
       return {
@@ -338,6 +348,30 @@ export class LlamaEngine implements Engine {
     }
     if (this.busy.has(key)) throw new FabricError('BUSY', `a call on ${key} is already running`);
     return context.tokens;
+  }
+
+  /**
+   * OUT_OF_RANGE when `messages` and `alsoNeeded` tokens cannot fit the context, judged from sizes alone:
+   * before anything is tokenized. A token holds at most `longestTokenBytes` bytes of text, so text of n
+   * bytes is at least n / that many tokens; ids count as they are, or as their text when that is fewer
+   * (ids holding a special token go as their text). What is neither is left to the renderer to refuse.
+   */
+  private requireFewerTokensThanContext(messages: readonly Partial<ChatMessage>[], alsoNeeded: number): void {
+    const limit = this.fingerprint.contextLength;
+    const textTokens = (text: unknown) =>
+      typeof text === 'string' ? Math.ceil(Buffer.byteLength(text) / this.longestTokenBytes) : Infinity;
+    let fewest = alsoNeeded;
+    for (const message of messages) {
+      const { content, text } = message ?? {};
+      if (typeof content === 'string') fewest += textTokens(content);
+      else if (content instanceof Uint32Array) fewest += Math.min(content.length, textTokens(text));
+      if (fewest > limit) {
+        throw new FabricError(
+          'OUT_OF_RANGE',
+          `the call needs more than ${limit} tokens, the context length (at least ${fewest}, judged from its size)`,
+        );
+      }
+    }
   }
 
   /** Runs `work` as the only call on `key`; an error drops the hot copy, which may be half changed. */
@@ -432,7 +466,7 @@ export class LlamaEngine implements Engine {
         break;
       }
     }
-    const added = [...input, ...reply];
+    const added = input.concat(reply);
     const evaluated = sequence.contextTokens.length - held;
     if (evaluated < input.length || evaluated > added.length) {
       throw new FabricError(
@@ -440,7 +474,7 @@ export class LlamaEngine implements Engine {
         `sequence holds ${held + evaluated} tokens after generation, expected ${held + input.length}..${held + added.length}`,
       );
     }
-    await sequence.evaluateWithoutGeneratingNewTokens([...added.slice(evaluated), ...(options.after ?? []), ...this.format.close]);
+    await sequence.evaluateWithoutGeneratingNewTokens(added.slice(evaluated).concat(options.after ?? [], this.format.close));
     return { reply, finish };
   }
 
@@ -543,6 +577,15 @@ export class LlamaEngine implements Engine {
 /** The length of the file `pieces` lay out for `tokens` tokens: their literal bytes and every plane's rows. */
 function fileLength(pieces: readonly PlaneMajorPiece[], tokens: number, rowBytes: number): number {
   return pieces.reduce((sum, piece) => sum + ('bytes' in piece ? piece.bytes.byteLength : tokens * rowBytes), 0);
+}
+
+/** UTF-8 bytes of the longest text any token stands for (at least 1). */
+function longestTokenBytes(model: LlamaModel, vocabularySize: number): number {
+  let longest = 1;
+  for (let token = 0; token < vocabularySize; token++) {
+    longest = Math.max(longest, Buffer.byteLength(model.detokenize([token as Token], true)));
+  }
+  return longest;
 }
 
 /** The batch size asked for, checked before anything loads. */

@@ -21,6 +21,7 @@ import { syncDirectory, writeAtomically } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
 import { KeyRing } from './key-ring';
 import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
+import { readRegularFile } from './regular-file';
 import type { SegmentContext } from './segment-context';
 import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';
@@ -319,17 +320,8 @@ export class ColdStore {
   /** The manifest, or undefined when there is none (a concurrent delete included). */
   private async loadManifest(contextId: string): Promise<ContextManifest | undefined> {
     const file = path.join(this.directory.manifests, manifestFileName(contextId));
-    let bytes: Buffer;
-    try {
-      const { size } = await fsp.stat(file);
-      if (size > MAX_MANIFEST_FILE_BYTES)
-        throw new FabricError('INTEGRITY', `context '${contextId}': manifest file is implausibly large (${size} bytes)`);
-      bytes = await fsp.readFile(file);
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return undefined;
-      throw ioError(err, `reading the manifest of context '${contextId}'`);
-    }
-    return openManifest(bytes, contextId, this.ring, this.crypto);
+    const bytes = await readRegularFile(file, `context '${contextId}': manifest file`, MAX_MANIFEST_FILE_BYTES);
+    return bytes === undefined ? undefined : openManifest(bytes, contextId, this.ring, this.crypto);
   }
 
   private async listFolder(folder: string): Promise<string[]> {

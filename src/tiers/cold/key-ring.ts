@@ -1,8 +1,9 @@
-// Master keys of the cold tier and the one thing done with them: wrapping and unwrapping the random data
-// key of each segment or manifest file. The raw key bytes stay inside this module (as KeyObjects), never
-// reach a worker thread, and never appear in messages, inspection or JSON.
+// Master keys of the cold tier and what is done with them: wrapping and unwrapping the random data key of
+// each segment or manifest file, and deriving the keys of other uses (the shared directory's record MACs).
+// The raw key bytes stay inside this module (as KeyObjects), never reach a worker thread, and never
+// appear in messages, inspection or JSON.
 
-import { createCipheriv, createDecipheriv, createSecretKey, randomFillSync, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomFillSync, type KeyObject } from 'node:crypto';
 import { inspect } from 'node:util';
 
 import { FabricError } from '../../fabric/errors';
@@ -95,6 +96,21 @@ export class KeyRing {
     const cipher = createCipheriv(KEY_WRAP_CIPHER, this.keys.get(this.activeKeyId)!, KEY_WRAP_IV);
     const wrapped = Buffer.concat([cipher.update(dataKey), cipher.final()]);
     return { keyId: this.activeKeyId, wrapped };
+  }
+
+  /**
+   * A key of its own for another use of master key `keyId` (HKDF-SHA256, `purpose` as its info), so that
+   * no two uses share key material; undefined when the ring lacks that key. The master key stays here.
+   */
+  derivedKey(keyId: string, purpose: string): KeyObject | undefined {
+    const masterKey = this.keys.get(keyId);
+    if (masterKey === undefined) return undefined;
+    const bytes = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), purpose, DATA_KEY_BYTES));
+    try {
+      return createSecretKey(bytes);
+    } finally {
+      bytes.fill(0);
+    }
   }
 
   unwrapDataKey(keyId: string, wrapped: Uint8Array): UnwrapResult {

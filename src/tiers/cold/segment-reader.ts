@@ -17,7 +17,8 @@ import { segmentFileName } from './cold-directory';
 import type { OpenItem, OpenResult } from './crypto-pool';
 import { directIoFits } from './direct-io';
 import { readFully } from './durable-file';
-import { errnoOf, ioError } from './io-errors';
+import { ioError } from './io-errors';
+import { openRegularFile } from './regular-file';
 import { HEADER_PROBE_BYTES, parseSegmentHeader, type SegmentGeometry, type SegmentHeader } from './segment-header';
 import { blocksPerJob } from './segment-writer';
 import { stagingArena } from './staging-arena';
@@ -26,6 +27,8 @@ import type { ColdBlockRef } from './types';
 
 /** Segment files open at once in one read; the job limiter bounds the bytes in flight. */
 const OPEN_SEGMENTS = 8;
+/** The second handle a direct read uses: like openRegularFile's, never through a link nor blocking on a FIFO. */
+const DIRECT_READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECT | (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
 
 /** Where a run's ciphertext is read from: the plain handle, or an O_DIRECT one into staging slots. */
 interface DataSource {
@@ -83,13 +86,10 @@ export async function readBlocks(ctx: SegmentContext, refs: ColdBlockRef[], deli
 async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, deliver: DeliverBlock): Promise<void> {
   const firstRef = request.blocks.values().next().value!.ref;
   const where = `context '${firstRef.owner.contextId}' (version ${firstRef.owner.version}): segment ${request.segmentId}`;
-  let file: FileHandle;
-  try {
-    file = await fsp.open(path.join(ctx.directory.segments, segmentFileName(request.segmentId)), 'r');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') throw new FabricError('INTEGRITY', `${where}: segment file is missing from the cold tier`);
-    throw ioError(err, `${where}: opening`);
-  }
+  // No cap here: the header states the file's exact size, checked before any block is read.
+  const opened = await openRegularFile(segmentPath(ctx, request.segmentId), `${where}: segment file`, Number.MAX_SAFE_INTEGER);
+  if (opened === undefined) throw new FabricError('INTEGRITY', `${where}: segment file is missing from the cold tier`);
+  const file = opened.handle;
   try {
     const { header, geometry } = await readHeader(file, where);
     checkSegmentMatches(header, request, where);
@@ -124,15 +124,21 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
 
 async function dataSource(ctx: SegmentContext, segmentId: string, file: FileHandle, blockBytes: number): Promise<DataSource> {
   if (!ctx.directIo || !directIoFits(blockBytes)) return { file, direct: false };
+  let direct: FileHandle | undefined;
   try {
-    const direct = await fsp.open(
-      path.join(ctx.directory.segments, segmentFileName(segmentId)),
-      fsConstants.O_RDONLY | fsConstants.O_DIRECT,
-    );
-    return { file: direct, direct: true };
+    direct = await fsp.open(segmentPath(ctx, segmentId), DIRECT_READ_FLAGS);
+    // The path opened again: it must still be the very file checked and read so far, not one put there since.
+    const [checked, reopened] = await Promise.all([file.stat(), direct.stat()]);
+    if (reopened.isFile() && reopened.dev === checked.dev && reopened.ino === checked.ino) return { file: direct, direct: true };
   } catch {
-    return { file, direct: false };
+    // No O_DIRECT here after all: the plain handle reads the same bytes.
   }
+  await direct?.close().catch(() => undefined);
+  return { file, direct: false };
+}
+
+function segmentPath(ctx: SegmentContext, segmentId: string): string {
+  return path.join(ctx.directory.segments, segmentFileName(segmentId));
 }
 
 async function readHeader(file: FileHandle, where: string): Promise<{ header: SegmentHeader; geometry: SegmentGeometry }> {

@@ -6,8 +6,6 @@
 // reaches the victim's KV, and none changes it. Real model, real pool and cold tier; the activity context
 // is the SDK's own (MockActivityEnvironment), as the worker gives invokeModel. Refusals leave as
 // non-retryable ApplicationFailures typed by their code.
-import { createHash } from 'node:crypto';
-
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from '@ai-sdk/provider';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,18 +99,25 @@ describe('attacks on AI SDK agents’ KV', () => {
     expect(snapshot()).toEqual(before);
   });
 
-  it('carried ids outside the vocabulary, or not ids at all, are INVALID_ARGUMENT and store nothing', async () => {
+  it('carried ids outside the vocabulary (even sealed with the workers’ key), or not ids, are INVALID_ARGUMENT; nothing stored', async () => {
     const run = { ...VICTIM, workflowId: 'forger' };
     const text = 'Hello.';
-    const sha = createHash('sha256').update(text).digest('hex');
-    for (const replyIds of [[2 ** 31], [-1], 'all']) {
+    // As if a worker had sealed them: the engine's own check still stands behind the MAC.
+    const [sealed] = fx.memory.carriedReplies.withReplyIds(
+      { ...run, tenant: run.namespace },
+      [{ type: 'text', text }],
+      text,
+      Uint32Array.of(2 ** 31),
+    );
+    const forgeries = [sealed!.providerMetadata!.kvfabric!, { replyIds: [-1], replyKeyId: 'k', replyMac: 'x' }, { replyIds: 'all' }];
+    for (const carried of forgeries) {
       const forged: LanguageModelV4CallOptions = {
         ...CALL,
         prompt: [
           ...CALL.prompt,
           {
             role: 'assistant',
-            content: [{ type: 'text', text, providerOptions: { kvfabric: { replyIds, replyTextSha256: sha } as never } }],
+            content: [{ type: 'text', text, providerOptions: { kvfabric: carried as never } }],
           },
           { role: 'user', content: [{ type: 'text', text: 'Go on.' }] },
         ],

@@ -1,6 +1,7 @@
 // Attack class: a narrow delegate revokes its owner. A renewal replaces the context's capability and
-// revokes every older token, so a token given out to read (`resume` only) must not be able to renew, and
-// a renewal never mints more than the presenter holds.
+// revokes every older token, so a token given out to read (`resume` only) must not be able to renew, at a
+// worker or at the issuer (which would turn a short-lived delegate into a day-long one), and a renewal
+// never mints more than the presenter holds.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { RenewRequest } from '../../../src/activities';
+import { AgentClient } from '../../../src/client/agent-client';
 import { readClaimsUnverified } from '../../../src/security/capability-issuer';
 import { MODELS } from '../../../src/engines/models';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
@@ -18,6 +20,8 @@ let fx: MemoryFixture;
 let activities: Activities;
 let owner: string;
 let operation = 1;
+/** The client's side of a renewal (`AgentHandle.renew` mints with it); no connection needed to mint. */
+let agents: AgentClient;
 
 const renewal = (capability: string, next: string): RenewRequest => ({
   agentId: 'owned',
@@ -32,6 +36,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kvfabric-attack-renew-'));
   fx = await openMemory(dir);
   activities = activitiesOf(fx);
+  agents = new AgentClient(undefined as never, 'kvfabric', { issuer: fx.issuer });
   owner = fx.token('owned');
   await as(workflowOf('owned'), () =>
     activities.placement.allocate({
@@ -51,10 +56,21 @@ afterAll(async () => {
 });
 
 describe('attack: a narrow delegate renews', () => {
+  it('the issuer refuses to renew a token without the `renew` right (a 60 s resume-only delegate stays 60 s)', () => {
+    const delegate = fx.token('owned', 'acme', { rights: ['resume'], lifetimeS: 60 });
+    for (const renew of [() => fx.issuer.renewal(delegate), () => agents.mintRenewal(delegate)])
+      expect(renew).toThrow(
+        expect.objectContaining({ code: 'PERMISSION_DENIED', message: 'cannot renew this capability: it has no renew right' }),
+      );
+    // With the right, the issuer renews, into the presenter's rights at most.
+    const renewer = fx.token('owned', 'acme', { rights: ['resume', 'renew'], lifetimeS: 60 });
+    expect(readClaimsUnverified(agents.mintRenewal(renewer)).rights).toEqual(['resume', 'renew']);
+  });
+
   it("a resume-only token cannot renew (missing-right): the owner's token still works, audited", async () => {
     const delegate = fx.token('owned', 'acme', { rights: ['resume'] });
-    const next = fx.issuer.renewal(delegate);
-    expect(readClaimsUnverified(next).rights).toEqual(['resume']); // the issuer never mints more than the presenter holds
+    // Minted by hand: the issuer itself refuses this renewal (above), a worker must too.
+    const next = fx.token('owned', 'acme', { rights: ['resume'], epoch: Date.now() + 500 });
     const audits = denials(fx).length;
     await expect(as(workflowOf('owned'), () => activities.holder.renew(renewal(delegate, next)))).rejects.toMatchObject({
       type: 'PERMISSION_DENIED',

@@ -19,8 +19,9 @@ import { GrantStore } from '../../../src/shared-directory/grant-store';
 import { HolderFences } from '../../../src/shared-directory/holder-fences';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { AuditLog } from '../../../src/security/audit-log';
-import { ColdStore, KeyRing } from '../../../src/tiers/cold';
+import { ColdStore } from '../../../src/tiers/cold';
 import { MODELS } from '../../../src/engines/models';
+import { TEST_KEY_RING, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf } from './activity-fixture';
 
@@ -77,7 +78,7 @@ beforeAll(async () => {
   await expect(fx.memory.admit(fx.call('planner', 'acme', 'turn', fx.token('planner', 'globex')))).rejects.toMatchObject({
     code: 'PERMISSION_DENIED',
   });
-  await (await HolderFences.open(join(tier, 'fences'), 'queue@worker-b')).claim('planner', 1, 1);
+  await (await HolderFences.open(join(tier, 'fences'), 'queue@worker-b', testRecordSeal())).claim('planner', 1, 1);
 });
 afterAll(async () => {
   await fx?.close();
@@ -114,17 +115,17 @@ describe('attack: listing agent ids in the shared tier directory', () => {
 
   /** The folder a worker opens, and how it opens it (src/plugin/worker-memory.ts does the same). */
   const OPENERS: { folder: string; open: (tierDir: string) => Promise<unknown> }[] = [
-    { folder: 'grants', open: (t) => GrantStore.open(join(t, 'grants')) },
-    { folder: 'epochs', open: (t) => EpochStore.open(join(t, 'epochs')) },
-    { folder: 'fences', open: (t) => HolderFences.open(join(t, 'fences'), 'queue@worker-b') },
-    { folder: 'tenants', open: (t) => TenantRegistry.open(join(t, 'tenants')) },
+    { folder: 'grants', open: (t) => GrantStore.open(join(t, 'grants'), testRecordSeal()) },
+    { folder: 'epochs', open: (t) => EpochStore.open(join(t, 'epochs'), testRecordSeal()) },
+    { folder: 'fences', open: (t) => HolderFences.open(join(t, 'fences'), 'queue@worker-b', testRecordSeal()) },
+    { folder: 'tenants', open: (t) => TenantRegistry.open(join(t, 'tenants'), testRecordSeal()) },
     {
       folder: 'cold/manifests',
       open: async (t) =>
         (
           await ColdStore.open({
             directory: join(t, 'cold'),
-            keyRing: new KeyRing([{ id: 'k', key: Buffer.alloc(32, 7) }], 'k'),
+            keyRing: TEST_KEY_RING,
             cryptoThreads: 1,
           })
         ).close(),
@@ -164,9 +165,13 @@ describe('attack: listing agent ids in the shared tier directory', () => {
     const older = join(scratch, 'older');
     mkdirSync(join(older, 'grants'), { recursive: true, mode: 0o755 });
     chmodSync(join(older, 'grants'), 0o755);
-    await (await GrantStore.open(join(older, 'grants'))).put({ contextId: 'planner', tenant: 'acme', agentId: 'planner' });
+    await (await GrantStore.open(join(older, 'grants'), testRecordSeal())).put({
+      contextId: 'planner',
+      tenant: 'acme',
+      agentId: 'planner',
+    });
     chmodSync(join(older, 'grants'), 0o755); // as a worker before this change left it
-    const grants = await GrantStore.open(join(older, 'grants'));
+    const grants = await GrantStore.open(join(older, 'grants'), testRecordSeal());
     expect(statSync(join(older, 'grants')).mode & 0o777).toBe(0o700);
     expect(await grants.get('planner')).toEqual({ contextId: 'planner', tenant: 'acme', agentId: 'planner' });
   });

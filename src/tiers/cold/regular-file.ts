@@ -1,0 +1,62 @@
+// Opening a file of the shared tier directory (a manifest, a segment, a record) for reading, when others
+// may have put something else in its place: a FIFO (a blocking open waits for a writer forever, and holds
+// one of libuv's few threads while it does), a device (/dev/zero never ends), a socket or a link to any
+// of them. Opened with O_NOFOLLOW, since none of these files is a link, and O_NONBLOCK, so a FIFO opens at
+// once; then the descriptor itself must be a regular file no larger than its kind allows (fstat: the file
+// checked is the file read, whatever the path names meanwhile). INTEGRITY otherwise, before a byte is read.
+import { constants as fsConstants, promises as fsp } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+
+import { FabricError } from '../../fabric/errors';
+import { readFully } from './durable-file';
+import { errnoOf, ioError } from './io-errors';
+
+const READ_FLAGS = fsConstants.O_RDONLY | (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
+
+/**
+ * `file` opened for reading, with its size; undefined when there is no such file. INTEGRITY for a link,
+ * anything but a regular file, or one over `maxBytes`; UNAVAILABLE for other failures. `what` names the
+ * file in errors ("the manifest of context 'a'").
+ */
+export async function openRegularFile(
+  file: string,
+  what: string,
+  maxBytes: number,
+): Promise<{ handle: FileHandle; size: number } | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await fsp.open(file, READ_FLAGS);
+  } catch (err) {
+    const errno = errnoOf(err);
+    if (errno === 'ENOENT') return undefined;
+    // ELOOP: a link where no link belongs. ENXIO: a socket (or a device without its driver).
+    if (errno === 'ELOOP' || errno === 'ENXIO') throw new FabricError('INTEGRITY', `${what} is not a regular file (${errno}): planted`);
+    throw ioError(err, `opening ${what}`);
+  }
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new FabricError('INTEGRITY', `${what} is not a regular file: planted`);
+    if (stat.size > maxBytes)
+      throw new FabricError('INTEGRITY', `${what} is implausibly large (${stat.size} bytes, at most ${maxBytes} for its kind)`);
+    return { handle, size: stat.size };
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw ioError(err, `opening ${what}`);
+  }
+}
+
+/** The whole of `file` (see openRegularFile); undefined when there is no such file. */
+export async function readRegularFile(file: string, what: string, maxBytes: number): Promise<Buffer | undefined> {
+  const opened = await openRegularFile(file, what, maxBytes);
+  if (opened === undefined) return undefined;
+  try {
+    const bytes = Buffer.alloc(opened.size);
+    // Fewer bytes only if the file shrank meanwhile: what is read must then authenticate as it is.
+    const got = await readFully(opened.handle, bytes, 0);
+    return got === bytes.length ? bytes : bytes.subarray(0, got);
+  } catch (err) {
+    throw ioError(err, `reading ${what}`);
+  } finally {
+    await opened.handle.close().catch(() => undefined);
+  }
+}
