@@ -1,8 +1,11 @@
 // Append-only record of refused accesses: one JSON line per denial with who asked (agent, tenant), for
 // what (context, action), why (a stable reason code) and when. Never the token: a refused token may
 // still be someone's secret, and the log is read by more people than hold capabilities.
-import { appendFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
+
+import { FabricError } from '../fabric/errors';
 
 import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
 import type { DenialReason } from './claims';
@@ -39,10 +42,24 @@ export class AuditLog implements AuditSink {
 
   async denied(denial: Denial): Promise<void> {
     await this.open();
-    // One write per line with O_APPEND: lines from concurrent denials never interleave.
+    // One write per line with O_APPEND: lines from concurrent denials never interleave. Never through a
+    // link or into a FIFO planted at the log's name: the lines go to this file or nowhere.
     const line = { time: new Date().toISOString(), worker: this.worker, ...pick(denial) };
-    await appendFile(this.file, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE_MODE });
+    const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+    const handle = await open(this.file, flags, PRIVATE_FILE_MODE).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === 'ELOOP' || err.code === 'ENXIO' ? notRegular(this.file) : err; // a link; a FIFO nobody reads
+    });
+    try {
+      if (!(await handle.stat()).isFile()) throw notRegular(this.file);
+      await handle.write(`${JSON.stringify(line)}\n`);
+    } finally {
+      await handle.close();
+    }
   }
+}
+
+function notRegular(file: string): FabricError {
+  return new FabricError('INTEGRITY', `the audit log ${file} is not a regular file: nothing was written to it`);
 }
 
 /** Only the listed fields: a caller passing a richer object cannot leak more into the log. */

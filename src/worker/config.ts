@@ -41,7 +41,7 @@ Temporal:   --profile name (TEMPORAL_PROFILE): a profile of temporal.toml (TEMPO
             then these flags: --address host:port (default localhost:7233), --namespace name (default
             "default"), --tls, --tls-cert file, --tls-key file, --tls-ca file, --tls-server-name name
 Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
-            --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random)
+            --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random; letters, digits, . _ -)
             --no-workflows      run memory activities only
 Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
             --device-memory-fraction f (KVFABRIC_DEVICE_MEMORY_FRACTION; CUDA: device tier = f x free memory)
