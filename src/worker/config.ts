@@ -48,6 +48,8 @@ Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n
 Engine:     --engine llama|synthetic (KVFABRIC_ENGINE, default llama): a model, or stand-in KV for tests
             --model-file path.gguf (KVFABRIC_MODEL_FILE, default the cached SmolLM2-135M-Instruct)
             --context-length n (KVFABRIC_CONTEXT_LENGTH, default 4096): tokens per agent context
+            --engine-batch-size n (KVFABRIC_ENGINE_BATCH_SIZE, default llama.cpp's): tokens a pass; under 64
+              a continued context's KV is bit for bit a whole evaluation's (docs/ai-sdk.md#identical-replies)
             --model smollm2-135m|llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL): the pool's shape; default the
               model file's (llama), llama-3-8b (synthetic)
             --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
@@ -74,6 +76,37 @@ Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json wri
             --orphan-min-age-ms n (default 3600000): how old such a segment file must be
             -h, --help          this text`;
 
+/** Every flag kvfabric-worker takes: WORKER_USAGE names each one (test/worker/config.test.ts holds them equal). */
+export const WORKER_FLAGS = {
+  ...TEMPORAL_FLAG_OPTIONS,
+  'task-queue': { type: 'string' },
+  'worker-id': { type: 'string' },
+  'no-workflows': { type: 'boolean' },
+  backend: { type: 'string' },
+  device: { type: 'string' },
+  'device-memory-fraction': { type: 'string' },
+  engine: { type: 'string' },
+  'model-file': { type: 'string' },
+  'context-length': { type: 'string' },
+  'engine-batch-size': { type: 'string' },
+  model: { type: 'string' },
+  'device-blocks': { type: 'string' },
+  'host-blocks': { type: 'string' },
+  'tenant-device-share': { type: 'string' },
+  'tenant-host-share': { type: 'string' },
+  'tenant-pinned-share': { type: 'string' },
+  'tier-dir': { type: 'string' },
+  'key-file': { type: 'string' },
+  'active-key': { type: 'string' },
+  metrics: { type: 'string' },
+  'max-concurrent-activities': { type: 'string' },
+  'shutdown-grace-ms': { type: 'string' },
+  'housekeeping-ms': { type: 'string' },
+  'orphan-min-age-ms': { type: 'string' },
+  'log-format': { type: 'string' },
+  'max-capability-lifetime': { type: 'string' },
+} as const;
+
 /** The worker's settings from flags and environment; a bad one throws a WorkerConfigError naming it, in one line. */
 export function parseWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   try {
@@ -87,35 +120,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
   const { values } = parseArgs({
     args: argv,
     strict: true,
-    options: {
-      ...TEMPORAL_FLAG_OPTIONS,
-      'task-queue': { type: 'string' },
-      'worker-id': { type: 'string' },
-      'no-workflows': { type: 'boolean' },
-      backend: { type: 'string' },
-      device: { type: 'string' },
-      'device-memory-fraction': { type: 'string' },
-      engine: { type: 'string' },
-      'model-file': { type: 'string' },
-      'context-length': { type: 'string' },
-      'engine-batch-size': { type: 'string' },
-      model: { type: 'string' },
-      'device-blocks': { type: 'string' },
-      'host-blocks': { type: 'string' },
-      'tenant-device-share': { type: 'string' },
-      'tenant-host-share': { type: 'string' },
-      'tenant-pinned-share': { type: 'string' },
-      'tier-dir': { type: 'string' },
-      'key-file': { type: 'string' },
-      'active-key': { type: 'string' },
-      metrics: { type: 'string' },
-      'max-concurrent-activities': { type: 'string' },
-      'shutdown-grace-ms': { type: 'string' },
-      'housekeeping-ms': { type: 'string' },
-      'orphan-min-age-ms': { type: 'string' },
-      'log-format': { type: 'string' },
-      'max-capability-lifetime': { type: 'string' },
-    },
+    options: WORKER_FLAGS,
   });
   const logFormat = values['log-format'] ?? env.KVFABRIC_LOG_FORMAT ?? 'text';
   if (!isLogFormat(logFormat)) throw new Error(`--log-format must be ${LOG_FORMATS.join(' or ')}, got '${logFormat}'`);

@@ -1,11 +1,13 @@
 // The worker's flags and environment, parsed and checked before anything starts.
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 
 import { describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../src/fabric/errors';
-import { parseWorkerConfig, WORKER_USAGE } from '../../src/worker/config';
+import { parseWorkerConfig, WORKER_FLAGS, WORKER_USAGE } from '../../src/worker/config';
 import { WorkerConfigError } from '../../src/worker/config-error';
 import { MODELS } from '../../src/engines/models';
 import { TEST_CODEC_KEYS, TEST_TRUSTED_KEYS, keyListText } from '../security/test-keys';
@@ -127,5 +129,22 @@ describe('worker configuration', () => {
       );
     }
     expect(WORKER_USAGE).toMatch(/--tenant-device-share f .*--tenant-host-share f[\s\S]*--tenant-pinned-share f/);
+  });
+});
+
+describe('the usage text', () => {
+  it('names every flag the parser takes, and no flag it does not', () => {
+    const parsed = Object.keys(WORKER_FLAGS)
+      .map((name) => `--${name}`)
+      .sort();
+    const named = [...new Set(WORKER_USAGE.match(/--[a-z][a-z-]*/g))].filter((flag) => flag !== '--help').sort();
+    expect(named).toEqual(parsed);
+  });
+
+  it('names every KVFABRIC_ variable the settings read', () => {
+    const source = readFileSync(join(__dirname, '../../src/worker/config.ts'), 'utf8');
+    const read = [...new Set(source.match(/env\.KVFABRIC_[A-Z0-9_]+/g))].map((name) => name.slice('env.'.length));
+    expect(read.length).toBeGreaterThan(10);
+    expect(read.filter((name) => !WORKER_USAGE.includes(name))).toEqual([]);
   });
 });
