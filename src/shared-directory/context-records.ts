@@ -4,19 +4,15 @@
 // which fails when the name exists, atomically on the file server (NFS too). So two workers creating a
 // context's record at once cannot overwrite each other: the first one stays, and the second learns whose
 // it is. Read from the directory every time, since another worker may change it.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
-import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
-import { syncDirectory } from '../tiers/cold/durable-file';
-import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
+import { createOnce, syncDirectory } from '../tiers/cold/durable-file';
+import { openPrivateDirectory } from '../tiers/cold/private-directory';
 import type { RecordSeal } from './record-seal';
-
-/** A record's temp file lives for one write and one link: one an hour old was left by a crash. */
-const STALE_TEMP_AGE_MS = 3600_000;
 
 export class ContextRecords<T extends { contextId: string }> {
   private constructor(
@@ -59,25 +55,15 @@ export class ContextRecords<T extends { contextId: string }> {
    * file afterwards: `record` itself, or the one another worker created first (compare them).
    */
   async create(record: T): Promise<T> {
-    const temp = join(this.directory, tempFileName(randomBytes(6).toString('hex')));
-    let file: FileHandle | undefined;
-    try {
-      file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
-      await file.writeFile(this.seal.seal(this.kind, record.contextId, JSON.stringify(record)));
-      await file.sync();
-      await file.close();
-      file = undefined;
-      await fsp.link(temp, this.fileOf(record.contextId));
-    } catch (err) {
-      // EEXIST: created first by someone else, or by this very link when NFS lost its reply: the record decides.
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw this.unavailable(record.contextId, err);
+    const bytes = this.seal.seal(this.kind, record.contextId, JSON.stringify(record));
+    const created = await createOnce(this.directory, this.fileOf(record.contextId), bytes).catch((err: unknown) => {
+      throw this.unavailable(record.contextId, err);
+    });
+    if (!created) {
       const existing = await this.get(record.contextId);
       if (!existing)
         throw new FabricError('UNAVAILABLE', `the ${this.kind} of context ${record.contextId} was deleted while it was created`);
       return existing;
-    } finally {
-      await file?.close().catch(() => undefined);
-      await fsp.rm(temp, { force: true }).catch(() => undefined);
     }
     await syncDirectory(this.directory, `the ${this.kind} of context ${record.contextId}`);
     return record;

@@ -20,19 +20,16 @@
 // before its record. Reading is one directory listing and, the first time this process sees that entry,
 // one small file, its record: once an entry authenticated, its name (the value) was raised by a worker,
 // and a file put in its place later cannot make that value any less true.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
-import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
-import { syncDirectory } from '../tiers/cold/durable-file';
-import { openPrivateDirectory, PRIVATE_DIRECTORY_MODE, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
+import { createOnce, syncDirectory } from '../tiers/cold/durable-file';
+import { openPrivateDirectory, PRIVATE_DIRECTORY_MODE } from '../tiers/cold/private-directory';
 import type { RecordSeal } from './record-seal';
 
-/** An entry's temp file lives for one write and one link: one an hour old was left by a crash. */
-const STALE_TEMP_AGE_MS = 3600_000;
 /** Listings tried when the greatest entry listed is gone before it is read (a greater one was raised meanwhile). */
 const MAX_LISTINGS = 8;
 /** Entries remembered as authentic, per process: a few per context in use. */
@@ -152,23 +149,12 @@ export class RisingRecords<V> {
     return true;
   }
 
-  /** Linked from a complete temp file: an existing name is this very value, already recorded (checked when read). */
+  /** Created once: an existing name is this very value, already recorded (checked when read). */
   private async create(contextId: string, folder: string, name: string, content: string): Promise<void> {
-    const temp = join(this.directory, tempFileName(randomBytes(6).toString('hex')));
-    let file: FileHandle | undefined;
-    try {
-      file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
-      await file.writeFile(this.seal.seal(this.kind, contextId, JSON.stringify({ entry: name, note: content })));
-      await file.sync();
-      await file.close();
-      file = undefined;
-      await fsp.link(temp, join(folder, name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw this.unavailable(contextId, err);
-    } finally {
-      await file?.close().catch(() => undefined);
-      await fsp.rm(temp, { force: true }).catch(() => undefined);
-    }
+    const bytes = this.seal.seal(this.kind, contextId, JSON.stringify({ entry: name, note: content }));
+    await createOnce(this.directory, join(folder, name), bytes).catch((err: unknown) => {
+      throw this.unavailable(contextId, err);
+    });
   }
 
   /**

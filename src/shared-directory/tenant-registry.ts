@@ -6,22 +6,19 @@
 // `<id as 8 hex digits>` holding its name sealed for that id (record-seal.ts: a name planted or moved
 // there by anyone but a worker is refused), created atomically with link(2), which fails when the file
 // exists: whoever links first owns the id, and everyone reads the same answer.
-import { createHash, randomBytes } from 'node:crypto';
-import { promises as fsp } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
 import type { TenantId } from '../fabric/types';
 import { checkTenantName } from '../identity/agent-identity';
-import { removeStaleTempFilesIn, tempFileName } from '../tiers/cold/cold-directory';
-import { syncDirectory } from '../tiers/cold/durable-file';
-import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
+import { createOnce, syncDirectory } from '../tiers/cold/durable-file';
+import { openPrivateDirectory } from '../tiers/cold/private-directory';
 import type { RecordSeal } from './record-seal';
 
 /** Ids tried after a name's first choice before giving up: far more than any real collision chain. */
 const MAX_PROBES = 4096;
-/** A claim's temp file lives for one write and one link: one an hour old was left by a crash. */
-const STALE_TEMP_AGE_MS = 3600_000;
 const RECORD_KIND = 'tenant-id';
 
 /** A name's first-choice id (never 0: 0 is not a tenant to the allocator). */
@@ -71,27 +68,17 @@ export class TenantRegistry {
     return this.seal.read(join(this.directory, this.nameOf(id)), RECORD_KIND, this.nameOf(id));
   }
 
-  /** Links a complete, synced temp file to the id's name; returns whoever owns the id afterwards. */
+  /** Creates the id's record naming `tenant` unless it has one; returns whoever owns the id afterwards. */
   private async claim(id: TenantId, tenant: string): Promise<string | undefined> {
-    const temp = join(this.directory, tempFileName(randomBytes(6).toString('hex')));
     try {
-      const file = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
-      try {
-        await file.writeFile(this.seal.seal(RECORD_KIND, this.nameOf(id), tenant));
-        await file.sync();
-      } finally {
-        await file.close();
-      }
-      await fsp.link(temp, join(this.directory, this.nameOf(id)));
+      if (!(await createOnce(this.directory, join(this.directory, this.nameOf(id)), this.seal.seal(RECORD_KIND, this.nameOf(id), tenant))))
+        return this.ownerOf(id); // someone linked first
       await syncDirectory(this.directory, `the tenant registry in ${this.directory}`);
       return tenant;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return this.ownerOf(id); // someone linked first
       throw err instanceof FabricError
         ? err
         : new FabricError('UNAVAILABLE', `tenant registry ${this.directory}: ${(err as Error).message}`);
-    } finally {
-      await fsp.rm(temp, { force: true });
     }
   }
 }

@@ -43,6 +43,9 @@ export function segmentIdOfFile(name: string): string | undefined {
   return SEGMENT_FILE.exec(name)?.[1];
 }
 
+/** How old a temp file of a writer that may still run must be before housekeeping removes it. */
+export const STALE_TEMP_AGE_MS = 60 * 60 * 1000;
+
 export function tempFileName(unique: string): string {
   return `${TEMP_PREFIX}${HOST_TAG}-${process.pid}-${unique}`;
 }

@@ -13,7 +13,15 @@ import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
 import { forEachBounded, Limiter } from './bounded-parallel';
-import { isTempFile, prepareDirectory, removeStaleTempFiles, segmentFileName, segmentIdOfFile, type ColdDirectory } from './cold-directory';
+import {
+  isTempFile,
+  prepareDirectory,
+  removeStaleTempFiles,
+  segmentFileName,
+  STALE_TEMP_AGE_MS,
+  segmentIdOfFile,
+  type ColdDirectory,
+} from './cold-directory';
 import { contextIdOfManifestFile, manifestFileName } from './context-names';
 import { CryptoPool } from './crypto-pool';
 import { directIoWorks } from './direct-io';
@@ -69,7 +77,6 @@ export interface ColdStoreOptions {
   inPlaceCrypto?: boolean;
 }
 
-const DEFAULT_STALE_TEMP_AGE_MS = 60 * 60 * 1000;
 /** Crypto jobs in flight per thread: one running, one queued, so a thread never waits for the disk. */
 const JOBS_PER_THREAD = 2;
 const MANIFEST_READS = 8;
@@ -100,7 +107,7 @@ export class ColdStore {
       directory,
       keyRing,
       cryptoThreads = Math.min(2, os.availableParallelism()),
-      staleTempAgeMs = DEFAULT_STALE_TEMP_AGE_MS,
+      staleTempAgeMs = STALE_TEMP_AGE_MS,
       directIo = true,
       inPlaceCrypto = true,
     } = options;

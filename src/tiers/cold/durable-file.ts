@@ -11,6 +11,7 @@ import { FabricError } from '../../fabric/errors';
 import { tempFileName } from './cold-directory';
 import { newFileFlags } from './direct-io';
 import { errnoOf, ioError } from './io-errors';
+import { PRIVATE_FILE_MODE } from './private-directory';
 
 /**
  * Creates `finalName` in `directory` with what `write` puts in a fresh temp file (opened with O_DIRECT
@@ -41,6 +42,35 @@ export async function writeAtomically(
     throw ioError(err, what);
   }
   await syncDirectory(directory, what);
+}
+
+/**
+ * Creates `target` once: `bytes` go to a fresh temp file in `directory`, synced, then linked to `target`
+ * with link(2), which never replaces a file. True when this call created it; false when the name was
+ * taken (by someone else first, or by this very link when NFS lost its reply: the caller reads what is
+ * there). Other failures are thrown as they are; the temp file is gone either way. The caller makes the
+ * link durable (syncDirectory) once it has decided.
+ */
+export async function createOnce(directory: string, target: string, bytes: string | Uint8Array): Promise<boolean> {
+  const tempPath = path.join(directory, tempFileName(randomBytes(6).toString('hex')));
+  try {
+    const file = await fsp.open(tempPath, 'wx', PRIVATE_FILE_MODE);
+    try {
+      await file.writeFile(bytes);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    try {
+      await fsp.link(tempPath, target);
+    } catch (err) {
+      if (errnoOf(err) === 'EEXIST') return false;
+      throw err;
+    }
+    return true;
+  } finally {
+    await fsp.rm(tempPath, { force: true }).catch(() => undefined);
+  }
 }
 
 /** Makes a rename or unlink in `directory` durable. */
