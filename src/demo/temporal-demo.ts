@@ -47,7 +47,8 @@ const PROJECT_NOTES = [
 async function main(): Promise<void> {
   const keep = process.argv.includes('--keep');
   console.log(
-    `kvfabric demo: real agents (${MODEL.name} through llama.cpp) as Temporal workflows over tiered KV memory (CPU backend: host memory stands in for the GPU)\n`,
+    `kvfabric demo: real agents (${MODEL.name} through llama.cpp) as Temporal workflows over tiered KV memory ` +
+      '(CPU backend: host memory stands in for the GPU)\n',
   );
 
   // ---- set-up ----
@@ -83,8 +84,10 @@ async function main(): Promise<void> {
     console.log(`codec server         ${codecServer.url} (AES-256-GCM payloads; the UI decodes through it, anyone else sees ciphertext)`);
     worker = await startWorker(server, { trusted: signing.map(({ id, key }) => ({ id, key: ed25519PublicOf(key) })), codecKeys });
     console.log(
-      `GPU worker           pid ${worker.child.pid}: ${MODEL.name} (llama.cpp), ${(BYTES_PER_TOKEN / 1024).toFixed(1)} KiB of KV per token; 256 device blocks ` +
-        `(${((256 * 16 * BYTES_PER_TOKEN) / 2 ** 20).toFixed(0)} MiB), 512 host blocks, cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
+      `GPU worker           pid ${worker.child.pid}: ${MODEL.name} (llama.cpp), ` +
+        `${(BYTES_PER_TOKEN / 1024).toFixed(1)} KiB of KV per token; ` +
+        `256 device blocks (${((256 * 16 * BYTES_PER_TOKEN) / 2 ** 20).toFixed(0)} MiB), 512 host blocks, ` +
+        `cold tier ${relative(join(DEMO_DIR, 'tiers'))}; metrics http://${worker.metrics}/metrics\n`,
     );
     const agents = await AgentClient.connect(
       { address: server.address, namespace: 'default' },
@@ -107,7 +110,8 @@ async function main(): Promise<void> {
     if (keep) {
       console.log(`Web UI stays up at ${server.uiUrl} -- Ctrl-C to stop. It decodes payloads through the codec server;`);
       console.log(
-        `the CLI does too: temporal workflow show -w kvagent-acme-planner --codec-endpoint ${codecServer.url} --codec-auth "Bearer <token>"`,
+        `the CLI does too: temporal workflow show -w kvagent-acme-planner --codec-endpoint ${codecServer.url} ` +
+          '--codec-auth "Bearer <token>"',
       );
       await new Promise<void>((done) => process.once('SIGINT', () => done()));
     }
@@ -189,8 +193,8 @@ async function scenario(agents: AgentClient): Promise<Figures> {
   const figures = resumed.lastResume!;
   console.log(
     `  resume update -> context back, verified: ${resumeMs.toFixed(0)} ms end to end ` +
-      `(${(figures.bytes / KiB).toFixed(0)} KiB from ${figures.from}: moved in ${figures.transferMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms, ` +
-      `into the model in ${figures.engineLoadMs.toFixed(0)} ms)`,
+      `(${(figures.bytes / KiB).toFixed(0)} KiB from ${figures.from}: moved in ${figures.transferMs.toFixed(0)} ms, ` +
+      `verified in ${figures.verifyMs.toFixed(0)} ms, into the model in ${figures.engineLoadMs.toFixed(0)} ms)`,
   );
   const after = await say(planner, 'Remind me: what are the risks?');
 
@@ -232,16 +236,18 @@ async function summary(agents: AgentClient, figures: Figures, metrics: string): 
     const s = await agents.status(id);
     const d = await agents.workflow(id).describe();
     console.log(
-      `  ${id.padEnd(24)} ${s.tenant.padEnd(7)} ${s.phase.padEnd(9)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(6)}  ${String(s.blocks).padStart(6)}  ` +
-        `${String(s.sharedBlocks).padStart(6)}  ${String(s.turns).padStart(5)}  ${String(d.historyLength).padStart(6)}  ${`${((d.historySize ?? 0) / 1024).toFixed(1)} KiB`.padStart(8)}`,
+      `  ${id.padEnd(24)} ${s.tenant.padEnd(7)} ${s.phase.padEnd(9)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(6)}  ` +
+        `${String(s.blocks).padStart(6)}  ${String(s.sharedBlocks).padStart(6)}  ${String(s.turns).padStart(5)}  ` +
+        `${String(d.historyLength).padStart(6)}  ${`${((d.historySize ?? 0) / 1024).toFixed(1)} KiB`.padStart(8)}`,
     );
   }
   console.log('  the planner before the pause:');
   for (const reply of figures.before) console.log(`    ${quote(reply)}`);
   console.log(`  ...and after its resume from ${figures.from}:\n    ${quote(figures.after)}`);
   console.log(
-    `  resume of ${figures.contextTokens} tokens (${(figures.movedBytes / KiB).toFixed(0)} KiB of KV): ${figures.resumeMs.toFixed(0)} ms through Temporal ` +
-      `(moved in ${figures.moveMs.toFixed(0)} ms, verified in ${figures.verifyMs.toFixed(0)} ms, into the model in ${figures.engineLoadMs.toFixed(0)} ms); ` +
+    `  resume of ${figures.contextTokens} tokens (${(figures.movedBytes / KiB).toFixed(0)} KiB of KV): ` +
+      `${figures.resumeMs.toFixed(0)} ms through Temporal (moved in ${figures.moveMs.toFixed(0)} ms, ` +
+      `verified in ${figures.verifyMs.toFixed(0)} ms, into the model in ${figures.engineLoadMs.toFixed(0)} ms); ` +
       `re-prefilling the conversation (${figures.prefillTokens} tokens): ` +
       `${figures.prefillMs.toFixed(0)} ms, ${(figures.prefillMs / figures.resumeMs).toFixed(1)}x longer`,
   );
@@ -293,7 +299,8 @@ function quote(text: string): string {
 function show(s: AgentStatus): void {
   const kib = (s.tokens * BYTES_PER_TOKEN) / KiB;
   console.log(
-    `  ${s.agentId.padEnd(18)} ${s.phase.padEnd(8)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(4)} tokens (${kib.toFixed(0).padStart(5)} KiB) in ${String(s.blocks).padStart(3)} blocks` +
+    `  ${s.agentId.padEnd(18)} ${s.phase.padEnd(8)} ${s.tier.padEnd(7)} ${String(s.tokens).padStart(4)} tokens ` +
+      `(${kib.toFixed(0).padStart(5)} KiB) in ${String(s.blocks).padStart(3)} blocks` +
       `${s.sharedBlocks > 0 ? `, ${s.sharedBlocks} shared` : ''}${s.parentId ? `, fork of ${s.parentId}` : ''}`,
   );
 }

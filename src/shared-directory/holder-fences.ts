@@ -75,7 +75,8 @@ export class HolderFences {
     const holder = (await this.records.contentOf(contextId, fence)) || 'another worker';
     throw new FabricError(
       'STALE_HANDLE',
-      `context ${contextId} was adopted by ${holder.slice(0, 200)} (failover ${fence.epoch}, attempt ${fence.attempt}), after this claim (failover ${epoch}, attempt ${attempt})`,
+      `context ${contextId} was adopted by ${holder.slice(0, 200)} (failover ${fence.epoch}, attempt ${fence.attempt}), ` +
+        `after this claim (failover ${epoch}, attempt ${attempt})`,
     );
   }
 

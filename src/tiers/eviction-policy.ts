@@ -252,7 +252,8 @@ export class EvictionPolicy {
     let progressed = false;
     for (const entry of order()) {
       if (done()) break;
-      if (entry === requester || this.registry.locks.isLocked(entry.id)) continue; // busy: never wait on a context from inside another's lock
+      // busy: never wait on a context from inside another's lock
+      if (entry === requester || this.registry.locks.isLocked(entry.id)) continue;
       const stats = this.pool.contextStats(entry.handle);
       if (stats.pinCount > 0 || !wanted(stats)) continue;
       try {

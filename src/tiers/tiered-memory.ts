@@ -382,7 +382,8 @@ function unchangedSince(kv: Uint8Array, bytes: number, contextId: string): Uint8
   if (kv.byteLength !== bytes) {
     throw new FabricError(
       'INVALID_ARGUMENT',
-      `the bytes to append to ${contextId} were detached or resized before the append ran (${bytes} bytes at the call, ${kv.byteLength} now); nothing was appended`,
+      `the bytes to append to ${contextId} were detached or resized before the append ran ` +
+        `(${bytes} bytes at the call, ${kv.byteLength} now); nothing was appended`,
     );
   }
   return kv;

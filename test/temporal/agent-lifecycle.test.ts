@@ -267,7 +267,8 @@ describe('history', () => {
   });
 
   it('stays small: six events per hot turn, no KV bytes; prints the figures', async () => {
-    const tokensPerTurn = 32;
+    // 100 turns of 24 tokens: 150 blocks, within one tenant's device quota (0.75 of the harness's 256).
+    const tokensPerTurn = 24;
     const agent = await cluster.agents.start({ agentId: 'hundred', tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG });
     await agent.turn(tokensPerTurn);
     const handle = cluster.agents.workflow('hundred');

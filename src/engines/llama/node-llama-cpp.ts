@@ -32,7 +32,8 @@ export function noPrebuiltBinary(gpu: false | 'cuda'): FabricError {
       : `install node-llama-cpp's prebuilt package for ${process.platform}-${process.arch} at ${NODE_LLAMA_CPP_VERSION}`;
   return new FabricError(
     'UNAVAILABLE',
-    `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} found no prebuilt llama.cpp binary for this machine (${gpu === false ? 'CPU' : gpu}): ${fix} (docs/engines.md, "Install")`,
+    `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} found no prebuilt llama.cpp binary for this machine (${gpu === false ? 'CPU' : gpu}): ` +
+      `${fix} (docs/engines.md, "Install")`,
   );
 }
 

@@ -1,6 +1,6 @@
 // llama.cpp's sequence-state file (llama_state_seq_save_file, "GGSQ" version 3) from kvfabric's pages
-// (laid out natively, sequenceStatePieces) and to token-major rows (a turn's new part). Layout, little-endian, as written by llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and
-// checked against real saved files (docs/engines.md):
+// (laid out natively, sequenceStatePieces) and to token-major rows (a turn's new part). Layout, little-endian, as written by
+// llama.cpp v0.5.0 (node-llama-cpp 3.22.1) and checked against real saved files (docs/engines.md):
 //   u32 magic 'ggsq' (0x67677371), u32 version 3, u32 n_tokens, i32 tokens[n_tokens]
 //   u32 n_stream (the llama context's sequence count; 1 with a unified cache), then per stream:
 //   u32 cell_count, and when it is not 0 (only the sequence's own stream):

@@ -65,7 +65,8 @@ export async function openManifest(file: Buffer, contextId: string, keyRing: Key
   const expectedBytes = headerBytes + bodyBytes + TAG_BYTES;
   if (file.length !== expectedBytes)
     corrupt(
-      `is ${file.length < expectedBytes ? 'truncated' : 'longer than its header says'} (${file.length} bytes, header says ${expectedBytes})`,
+      `is ${file.length < expectedBytes ? 'truncated' : 'longer than its header says'} ` +
+        `(${file.length} bytes, header says ${expectedBytes})`,
     );
 
   const keyId = file.toString('utf8', FIXED_BYTES, FIXED_BYTES + keyIdLength);

@@ -36,14 +36,16 @@ export async function openPrivateDirectory(directory: string, what: string): Pro
   if (stat.uid !== uid) {
     throw new FabricError(
       'PERMISSION_DENIED',
-      `${what} ${directory} belongs to user ${stat.uid}, not to this worker's user ${uid}: its records cannot be trusted; give it to this user (chown) or remove it`,
+      `${what} ${directory} belongs to user ${stat.uid}, not to this worker's user ${uid}: ` +
+        'its records cannot be trusted; give it to this user (chown) or remove it',
     );
   }
   const mode = stat.mode & 0o7777;
   if ((mode & 0o022) !== 0) {
     throw new FabricError(
       'PERMISSION_DENIED',
-      `${what} ${directory} has mode 0${mode.toString(8).padStart(3, '0')}, so ${mode & 0o002 ? 'other users' : 'its group'} can add, replace or delete its records: check what is in it, then run chmod 700 ${directory}`,
+      `${what} ${directory} has mode 0${mode.toString(8).padStart(3, '0')}, so ${mode & 0o002 ? 'other users' : 'its group'} ` +
+        `can add, replace or delete its records: check what is in it, then run chmod 700 ${directory}`,
     );
   }
   if ((mode & 0o077) !== 0) {

@@ -133,7 +133,8 @@ export function parseSegmentHeader(bytes: Buffer, fileBytes: number, where: stri
   const expectedFileBytes = dataOffset + blockCount * blockBytes;
   if (fileBytes !== expectedFileBytes) {
     corrupt(
-      `file is ${fileBytes < expectedFileBytes ? 'truncated' : 'longer than its header says'} (${fileBytes} bytes, header says ${expectedFileBytes})`,
+      `file is ${fileBytes < expectedFileBytes ? 'truncated' : 'longer than its header says'} ` +
+        `(${fileBytes} bytes, header says ${expectedFileBytes})`,
     );
   }
   let at = FIXED_BYTES;

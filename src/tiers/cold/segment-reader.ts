@@ -65,7 +65,8 @@ function groupBySegment(refs: ColdBlockRef[]): SegmentRequest[] {
     } else {
       throw new FabricError(
         'INVALID_ARGUMENT',
-        `refs[${known.positions[0]}] and refs[${position}] name block ${ref.index} of segment ${ref.segmentId} with different owners or checksums`,
+        `refs[${known.positions[0]}] and refs[${position}] name block ${ref.index} of segment ${ref.segmentId} ` +
+          'with different owners or checksums',
       );
     }
   });
@@ -98,12 +99,14 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
       if (unwrapped.reason === 'unknown-key') {
         throw new FabricError(
           'PERMISSION_DENIED',
-          `${where}: its data key is wrapped with master key '${header.keyId}', which is not in this key ring (${ctx.keyRing.keyIds.join(', ')})`,
+          `${where}: its data key is wrapped with master key '${header.keyId}', ` +
+            `which is not in this key ring (${ctx.keyRing.keyIds.join(', ')})`,
         );
       }
       throw new FabricError(
         'INTEGRITY',
-        `${where}: its data key does not unwrap with master key '${header.keyId}' (header tampered or key '${header.keyId}' is not the one it was written with)`,
+        `${where}: its data key does not unwrap with master key '${header.keyId}' ` +
+          `(header tampered or key '${header.keyId}' is not the one it was written with)`,
       );
     }
     const source = await dataSource(ctx, request.segmentId, file, header.blockBytes);

@@ -199,7 +199,8 @@ function checkBlocks(blocks: unknown): number {
   if (!Array.isArray(blocks) || blocks.length === 0 || blocks.length > MAX_SEGMENT_BLOCKS) {
     throw new FabricError(
       'INVALID_ARGUMENT',
-      `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`,
+      `blocks must be an array of 1 to ${MAX_SEGMENT_BLOCKS} Uint8Arrays, ` +
+        `got ${Array.isArray(blocks) ? `${blocks.length} entries` : describe(blocks)}`,
     );
   }
   let blockBytes = 0;
@@ -210,7 +211,8 @@ function checkBlocks(blocks: unknown): number {
     if (block.byteLength === 0 || block.byteLength > MAX_BLOCK_BYTES || block.byteLength !== blockBytes) {
       throw new FabricError(
         'INVALID_ARGUMENT',
-        `blocks[${i}] has ${block.byteLength} bytes; every block of a segment must have the same size in [1, ${MAX_BLOCK_BYTES}] (blocks[0] has ${blockBytes})`,
+        `blocks[${i}] has ${block.byteLength} bytes; every block of a segment must have the same size ` +
+          `in [1, ${MAX_BLOCK_BYTES}] (blocks[0] has ${blockBytes})`,
       );
     }
   });
