@@ -21,6 +21,7 @@ import type { CapabilityCheck, Presented } from './capability-check';
 import { emptyDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
 import { ContextVerifier } from './context-verifier';
+import { Custodians, type Custody } from './custodians';
 import type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
 import { turnInputOf, type TurnAsk } from './turn';
 import { TurnRunner } from './turn-runner';
@@ -73,12 +74,17 @@ export class AgentMemory {
   private readonly tenantIds: TenantRegistry;
   /** The model behind message turns; absent on a worker of the synthetic engine (token-count turns). */
   private readonly engine: Engine | undefined;
+  /** The name of the model the pool is made for: an agent of another is refused naming it. */
+  private readonly modelName: string | undefined;
   private readonly verifier: ContextVerifier;
   private readonly turns: TurnRunner;
+  private readonly custodians = new Custodians();
 
   constructor(options: {
     tiers: TieredMemory;
     layout: BlockLayout;
+    /** The catalog name of the layout's model (models.ts), for refusals; else the refusal names its sizes only. */
+    modelName?: string;
     grants: GrantStore;
     /** Verifies presented tokens (public keys only), epochs and the audit log of denials. */
     capabilities: CapabilityCheck;
@@ -99,6 +105,7 @@ export class AgentMemory {
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
+    this.modelName = options.modelName;
     this.grants = options.grants;
     this.capabilities = options.capabilities;
     this.cold = options.cold;
@@ -137,6 +144,7 @@ export class AgentMemory {
     const claims = await this.capabilities.claimsFor(call);
     const existing = await this.grants.get(contextId);
     if (existing) await this.capabilities.agree(call, existing, claims);
+    this.custodians.admitted(contextId, call.token, claims);
     const created = !this.tiers.has(contextId); // else an earlier attempt created it here
     if (created) {
       if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
@@ -299,7 +307,7 @@ export class AgentMemory {
     return run(async () => {
       const childId = child.contextId;
       const claims = await this.capabilities.childClaims(child, parent);
-      await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
+      const custodian = await this.capabilities.custodianOf({ ...child, token: options.childCustodian }, claims);
       const existing = await this.grants.get(childId);
       if (existing) {
         // Ours only if this very fork made it (a retry whose record was lost with its worker): a fork never
@@ -314,6 +322,7 @@ export class AgentMemory {
       await this.turns.saveTail(call.contextId, options);
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
       this.tenants.set(childId, claims.ten);
+      this.custodians.admitted(childId, options.childCustodian, custodian);
       if (options.checkpoint) await this.tiers.checkpoint(childId);
       const digest = await this.verifier.digestAt(call.contextId, this.tiers.contextStats(call.contextId).tokens);
       return { digest, parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
@@ -376,6 +385,8 @@ export class AgentMemory {
     const current = await this.admit(call);
     await run(async () => {
       await this.capabilities.renewal({ ...call, token: next.token }, current, next.custodian);
+      // Checked by renewal: the replacement's custodian, for this very workflow.
+      this.custodians.named(call.contextId, next.custodian as string, call.workflowId);
     });
   }
 
@@ -389,6 +400,7 @@ export class AgentMemory {
     const grant = await this.grants.get(call.contextId);
     if (!grant) throw new FabricError('STALE_HANDLE', `no context ${call.contextId}`);
     await this.capabilities.agree(call, grant, claims);
+    this.custodians.admitted(call.contextId, call.token, claims);
     return claims;
   }
 
@@ -451,6 +463,11 @@ export class AgentMemory {
     return this.tiers.contextIds();
   }
 
+  /** The context's workflow and the custodian token it last showed this worker: what a leaving worker proves itself with. */
+  custodyOf(contextId: string): Custody | undefined {
+    return this.custodians.of(contextId);
+  }
+
   /**
    * The drain at shutdown: writes the context to the cold tier with its manifest and lets go of it in
    * memory, with no caller to admit (the worker is stopping). Returns the bytes written.
@@ -478,6 +495,7 @@ export class AgentMemory {
       this.letGo(contextId);
       await this.tiers.dropLocalCopy(contextId).catch(() => undefined); // gone meanwhile: nothing to drop
       this.tenants.delete(contextId);
+      this.custodians.forget(contextId);
       dropped.push(contextId);
     }
     return dropped;
@@ -509,8 +527,9 @@ export class AgentMemory {
     if (bytesPerToken !== this.layout.bytesPerToken || tokensPerBlock !== this.layout.tokensPerBlock) {
       throw new FabricError(
         'INVALID_ARGUMENT',
-        `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; ` +
-          `this worker's pool has ${this.layout.bytesPerToken} and ${this.layout.tokensPerBlock}`,
+        `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; this worker ` +
+          `${this.modelName === undefined ? "'s pool has" : `serves model ${this.modelName}:`} ${this.layout.bytesPerToken} bytes per token ` +
+          `and ${this.layout.tokensPerBlock} tokens per block`,
       );
     }
   }
@@ -596,6 +615,7 @@ export class AgentMemory {
     await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
     this.tenants.delete(contextId);
+    this.custodians.forget(contextId);
   }
 }
 

@@ -8,17 +8,14 @@ import type { EmbeddingModelV4, ImageModelV4, LanguageModelV4, ProviderV4 } from
 import { FabricError } from '../fabric/errors';
 import { KvFabricLanguageModel } from './kvfabric-language-model';
 import type { ModelCalls } from './model-call-memory';
+import { KVFABRIC_MODEL_ID, isKvFabricModelId } from './model-id';
 
 export interface KvFabricProviderOptions {
   /** Serves the model ids that are not kvfabric's. */
   fallback?: ProviderV4;
 }
 
-export const KVFABRIC_MODEL_ID = 'kvfabric';
-
-export function isKvFabricModelId(modelId: string): boolean {
-  return modelId === KVFABRIC_MODEL_ID || modelId.startsWith(`${KVFABRIC_MODEL_ID}:`);
-}
+export { KVFABRIC_MODEL_ID, isKvFabricModelId };
 
 export class KvFabricProvider implements ProviderV4 {
   readonly specificationVersion = 'v4';

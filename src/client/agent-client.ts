@@ -4,8 +4,11 @@
 // without kvfabric's search attributes gets them on the first start (search-attributes.ts); a client
 // whose payload codec keys differ from its workers' learns it as PERMISSION_DENIED naming the key id
 // (codec-refusals.ts), and an agent no worker can read is ended rather than left failing its tasks
-// (unreadable-agents.ts).
+// (unreadable-agents.ts). `start` waits for the agent's allocation, so a model the workers do not serve
+// is refused there (first-allocation.ts); a call with no worker on the queue is UNAVAILABLE within
+// seconds (queue-workers.ts).
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
   Client,
@@ -21,6 +24,7 @@ import { decode } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 
 import { AGENT_ID_RULE, agentWorkflowId, checkTenantName, isAgentId } from '../identity/agent-identity';
+import { printable } from '../identity/printable-id';
 import { ERROR_CODES, FabricError, isFabricError, type ErrorCode } from '../fabric/errors';
 import { initialState, memoOf, searchAttributesOf } from '../workflows/agent-state';
 import type { agentWorkflow } from '../workflows/agent';
@@ -46,15 +50,19 @@ import {
 } from '../workflows/definitions';
 import { modelNamed } from '../engines/models';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from '../workflows/search-attributes';
+import { AGENT_WORKFLOW_TASK_TIMEOUT_MS } from '../workflows/task-timeout';
 import type { Right } from '../security/claims';
 import { dataConverterOf } from '../security/data-converter';
 import { REFUSED_ENCODING_PREFIX } from '../security/refused-payloads';
 import type { ClientSecurity } from './client-security';
 import { mismatchError, refusalIn } from './codec-refusals';
 import { messagesOf } from './error-chain';
+import { confirmAllocated } from './first-allocation';
+import { QueueWorkers } from './queue-workers';
 import { reachTemporal } from './reach-temporal';
 import { withSearchAttributes, type NamespaceAddress } from './search-attributes';
 import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
+import { typedCause } from './typed-failure';
 import { confirmReadable, endIfUnreadable, watchForUnreadable } from './unreadable-agents';
 
 export interface AgentConfigOverrides {
@@ -125,6 +133,9 @@ export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
 }
 
 export class AgentClient {
+  /** Whether a worker serves the queue: a call with nobody to answer it is UNAVAILABLE at once. */
+  private readonly queueWorkers: QueueWorkers;
+
   constructor(
     readonly client: Client,
     /** The shared task queue the GPU workers poll. */
@@ -132,7 +143,9 @@ export class AgentClient {
     /** Signing keys (control plane only) and capability lifetime; the codec is the Client's own. */
     readonly security: Omit<ClientSecurity, 'codec'> = {},
     readonly connection?: Connection,
-  ) {}
+  ) {
+    this.queueWorkers = new QueueWorkers(client, taskQueue);
+  }
 
   static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
     const connectTimeout = settings.connectTimeoutMs === undefined ? {} : { connectTimeout: settings.connectTimeoutMs };
@@ -203,6 +216,7 @@ export class AgentClient {
           args: [input],
           memo: memoOf(input),
           typedSearchAttributes: searchAttributesOf(input, initialState(input)),
+          workflowTaskTimeout: AGENT_WORKFLOW_TASK_TIMEOUT_MS,
         }),
       );
       runId = started.firstExecutionRunId;
@@ -211,7 +225,9 @@ export class AgentClient {
         throw new FabricError('INVALID_ARGUMENT', `agent ${options.agentId} already exists`);
       throw err;
     }
-    await confirmReadable(this.client, this.taskQueue, options.agentId, runId);
+    // A worker refuses an agent of a model its pool is not made for: the start fails, naming the worker's.
+    if (await confirmReadable(this.client, this.taskQueue, options.agentId, runId))
+      await confirmAllocated(this.client, options.agentId, runId, model.name);
     return this.agent(options.agentId, capability);
   }
 
@@ -220,6 +236,8 @@ export class AgentClient {
    * workflow chose, a codec refusal as PERMISSION_DENIED naming the key.
    */
   async translate<T>(agentId: string, call: () => Promise<T>): Promise<T> {
+    // With no worker on the queue nothing would answer: UNAVAILABLE now, before anything is sent.
+    await this.queueWorkers.expectServed();
     const stopWatching = new AbortController();
     const watch: { error?: FabricError } = {};
     try {
@@ -237,9 +255,15 @@ export class AgentClient {
         throw new FabricError(asCode(err.cause.type), err.cause.message);
       }
       // A released agent's workflow has completed; the server answers updates to it with "not found" too.
-      if (err instanceof Error && /already completed/i.test(err.message))
-        throw new FabricError('INVALID_STATE', `agent ${agentId} is released`);
+      if (err instanceof Error && /already completed/i.test(err.message)) throw await this.endedAgentError(agentId);
       if (err instanceof WorkflowNotFoundError) throw new FabricError('STALE_HANDLE', `no agent ${agentId}`);
+      // The server's own wait for a query (30 s): the queue's last worker stopped less than POLLER_FRESH_MS ago, or a long turn runs.
+      if (/query timed out before a worker could process it/i.test(messagesOf(err)))
+        throw new FabricError(
+          'UNAVAILABLE',
+          `agent ${agentId}: no worker answered within the server's wait: the workers of task queue '${printable(this.taskQueue)}' stopped, ` +
+            "or the agent's workflow task (a long turn) is still running",
+        );
       // The server stops taking calls to a workflow whose tasks keep failing: a codec refusal of its input?
       if (/workflow task in failed state/i.test(messagesOf(err))) {
         const ended = await endIfUnreadable(this.client, agentId);
@@ -249,6 +273,21 @@ export class AgentClient {
     } finally {
       stopWatching.abort();
     }
+  }
+
+  /** Why an agent's workflow takes no more calls: released, or failed (a refusal at its start when no worker polled then). */
+  private async endedAgentError(agentId: string): Promise<FabricError> {
+    const failure = this.workflow(agentId)
+      .result()
+      .then(
+        () => undefined,
+        (err: unknown) => typedCause(err),
+      );
+    // A run started again under the id meanwhile would keep result() waiting: not this call's answer.
+    const ended = await Promise.race([failure, sleep(5000, undefined, { ref: false })]);
+    return ended
+      ? new FabricError(ended.type, `agent ${agentId} ended: ${ended.message}`)
+      : new FabricError('INVALID_STATE', `agent ${agentId} is released`);
   }
 
   private namespaceAddress(): NamespaceAddress {

@@ -7,11 +7,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 
 import { isFabricError, type FabricError } from '../fabric/errors';
 import { agentWorkflowId } from '../identity/agent-identity';
 import { firstWorkflowTask, mismatchError, type FirstTask } from './codec-refusals';
+import { pollingWorkers } from './queue-workers';
 
 /** How long `start` waits for a polling worker's first workflow task of the new agent. */
 export const FIRST_TASK_WAIT_MS = 10_000;
@@ -21,15 +21,16 @@ type Refused = Extract<FirstTask, { outcome: 'refused' }>;
 /**
  * Where workers poll `taskQueue`, waits (at most FIRST_TASK_WAIT_MS) for the new run's first workflow
  * task; throws PERMISSION_DENIED naming the key, after ending the run, when a codec refused it. With no
- * worker polling there is nothing to wait for: the agent starts when one comes.
+ * worker polling there is nothing to wait for: the agent starts when one comes. True when a worker ran
+ * the first task.
  */
-export async function confirmReadable(client: Client, taskQueue: string, agentId: string, runId: string): Promise<void> {
-  if (!(await workersPoll(client, taskQueue))) return;
+export async function confirmReadable(client: Client, taskQueue: string, agentId: string, runId: string): Promise<boolean> {
+  if (!(await pollingWorkers(client, taskQueue))) return false;
   const deadline = Date.now() + FIRST_TASK_WAIT_MS;
   for (let waitMs = 20; ; waitMs = Math.min(waitMs * 2, 250)) {
     const first = await firstWorkflowTask(client, agentWorkflowId(agentId), runId);
     if (first.outcome === 'refused') throw await endUnreadable(client, agentId, runId, first);
-    if (first.outcome !== 'pending' || Date.now() + waitMs > deadline) return;
+    if (first.outcome !== 'pending' || Date.now() + waitMs > deadline) return first.outcome === 'completed';
     await sleep(waitMs);
   }
 }
@@ -73,16 +74,6 @@ export async function watchForUnreadable(
 export async function endIfUnreadable(client: Client, agentId: string): Promise<FabricError | undefined> {
   const first = await firstWorkflowTask(client, agentWorkflowId(agentId)).catch(() => undefined);
   return first?.outcome === 'refused' ? endUnreadable(client, agentId, undefined, first) : undefined;
-}
-
-/** Whether any worker polls `taskQueue` for workflow tasks (the server remembers recent pollers). */
-async function workersPoll(client: Client, taskQueue: string): Promise<boolean> {
-  const { pollers } = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-  });
-  return (pollers ?? []).length > 0;
 }
 
 /** Terminates a run whose first workflow task a codec refused; returns the error to throw. */

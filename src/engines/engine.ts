@@ -131,6 +131,8 @@ export interface EngineCompletionResult {
 export interface Engine {
   /** Recorded beside every context this engine extends; checked before a stored context is loaded. */
   readonly fingerprint: EngineFingerprint;
+  /** The file its model was loaded from, for the worker's log (not in the fingerprint: another path may hold the same model). */
+  readonly modelFile?: string;
   /**
    * Runs one turn. Errors are FabricErrors: INCOMPATIBLE (context of another engine setting),
    * OUT_OF_RANGE (the turn would pass the context length; nothing changes), INTEGRITY (stored bytes that

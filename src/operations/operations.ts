@@ -6,9 +6,12 @@
 export interface OperationRow {
   /** A caller asks for it with the update of the same name; false: only the workflow does it (start, failover). */
   update: boolean;
-  /** Where its activity runs: the shared task queue (whichever worker takes it holds the context) or the holder's. */
-  queue: 'placement' | 'holder';
-  /** The right a caller's token needs for it. */
+  /**
+   * Where its activity runs: the shared task queue (whichever worker takes it holds the context) or the
+   * holder's; `workflow`: it has none, the workflow alone acts on it.
+   */
+  queue: 'placement' | 'holder' | 'workflow';
+  /** The right a caller's token needs for it; `custody`: no caller's token, only the custodian's. */
   right: string;
   /**
    * The workflow does it on its own (start, timers, failover) with the agent's custodian token, whose only
@@ -53,6 +56,12 @@ export const OPERATIONS = {
    * a narrow delegate (resume only) cannot revoke its owner.
    */
   renew: { update: true, queue: 'holder', right: 'renew', custody: false, revokesPresenter: true },
+  /**
+   * A GPU worker that stopped gracefully says it left, its contexts on disk: the agent's next call adopts
+   * the context elsewhere at once. Sent by that worker, never by a caller: the workflow admits it with
+   * the proof of its custodian token only (src/workflows/holder-left.ts).
+   */
+  holderLeft: { update: true, queue: 'workflow', right: 'custody', custody: true },
 } as const satisfies Record<string, OperationRow>;
 
 export type Operation = keyof typeof OPERATIONS;
@@ -60,8 +69,8 @@ export type Operation = keyof typeof OPERATIONS;
 /** The operations a caller asks for by update: each update's name is the operation's. */
 export type UpdateOperation = { [K in Operation]: (typeof OPERATIONS)[K]['update'] extends true ? K : never }[Operation];
 
-/** The rights a caller's token can hold: one per kind of operation (see OPERATIONS' `right`). */
-export type CallerRight = (typeof OPERATIONS)[Operation]['right'];
+/** The rights a caller's token can hold: one per kind of operation a caller may ask for (see OPERATIONS' `right`). */
+export type CallerRight = Exclude<(typeof OPERATIONS)[Operation]['right'], 'custody'>;
 
 export const OPERATION_NAMES = Object.keys(OPERATIONS) as Operation[];
 

@@ -101,6 +101,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     const memory = new AgentMemory({
       tiers,
       layout: pool.layout,
+      modelName: model.name,
       grants,
       capabilities,
       cold,

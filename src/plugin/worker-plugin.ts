@@ -6,13 +6,16 @@
 // creates that second Worker itself, on the user's connection and namespace with the same converter,
 // activity slots and shutdown grace, when the user's `worker.run()` starts (the runWorker hook), and runs
 // it alongside: both start together, either stopping stops the other, and when both have stopped the
-// plugin drains the held contexts to the cold tier and closes the memory. From start to drained it keeps
-// the process alive through the shutdown signals (drain-signals.ts), so `await worker.run()` returns only
-// once every held context is on disk. The holder's Worker takes every call at once and runs as many as
-// the user's worker does (holder-calls.ts); both workers get kvfabric's liveness settings (liveness.ts).
+// plugin drains the held contexts to the cold tier, tells their agents' workflows that it left (their
+// next calls adopt the contexts elsewhere at once: handover.ts) and closes the memory. From start to
+// drained it keeps the process alive through the shutdown signals (drain-signals.ts), so
+// `await worker.run()` returns only once every held context is on disk. The holder's Worker takes every
+// call at once and runs as many as the user's worker does (holder-calls.ts); both workers get kvfabric's
+// liveness settings (liveness.ts).
 // Metrics and housekeeping run for as long as the worker does. The memory itself opens when the user's
 // worker is created (configureWorker); if that creation fails after this plugin's turn, close() frees it.
-// With a model, modelProvider() serves @temporalio/ai-sdk's model calls on the same worker (docs/ai-sdk.md).
+// With a model, modelProvider() serves @temporalio/ai-sdk's model calls on the same worker (docs/ai-sdk.md);
+// the user's workflows get the interceptor that gives those calls a heartbeat timeout (withModelCallTimeouts).
 //
 // Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
@@ -35,13 +38,16 @@ import { CodecKeyRing } from '../security/payload-codec';
 import type { ModelMemoryActivities } from '../workflows/model-memory';
 import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
+import { refusalLog } from './refusal-log';
+import { quietLongTurnWarnings } from './task-duration-warning';
 import { drainToDisk, type DrainReport } from './drain';
 import { endedRuns } from './ended-runs';
+import { handOver } from './handover';
 import { holdShutdownSignals } from './drain-signals';
 import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
 import { HEARTBEAT_THROTTLE_MS, withLivenessDefaults } from './liveness';
-import { agentWorkflowBundle, workflowsPath } from './workflow-bundle';
+import { agentWorkflowBundle, modelCallTimeoutsPath, workflowsPath } from './workflow-bundle';
 import { openWorkerMemory, type WorkerMemory } from './worker-memory';
 import type { KvFabricWorkerOptions } from './worker-options';
 
@@ -121,7 +127,12 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     if (!options.taskQueue) throw new TypeError("the kvfabric plugin needs the worker's task queue (kvfabric's shared queue)");
     const holder = `${options.taskQueue}@${this.options.workerId}`;
     this.holderQueue = holder;
-    const dataConverter = withKvFabricConverter(options.dataConverter, this.codec());
+    const refusals = refusalLog(
+      Runtime.instance().logger,
+      this.options.codecKeys.map((key) => key.id),
+    );
+    const dataConverter = withKvFabricConverter(options.dataConverter, this.codec(), refusals);
+    quietLongTurnWarnings();
     const workflows = this.options.agentWorkflows === false ? {} : await withAgentWorkflow(options);
     const memory = await openWorkerMemory(this.options, holder, this.options.agentWorkflows !== false);
     // The holder worker is created when the user's worker runs: created here, it would hold the
@@ -142,6 +153,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     return withLivenessDefaults({
       ...options,
       ...workflows,
+      ...withModelCallTimeouts(options),
       dataConverter,
       activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local, ...modelMemoryActivities(memory) },
     });
@@ -193,6 +205,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       holder,
       backend: memory.backend,
       model: memory.model.name,
+      ...(memory.engine?.modelFile ? { modelFile: memory.engine.modelFile } : {}),
       engine: memory.engine ? `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}` : 'synthetic',
       deviceBlocks: this.options.deviceBlocks,
       hostBlocks: this.options.hostBlocks,
@@ -224,10 +237,35 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const report = await drainToDisk(memory.memory);
     this.drainReport = report;
     logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
+    await this.handOver(report.written);
     this.closed = true;
     await memory.close();
     const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     if (failure) throw failure.reason;
+  }
+
+  /** Tells the drained agents' workflows that this worker left (handover.ts), on the user's connection. */
+  private async handOver(drained: readonly string[]): Promise<void> {
+    const { holder, memory, holderOptions } = this.configured();
+    const logger = Runtime.instance().logger;
+    const { connection, dataConverter } = holderOptions;
+    if (drained.length === 0) return;
+    if (!connection || !dataConverter) {
+      // The SDK's default connection is the worker's own: there is no client to reach the workflows with.
+      logger.warn('kvfabric GPU worker cannot hand its agents over without a connection of its own: they fail over after holderLossMs', {
+        holder,
+      });
+      return;
+    }
+    const report = await handOver({
+      connection,
+      namespace: holderOptions.namespace ?? 'default',
+      dataConverter,
+      holder,
+      memory: memory.memory,
+      drained,
+    });
+    logger.info('kvfabric GPU worker handed its agents over', { holder, agents: report.agents, failed: report.failed.length });
   }
 
   private codec(): CodecKeyRing {
@@ -260,6 +298,19 @@ async function withAgentWorkflow(
   if (options.workflowBundle) return {};
   if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath) };
   return { workflowBundle: await agentWorkflowBundle(Runtime.instance().logger) };
+}
+
+/**
+ * The user's workflows, bundled from a workflowsPath, get the interceptor that gives kvfabric's AI SDK model
+ * calls a heartbeat timeout (src/ai-sdk/model-call-timeouts.ts); a workflowBundle of the user's must bundle it
+ * itself (docs/ai-sdk.md), and kvfabric's own bundle makes no model calls.
+ */
+function withModelCallTimeouts(
+  options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle' | 'interceptors'>,
+): Pick<WorkerOptions, 'interceptors'> {
+  if (options.workflowBundle || !options.workflowsPath) return {};
+  const workflowModules = [...(options.interceptors?.workflowModules ?? []), modelCallTimeoutsPath()];
+  return { interceptors: { ...options.interceptors, workflowModules } };
 }
 
 /** A workflow entry module exporting the user's workflows and the agent workflow, written once per user path. */

@@ -42,7 +42,16 @@ export async function writeAgentWorkflowBundle(packageRoot: string): Promise<str
 
 /** The workflow bundle's entry, from TypeScript sources (tsx, vitest) or compiled JavaScript (dist). */
 export function workflowsPath(): string {
-  const base = join(__dirname, '..', 'workflows', 'index');
+  return workflowModule('workflows', 'index');
+}
+
+/** The workflow interceptor that gives kvfabric's AI SDK model calls their heartbeat timeout (src/ai-sdk/model-call-timeouts.ts). */
+export function modelCallTimeoutsPath(): string {
+  return workflowModule('ai-sdk', 'model-call-timeouts');
+}
+
+function workflowModule(folder: string, name: string): string {
+  const base = join(__dirname, '..', folder, name);
   const found = ['.ts', '.js'].map((ext) => base + ext).find((path) => existsSync(path));
   if (!found) throw new Error(`workflow sources not found at ${base}.ts or .js`);
   return found;

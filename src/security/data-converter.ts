@@ -8,11 +8,16 @@ import { extname, join } from 'node:path';
 
 import type { DataConverter } from '@temporalio/common';
 
+import type { FabricError } from '../fabric/errors';
 import { type CodecKeyRing, EncryptionCodec } from './payload-codec';
 import { RefusalIsolatingCodec } from './refused-payloads';
 
-export function dataConverterOf(ring: CodecKeyRing): DataConverter {
-  return { payloadCodecs: [new RefusalIsolatingCodec(new EncryptionCodec(ring))], failureConverterPath: failureConverterPath() };
+/** `onRefusal` is told each payload the codec refuses (a worker logs them). */
+export function dataConverterOf(ring: CodecKeyRing, onRefusal?: (err: FabricError) => void): DataConverter {
+  return {
+    payloadCodecs: [new RefusalIsolatingCodec(new EncryptionCodec(ring), onRefusal)],
+    failureConverterPath: failureConverterPath(),
+  };
 }
 
 /** failure-converter beside this file, in this file's language: .ts from sources, .js compiled (dist/). */

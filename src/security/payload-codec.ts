@@ -34,6 +34,7 @@ import { FabricError } from '../fabric/errors';
 import { checkKeyIds, type RawKey } from './key-list';
 import { DataKeys, SALT_BYTES } from './payload-data-keys';
 import { quotedId } from '../identity/printable-id';
+import { PLAINTEXT_REFUSAL } from './failure-converter';
 
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 /** The SDK's encoding of `undefined`: with no data, the only plaintext payload decoding lets through. */
@@ -109,10 +110,7 @@ export class EncryptionCodec implements PayloadCodec {
   private open(payload: Payload): Payload {
     if (text(payload.metadata?.[METADATA_ENCODING_KEY]) !== ENCRYPTED_ENCODING) {
       if (isBareNull(payload)) return payload;
-      throw new FabricError(
-        'PERMISSION_DENIED',
-        'a plaintext payload was refused: payloads must be sealed with a payload codec key this process holds',
-      );
+      throw new FabricError('PERMISSION_DENIED', PLAINTEXT_REFUSAL);
     }
     const sealed = payload.data ?? new Uint8Array();
     const { header, keyId, salt } = readHeader(sealed);
@@ -183,10 +181,17 @@ function plaintextOf(payload: Payload): Buffer {
   const names = Object.keys(metadata);
   const encoding = metadata[METADATA_ENCODING_KEY];
   if (names.length === 1 && encoding && encoding.length <= MAX_NAME_BYTES && !payload.externalPayloads?.length) {
-    if (JSON_ENCODING.equals(encoding)) return Buffer.concat([Buffer.from([FORM_JSON]), payload.data ?? new Uint8Array()]);
-    return Buffer.concat([Buffer.from([FORM_ENCODING_ONLY, encoding.length]), encoding, payload.data ?? new Uint8Array()]);
+    const data = bytesOf(payload.data);
+    if (JSON_ENCODING.equals(encoding)) return Buffer.concat([Buffer.from([FORM_JSON]), data]);
+    return Buffer.concat([Buffer.from([FORM_ENCODING_ONLY, encoding.length]), bytesOf(encoding), data]);
   }
   return Buffer.concat([Buffer.from([FORM_PROTO]), temporal.api.common.v1.Payload.encode(payload).finish()]);
+}
+
+/** Payload bytes as the SDK hands them: a Uint8Array, or (an update's empty result) a plain array or nothing. */
+function bytesOf(field: Uint8Array | ArrayLike<number> | null | undefined): Uint8Array {
+  if (field instanceof Uint8Array) return field;
+  return Uint8Array.from(field ?? []);
 }
 
 function payloadOf(plain: Buffer, keyId: string): Payload {

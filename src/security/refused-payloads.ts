@@ -14,7 +14,11 @@ import { type FabricError, isFabricError } from '../fabric/errors';
 export const REFUSED_ENCODING_PREFIX = 'kvfabric-refused';
 
 export class RefusalIsolatingCodec implements PayloadCodec {
-  constructor(private readonly inner: PayloadCodec) {}
+  constructor(
+    private readonly inner: PayloadCodec,
+    /** Told each refusal (a worker logs it: the failure it causes is sealed, and names no key in the log). */
+    private readonly onRefusal?: (err: FabricError) => void,
+  ) {}
 
   encode(payloads: Payload[]): Promise<Payload[]> {
     return this.inner.encode(payloads);
@@ -27,6 +31,7 @@ export class RefusalIsolatingCodec implements PayloadCodec {
           return (await this.inner.decode([payload]))[0]!;
         } catch (err) {
           if (!isFabricError(err)) throw err;
+          this.onRefusal?.(err);
           return refusedPayload(err);
         }
       }),

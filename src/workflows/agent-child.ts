@@ -8,6 +8,7 @@ import { ParentClosePolicy, startChild, type ChildWorkflowHandle } from '@tempor
 import { agentWorkflowId } from '../identity/agent-identity';
 import { initialState, memoOf, searchAttributesOf } from './agent-state';
 import { AGENT_WORKFLOW_TYPE, type AgentInput, type AgentWorkflow } from './definitions';
+import { AGENT_WORKFLOW_TASK_TIMEOUT_MS } from './task-timeout';
 
 export function startAgentChild(
   input: AgentInput,
@@ -19,5 +20,6 @@ export function startAgentChild(
     memo: memoOf(input),
     typedSearchAttributes: searchAttributesOf(input, initialState(input)),
     parentClosePolicy: options.parentClosePolicy ?? ParentClosePolicy.ABANDON,
+    workflowTaskTimeout: AGENT_WORKFLOW_TASK_TIMEOUT_MS,
   });
 }

@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/workflow';
 import type { ContextRequest, ContextSnapshot, DigestState, Placement } from '../activities/types';
 import type { AgentInput, AgentState, AgentStatus } from './definitions';
 import { initialState, statusOf } from './agent-state';
-import { next, timerOf, type LifecycleEvent } from './lifecycle';
+import { canTake, next, timerOf, type LifecycleEvent } from './lifecycle';
 import { OperationQueue } from './operation-queue';
 import { AttributePublisher } from './attribute-publisher';
 
@@ -82,6 +82,19 @@ export class AgentRun {
     this.state.holder = placed.holder;
     if (placed.holderRunsWorkflows) this.state.holderRunsWorkflows = true;
     else delete this.state.holderRunsWorkflows;
+  }
+
+  /**
+   * The holder left on purpose, its context written to disk (holder-left.ts): nobody holds it until the
+   * next call adopts it on another worker, as after a failover.
+   */
+  holderLeft(): void {
+    const { state } = this;
+    state.holder = null;
+    delete state.holderRunsWorkflows;
+    state.tier = 'disk';
+    if (canTake(state.phase, 'holder-lost')) this.move('holder-lost');
+    this.attributes.publish(state);
   }
 
   /** A worker's snapshot: where the context is and how big (its pages, or the conversation when longer). */

@@ -7,6 +7,7 @@
 //   updates         turn, suspend, resume, fork, pin, unpin, release, renew: one at a time (updates.ts)
 //   timers          idle -> host memory, warm -> disk (timers.ts)
 //   holder lost     another worker adopts the context from disk (holder-calls.ts)
+//   holder left     a worker that stopped gracefully says so: the next call adopts at once (holder-left.ts)
 //   history long    continue-as-new with the state carried over
 //   released        the workflow completes
 import { allHandlersFinished, condition, continueAsNew } from '@temporalio/workflow';
@@ -15,16 +16,19 @@ import { AgentOperations } from './agent-operations';
 import { AgentRun } from './agent-run';
 import type { AgentInput, AgentStatus } from './definitions';
 import { HolderCalls } from './holder-calls';
+import { handleHolderLeft } from './holder-left';
 import { runTimers } from './timers';
 import { handleUpdates } from './updates';
 
 export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   const run = new AgentRun(input);
-  const operations = new AgentOperations(run, new HolderCalls(run));
+  const calls = new HolderCalls(run);
+  const operations = new AgentOperations(run, calls);
 
   // Queued before the handlers exist: updates delivered with the first workflow task find it ahead of them.
   const allocated = input.carried || input.parent ? undefined : run.operation(() => operations.allocate());
   handleUpdates(run, operations);
+  handleHolderLeft(run, calls);
   await allocated;
 
   await runTimers(run, operations);

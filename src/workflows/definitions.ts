@@ -238,6 +238,29 @@ export const releaseUpdate = defineUpdate<AgentStatus, [Credentials]>('release')
 export const renewUpdate = defineUpdate<AgentStatus, [RenewArgs]>('renew');
 export const statusQuery = defineQuery<AgentStatus>('status');
 
+/**
+ * A GPU worker that stopped gracefully tells each agent whose context it drained to disk that it left
+ * (src/plugin/handover.ts): the workflow then takes that holder for gone at once (holder-left.ts).
+ */
+export interface HolderLeftArgs {
+  /** The worker-specific queue of the holder that left. */
+  holder: string;
+  /** custodyProof of the custodian token the agent's workflow carries: only its custodian knows it. */
+  proof: string;
+}
+
+export const holderLeftUpdate = defineUpdate<AgentStatus, [HolderLeftArgs]>('holderLeft');
+
+/**
+ * What a worker shows to say it is the agent's custodian without carrying the token: the token's
+ * signature part, known only to those the token was shown to (its workflow shows it to each worker that
+ * holds the context) and no token itself, so no worker admits it and the history that records it holds
+ * no credential.
+ */
+export function custodyProof(custodianToken: string): string {
+  return custodianToken.slice(custodianToken.lastIndexOf('.') + 1);
+}
+
 export const AGENT_WORKFLOW_TYPE = 'agentWorkflow';
 /** The agent workflow's signature (agent.ts), for starting it by type name without importing it. */
 export type AgentWorkflow = (input: AgentInput) => Promise<AgentStatus>;

@@ -1,7 +1,8 @@
 // The agent workflow's calls to workers: placement calls on the shared queue, calls on the holder's own
 // queue with the workflow's retries, local calls in the workflow task (a resume, a turn), and failover:
 // when the holder is gone, another worker adopts the context from the cold tier and the call runs there.
-import { TemporalFailure, log, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
+// A holder that says it left (holder-left.ts) is gone at once: its calls still waiting are cancelled.
+import { CancellationScope, TemporalFailure, log, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 
 import type { HolderActivities, LocalActivities, PlacementActivities } from '../activities/types';
 import type { AgentRun } from './agent-run';
@@ -12,6 +13,10 @@ export class HolderCalls {
   /** Any GPU worker may take these; the one that does holds the context afterwards. */
   readonly placement: PlacementActivities;
   private readonly local: LocalActivities;
+  /** Calls waiting on a holder's queue (or between their attempts there), by holder: what holderLeft cancels. */
+  private readonly waiting = new Map<string, Set<CancellationScope>>();
+  /** Those cancelled because their holder left: they fail over, as a call its holder never took does. */
+  private readonly abandoned = new Set<CancellationScope>();
 
   constructor(private readonly run: AgentRun) {
     const { timeouts } = run.input.config;
@@ -38,7 +43,7 @@ export class HolderCalls {
       try {
         return await call(this.on(state.holder!));
       } catch (err) {
-        if (attempt > 0 || !holderLost(err)) throw err;
+        if (attempt > 0 || !(holderLost(err) || err instanceof HolderLeft)) throw err;
         log.warn('holder lost', { agentId: this.run.agentId, holder: state.holder, error: String(err) });
         state.holder = null;
       }
@@ -69,6 +74,18 @@ export class HolderCalls {
       if (decisive) throw decisive;
       log.info('local call not done; asking the holder', { agentId: this.run.agentId, error: String(err) });
       return null;
+    }
+  }
+
+  /**
+   * The holder said it left, its contexts on disk (holder-left.ts): its calls still waiting on its queue
+   * are cancelled, and each fails over at once instead of after holderLossMs. None of them has started:
+   * a worker leaves only once every call it took has finished.
+   */
+  holderLeft(holder: string): void {
+    for (const scope of this.waiting.get(holder) ?? []) {
+      this.abandoned.add(scope);
+      scope.cancel();
     }
   }
 
@@ -110,8 +127,25 @@ export class HolderCalls {
     });
     return new Proxy(once, {
       get: (target, name: keyof HolderActivities) => (request: never) =>
-        this.retried(() => (target[name] as (request: never) => Promise<unknown>)(request)),
+        this.untilLeft(holder, () => this.retried(() => (target[name] as (request: never) => Promise<unknown>)(request))),
     });
+  }
+
+  /** Runs a call on `holder` in a scope holderLeft(holder) cancels; a call so cancelled throws HolderLeft. */
+  private async untilLeft<T>(holder: string, work: () => Promise<T>): Promise<T> {
+    const scope = new CancellationScope();
+    const scopes = this.waiting.get(holder) ?? new Set<CancellationScope>();
+    this.waiting.set(holder, scopes.add(scope));
+    try {
+      return await scope.run(work);
+    } catch (err) {
+      if (this.abandoned.has(scope)) throw new HolderLeft(holder);
+      throw err;
+    } finally {
+      this.abandoned.delete(scope);
+      scopes.delete(scope);
+      if (scopes.size === 0) this.waiting.delete(holder);
+    }
   }
 
   private async retried<T>(attempt: () => Promise<T>): Promise<T> {
@@ -124,5 +158,13 @@ export class HolderCalls {
         await sleep(backoffMs);
       }
     }
+  }
+}
+
+/** A call cancelled because its holder said it left: the call fails over. */
+class HolderLeft extends Error {
+  constructor(holder: string) {
+    super(`holder ${holder} left`);
+    this.name = 'HolderLeft';
   }
 }

@@ -17,7 +17,7 @@ beforeAll(async () => {
 });
 afterAll(async () => cluster?.close());
 
-const UPDATES = ['turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew'] as const;
+const UPDATES = ['turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'holderLeft'] as const;
 
 /** Arguments of every shape: wrong types, missing and extra fields, huge numbers, odd strings. */
 const garbage = fc.oneof(

@@ -7,7 +7,7 @@ import { createActivities } from '../../src/activities';
 import type { AgentMemory } from '../../src/agent-memory/agent-memory';
 import { CUSTODY_ACTIONS, RIGHT_FOR } from '../../src/agent-memory/capability-check';
 import { OPERATIONS, OPERATION_NAMES, type Operation } from '../../src/operations/operations';
-import { CALLER_RIGHTS } from '../../src/security/claims';
+import { CALLER_RIGHTS, CUSTODY } from '../../src/security/claims';
 import * as definitions from '../../src/workflows/definitions';
 
 const rows = Object.entries(OPERATIONS) as [Operation, (typeof OPERATIONS)[Operation]][];
@@ -54,7 +54,14 @@ describe('the operations table', () => {
     expect(Object.keys(RIGHT_FOR).sort()).toEqual([...OPERATION_NAMES].sort());
   });
 
-  it('has a caller right for every row, and no right no row needs', () => {
-    expect([...new Set(rows.map(([, row]) => row.right))].sort()).toEqual([...CALLER_RIGHTS].sort());
+  it('has a caller right for every row a caller may ask for, and no right no row needs', () => {
+    const callers = rows.filter(([, row]) => row.right !== CUSTODY);
+    expect([...new Set(callers.map(([, row]) => row.right))].sort()).toEqual([...CALLER_RIGHTS].sort());
+  });
+
+  it("admits only the custodian to the updates that have no activity (a worker's holderLeft)", () => {
+    const workflowOnly = rows.filter(([, row]) => row.queue === 'workflow');
+    expect(workflowOnly.map(([name]) => name)).toEqual(['holderLeft']);
+    for (const [, row] of workflowOnly) expect(row).toMatchObject({ update: true, right: CUSTODY, custody: true });
   });
 });

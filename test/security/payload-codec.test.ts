@@ -57,6 +57,15 @@ describe('payload codec', () => {
     expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(SECRET);
   });
 
+  it("seals a payload whose data comes as a plain array (an update handler's empty result), and opens it as bytes", async () => {
+    const codec = new EncryptionCodec(new CodecKeyRing([k1]));
+    const empty = { metadata: { encoding: Buffer.from('binary/null') }, data: [] as unknown as Uint8Array };
+    const [sealed] = await codec.encode([empty]);
+    const [opened] = await codec.decode([sealed!]);
+    expect(Buffer.from(opened!.metadata!.encoding!).toString()).toBe('binary/null');
+    expect([...(opened!.data ?? [])]).toEqual([]);
+  });
+
   it('rotates: the new active key seals, old payloads still open, a ring without the old key refuses them', async () => {
     const [old] = await new EncryptionCodec(new CodecKeyRing([k1])).encode([payload()]);
     const rotated = new EncryptionCodec(new CodecKeyRing([k1, k2], 'c2'));

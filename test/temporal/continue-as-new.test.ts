@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { agentWorkflowId } from '../../src/identity/agent-identity';
+import { AGENT_WORKFLOW_TASK_TIMEOUT_MS } from '../../src/workflows/task-timeout';
 import { TEST_AGENT_CONFIG, TINY, eventually, recordHistory, startCluster, type TestCluster } from './harness';
 
 let cluster: TestCluster;
@@ -41,6 +42,8 @@ it('continues as new when Temporal suggests it, carrying the state across', asyn
   expect(listed).toMatchObject({ tenant: 'acme', status: 'RUNNING' });
   const description = await cluster.agents.workflow('long-lived').describe();
   expect(await description.memo).toMatchObject({ model: 'tiny', tenant: 'acme' });
+  // The run continued as new keeps the agent workflow's short task timeout (docs/agents.md#failover-timing).
+  expect(Number(description.raw.executionConfig?.defaultWorkflowTaskTimeout?.seconds)).toBe(AGENT_WORKFLOW_TASK_TIMEOUT_MS / 1000);
 
   // Each run's history stays short.
   const runs = [];

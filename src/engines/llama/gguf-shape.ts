@@ -4,7 +4,7 @@
 // by layer, cannot be laid out as kvfabric rows and are UNAVAILABLE.
 import type { GgufMetadata } from 'node-llama-cpp';
 
-import { FabricError } from '../../fabric/errors';
+import { FabricError, isFabricError } from '../../fabric/errors';
 import type { ModelShape } from '../../fabric/types';
 import { loadNodeLlamaCpp } from './node-llama-cpp';
 
@@ -47,6 +47,14 @@ export function modelInfoFromMetadata(metadata: GgufMetadata): GgufModelInfo {
 /** Reads only the file's metadata (no tensors), e.g. to size a pool before any engine starts. */
 export async function readModelInfo(modelFile: string): Promise<GgufModelInfo> {
   const { readGgufFileInfo } = await loadNodeLlamaCpp();
-  const info = await readGgufFileInfo(modelFile, { readTensorInfo: false });
-  return modelInfoFromMetadata(info.metadata);
+  try {
+    const info = await readGgufFileInfo(modelFile, { readTensorInfo: false });
+    return modelInfoFromMetadata(info.metadata);
+  } catch (err) {
+    // The reader's own words, or the metadata's shortcomings (a file cut short reads as missing metadata), name no file.
+    throw new FabricError(
+      isFabricError(err) ? err.code : 'UNAVAILABLE',
+      `cannot read model file ${modelFile}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
 }

@@ -119,6 +119,7 @@ export class LlamaEngine implements Engine {
     /** The llama context's KV streams (one per sequence unless its cache is unified): rebuilt states need it. */
     private readonly streams: number,
     fingerprint: EngineFingerprint,
+    readonly modelFile: string,
   ) {
     this.fingerprint = Object.freeze(fingerprint);
     const { layers, kvHeads, headDim } = fingerprint.shape;
@@ -145,7 +146,14 @@ export class LlamaEngine implements Engine {
         }),
       sha256File(file),
     ]);
-    const model = await llama.loadModel({ modelPath: file });
+    const model = await llama.loadModel({ modelPath: file }).catch((err: unknown) => {
+      // llama.cpp's own words ("Failed to load model") name no file: a truncated download reads the same.
+      throw new FabricError(
+        'UNAVAILABLE',
+        `cannot load model file ${file}: ${err instanceof Error ? err.message : String(err)} ` +
+          '(a truncated or damaged GGUF? download it again: `npx kvfabric model`, or point KVFABRIC_MODEL_FILE at a whole one)',
+      );
+    });
     try {
       const info = modelInfoFromMetadata(model.fileInfo.metadata);
       const contextLength = contextLengthFor(options.contextLength, info.trainedContextLength);
@@ -176,17 +184,28 @@ export class LlamaEngine implements Engine {
       const stateDir = options.stateDir ?? defaultStateDir();
       const streams = await streamCount(context, stateDir);
       const format = chatMlTurnFormat(model, vocabularySize);
-      return new LlamaEngine(llama, model, context, format, vocabularySize, longestTokenBytes(model, vocabularySize), stateDir, streams, {
-        engine: LLAMA_ENGINE_NAME,
-        version: `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
-        modelSha256,
-        flashAttention,
-        kType: 'f16',
-        vType: 'f16',
-        shape: info.shape,
-        // What turns are held to (see contextLength): llama.cpp's padded size would let a longer one through.
-        contextLength,
-      });
+      return new LlamaEngine(
+        llama,
+        model,
+        context,
+        format,
+        vocabularySize,
+        longestTokenBytes(model, vocabularySize),
+        stateDir,
+        streams,
+        {
+          engine: LLAMA_ENGINE_NAME,
+          version: `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
+          modelSha256,
+          flashAttention,
+          kType: 'f16',
+          vType: 'f16',
+          shape: info.shape,
+          // What turns are held to (see contextLength): llama.cpp's padded size would let a longer one through.
+          contextLength,
+        },
+        file,
+      );
     } catch (err) {
       await model.dispose();
       throw err;
