@@ -58,7 +58,7 @@ import type { ClientSecurity } from './client-security';
 import { mismatchError, refusalIn } from './codec-refusals';
 import { messagesOf } from './error-chain';
 import { confirmAllocated } from './first-allocation';
-import { QueueWorkers } from './queue-workers';
+import { AgentQueueWorkers } from './queue-workers';
 import { reachTemporal } from './reach-temporal';
 import { withSearchAttributes, type NamespaceAddress } from './search-attributes';
 import { connectionOptionsOf, type TemporalSettings } from './temporal-settings';
@@ -133,8 +133,8 @@ export function agentConfig(overrides: AgentConfigOverrides = {}): AgentConfig {
 }
 
 export class AgentClient {
-  /** Whether a worker serves the queue: a call with nobody to answer it is UNAVAILABLE at once. */
-  private readonly queueWorkers: QueueWorkers;
+  /** Whether a worker serves an agent's queue: a call with nobody to answer it is UNAVAILABLE at once. */
+  private readonly queueWorkers: AgentQueueWorkers;
 
   constructor(
     readonly client: Client,
@@ -144,7 +144,7 @@ export class AgentClient {
     readonly security: Omit<ClientSecurity, 'codec'> = {},
     readonly connection?: Connection,
   ) {
-    this.queueWorkers = new QueueWorkers(client, taskQueue);
+    this.queueWorkers = new AgentQueueWorkers(client, async (agentId) => (await this.workflow(agentId).describe()).taskQueue);
   }
 
   static async connect(settings: TemporalSettings, security: ClientSecurity, taskQueue = 'kvfabric'): Promise<AgentClient> {
@@ -237,7 +237,7 @@ export class AgentClient {
    */
   async translate<T>(agentId: string, call: () => Promise<T>): Promise<T> {
     // With no worker on the queue nothing would answer: UNAVAILABLE now, before anything is sent.
-    await this.queueWorkers.expectServed();
+    await this.queueWorkers.expectServed(agentId);
     const stopWatching = new AbortController();
     const watch: { error?: FabricError } = {};
     try {
@@ -261,7 +261,7 @@ export class AgentClient {
       if (/query timed out before a worker could process it/i.test(messagesOf(err)))
         throw new FabricError(
           'UNAVAILABLE',
-          `agent ${agentId}: no worker answered within the server's wait: the workers of task queue '${printable(this.taskQueue)}' stopped, ` +
+          `agent ${agentId}: no worker answered within the server's wait: the workers of task queue '${printable(this.queueWorkers.queue(agentId) ?? this.taskQueue)}' stopped, ` +
             "or the agent's workflow task (a long turn) is still running",
         );
       // The server stops taking calls to a workflow whose tasks keep failing: a codec refusal of its input?

@@ -39,7 +39,7 @@ export async function pollingWorkers(client: Client, taskQueue: string): Promise
 }
 
 /** Remembers when a queue last had workers, so that only the first call in a while asks the server. */
-export class QueueWorkers {
+class QueueWorkers {
   private seenAt = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -61,6 +61,43 @@ export class QueueWorkers {
       if (Date.now() >= deadline) throw noWorkers(this.taskQueue, this.client.options.namespace);
       await sleep(250);
     }
+  }
+}
+
+/** Agents whose queue this client remembers at most: past it, the oldest is asked again when next called. */
+const REMEMBERED_AGENTS = 10_000;
+
+/**
+ * The queue each agent's workflow runs on, as the server tells it once (an agent started on another
+ * queue than this client's default is served there), and whether a worker polls that queue.
+ */
+export class AgentQueueWorkers {
+  private readonly queueOf = new Map<string, string>();
+  private readonly byQueue = new Map<string, QueueWorkers>();
+
+  constructor(
+    private readonly client: Client,
+    /** The task queue the agent's workflow runs on; undefined when it has none (no such agent yet). */
+    private readonly describeQueue: (agentId: string) => Promise<string | undefined>,
+  ) {}
+
+  /** The agent's queue, once a call learned it. */
+  queue(agentId: string): string | undefined {
+    return this.queueOf.get(agentId);
+  }
+
+  /** Resolves once a worker polls the agent's queue; UNAVAILABLE when none does. No such agent: the call says so. */
+  async expectServed(agentId: string): Promise<void> {
+    let queue = this.queueOf.get(agentId);
+    if (queue === undefined) {
+      queue = await this.describeQueue(agentId).catch(() => undefined);
+      if (queue === undefined) return;
+      if (this.queueOf.size >= REMEMBERED_AGENTS) this.queueOf.delete(this.queueOf.keys().next().value!);
+      this.queueOf.set(agentId, queue);
+    }
+    let workers = this.byQueue.get(queue);
+    if (!workers) this.byQueue.set(queue, (workers = new QueueWorkers(this.client, queue)));
+    await workers.expectServed();
   }
 }
 

@@ -157,7 +157,7 @@ it('stops cleanly when shut down before it polls: nothing runs, nothing is left 
   user.plugin.shutdown(); // while run() has yet to create the holder's Worker
   await user.worker.run();
   expect(user.worker.getState()).toBe('STOPPED');
-  expect(user.plugin.drained).toEqual({ contexts: 0, bytes: 0, failed: [] });
+  expect(user.plugin.drained).toEqual({ contexts: 0, bytes: 0, failed: [], written: [] });
 });
 
 it('runs a real model turn (SmolLM2-135M through llama.cpp) on a user worker made with the plugin', async () => {
