@@ -528,7 +528,8 @@ export class AgentMemory {
       throw new FabricError(
         'INVALID_ARGUMENT',
         `agent model needs ${bytesPerToken} bytes per token and ${tokensPerBlock} tokens per block; this worker ` +
-          `${this.modelName === undefined ? "'s pool has" : `serves model ${this.modelName}:`} ${this.layout.bytesPerToken} bytes per token ` +
+          `${this.modelName === undefined ? "'s pool has" : `serves model ${this.modelName}:`}` +
+          ` ${this.layout.bytesPerToken} bytes per token ` +
           `and ${this.layout.tokensPerBlock} tokens per block`,
       );
     }

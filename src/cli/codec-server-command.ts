@@ -83,7 +83,9 @@ export async function codecServer(
     limits: { maxConnections: call.maxConnections },
   });
   print(
-    `kvfabric codec server listening on ${server.url} for ${call.uiOrigin} (encodes with '${ring.activeKeyId}'); a UI without an access token uses ${server.url}/<token>`,
+    `kvfabric codec server listening on ${server.url} for ${call.uiOrigin} ` +
+      `(encodes with '${ring.activeKeyId}'); ` +
+      `a UI without an access token uses ${server.url}/<token>`,
   );
   const signal = await new Promise<string>((resolve) => {
     for (const name of STOP_SIGNALS) process.once(name, () => resolve(name));

@@ -105,7 +105,9 @@ async function main(argv: string[]): Promise<void> {
             console.log(
               // Search attributes, which whoever starts a workflow sets: printed escaped.
               printable(
-                `${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`,
+                `${a.agentId.padEnd(24)} ${a.tenant.padEnd(12)} ${String(a.phase).padEnd(8)} ` +
+                  `${String(a.tier).padEnd(6)} ${String(a.tokens ?? '').padStart(8)} ` +
+                  `tokens ${String(a.blocks ?? '').padStart(6)} blocks  ${a.status}`,
               ),
             );
         // On stderr, so stdout stays the listing (and --json stays one JSON value).
@@ -125,7 +127,8 @@ async function main(argv: string[]): Promise<void> {
 
 export function describe(s: AgentStatus): string {
   const resume = s.lastResume
-    ? `, last resume ${(s.lastResume.bytes / 1024).toFixed(0)} KiB from ${s.lastResume.from} in ${(s.lastResume.transferMs + s.lastResume.verifyMs).toFixed(1)} ms`
+    ? `, last resume ${(s.lastResume.bytes / 1024).toFixed(0)} KiB from ${s.lastResume.from} ` +
+      `in ${(s.lastResume.transferMs + s.lastResume.verifyMs).toFixed(1)} ms`
     : '';
   return (
     `${s.agentId} (${s.tenant}, ${s.model}): ${s.phase}, ${s.tier}, ${s.tokens} tokens in ${s.blocks} blocks (${s.sharedBlocks} shared), ` +

@@ -217,7 +217,9 @@ function refuseCapabilityArgument(argv: string[]): void {
   const options = end === -1 ? argv : argv.slice(0, end);
   if (options.some((arg) => arg === '--capability' || arg.startsWith('--capability='))) {
     throw usage(
-      '--capability is not taken on the command line, where ps shows it to every user: put the capability in a file only you can read (chmod 600) and pass --capability-file PATH, or set KVFABRIC_CAPABILITY',
+      '--capability is not taken on the command line, where ps shows it to every user: ' +
+        'put the capability in a file only you can read (chmod 600) ' +
+        'and pass --capability-file PATH, or set KVFABRIC_CAPABILITY',
     );
   }
 }

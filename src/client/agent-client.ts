@@ -261,7 +261,8 @@ export class AgentClient {
       if (/query timed out before a worker could process it/i.test(messagesOf(err)))
         throw new FabricError(
           'UNAVAILABLE',
-          `agent ${agentId}: no worker answered within the server's wait: the workers of task queue '${printable(this.queueWorkers.queue(agentId) ?? this.taskQueue)}' stopped, ` +
+          `agent ${agentId}: no worker answered within the server's wait: ` +
+            `the workers of task queue '${printable(this.queueWorkers.queue(agentId) ?? this.taskQueue)}' stopped, ` +
             "or the agent's workflow task (a long turn) is still running",
         );
       // The server stops taking calls to a workflow whose tasks keep failing: a codec refusal of its input?

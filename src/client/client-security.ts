@@ -45,7 +45,8 @@ export function codecKeyRingFromEnv(env: NodeJS.ProcessEnv = process.env): Codec
   if (!codecKeys) {
     throw new FabricError(
       'INVALID_ARGUMENT',
-      'no payload codec key: set KVFABRIC_CODEC_KEYS_FILE to the codec.keys that `kvfabric keygen` wrote (or KVFABRIC_CODEC_KEYS="id=base64key")',
+      'no payload codec key: set KVFABRIC_CODEC_KEYS_FILE to the codec.keys that `kvfabric keygen` wrote ' +
+        '(or KVFABRIC_CODEC_KEYS="id=base64key")',
     );
   }
   const active = env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id;

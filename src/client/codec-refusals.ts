@@ -51,7 +51,8 @@ export function refusalIn(err: unknown): Refusal | undefined {
  */
 export function mismatchError(agentId: string, refusal: Refusal, by: RefusedBy, clientKeyId?: string): FabricError {
   const fix =
-    'give clients and workers the same payload codec keys (KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE, e.g. the codec.keys of one `kvfabric keygen`)';
+    'give clients and workers the same payload codec keys ' +
+    '(KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE, e.g. the codec.keys of one `kvfabric keygen`)';
   // The ids and the reason came from outside (a payload's header, a worker's failure): printed escaped.
   if (refusal.keyId === undefined)
     return new FabricError(refusal.code, `agent ${agentId}: a payload was refused (${printable(refusal.reason)}): ${fix}`);

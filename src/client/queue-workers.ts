@@ -105,6 +105,7 @@ function noWorkers(taskQueue: string, namespace: string): FabricError {
   return new FabricError(
     'UNAVAILABLE',
     `no worker serves task queue '${printable(taskQueue)}' (namespace ${printable(namespace)}): none polled it in the last ` +
-      `${POLLER_FRESH_MS / 1000} s; start a kvfabric worker on that queue (kvfabric-worker --task-queue), or point this client at the workers' queue`,
+      `${POLLER_FRESH_MS / 1000} s; start a kvfabric worker on that queue (kvfabric-worker --task-queue), ` +
+      "or point this client at the workers' queue",
   );
 }

@@ -87,7 +87,8 @@ export async function withSearchAttributes<T>(connection: OperatorConnection, wh
       if (Date.now() + waitMs > deadline) {
         throw new FabricError(
           'UNAVAILABLE',
-          `registered kvfabric's search attributes on namespace ${where.namespace}, but the server still had no ${missing} after ${VISIBLE_WITHIN_MS / 1000} s: try again`,
+          `registered kvfabric's search attributes on namespace ${where.namespace}, ` +
+            `but the server still had no ${missing} after ${VISIBLE_WITHIN_MS / 1000} s: try again`,
         );
       }
       await new Promise((resolve) => setTimeout(resolve, waitMs));
@@ -104,10 +105,16 @@ export function notRegistered(where: NamespaceAddress, missing: string, refusal:
   const attributes = AGENT_SEARCH_ATTRIBUTES.map(({ name, type }) => `${name}=${type}`).join(' ');
   const flags = `${where.address ? ` --address ${where.address}` : ''} --namespace ${where.namespace}`;
   const fix = where.cloud
-    ? `a Temporal Cloud namespace admin adds them (${attributes}): in the Cloud UI (the namespace's search attributes), or \`npx kvfabric setup${flags}\` with an admin's API key`
-    : `run \`npx kvfabric setup${flags}\` as a user who may change the namespace (or \`temporal operator search-attribute create\` for each of ${attributes})`;
+    ? `a Temporal Cloud namespace admin adds them (${attributes}): ` +
+      "in the Cloud UI (the namespace's search attributes), " +
+      `or \`npx kvfabric setup${flags}\` with an admin's API key`
+    : `run \`npx kvfabric setup${flags}\` ` +
+      'as a user who may change the namespace ' +
+      `(or \`temporal operator search-attribute create\` for each of ${attributes})`;
   return new FabricError(
     'INVALID_STATE',
-    `namespace ${where.namespace} has no search attribute ${missing} (kvfabric's search attributes are not registered) and ${why} (${reason}): ${fix}`,
+    `namespace ${where.namespace} has no search attribute ${missing} ` +
+      "(kvfabric's search attributes are not registered) " +
+      `and ${why} (${reason}): ${fix}`,
   );
 }

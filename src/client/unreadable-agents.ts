@@ -79,7 +79,10 @@ export async function endIfUnreadable(client: Client, agentId: string): Promise<
 /** Terminates a run whose first workflow task a codec refused; returns the error to throw. */
 async function endUnreadable(client: Client, agentId: string, runId: string | undefined, first: Refused): Promise<FabricError> {
   const key = first.refusal.keyId ? ` '${first.refusal.keyId}'` : '';
-  const reason = `kvfabric: no worker can read this agent's input (${first.by === 'worker' ? 'the worker lacks' : "this client lacks the workers'"} payload codec key${key})`;
+  const reason =
+    "kvfabric: no worker can read this agent's input (" +
+    `${first.by === 'worker' ? 'the worker lacks' : "this client lacks the workers'"}` +
+    ` payload codec key${key})`;
   await client.workflow
     .getHandle(agentWorkflowId(agentId), runId)
     .terminate(reason)

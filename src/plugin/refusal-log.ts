@@ -24,7 +24,8 @@ export function refusalLog(logger: Logger, heldKeyIds: readonly string[]): (err:
     if (lastLogged.size >= MAX_REMEMBERED) return;
     lastLogged.set(err.message, now);
     logger.warn(
-      `kvfabric refused a payload (${err.code}): ${printable(err.message)}; this worker holds payload codec key${heldKeyIds.length === 1 ? '' : 's'} ${held}: ` +
+      `kvfabric refused a payload (${err.code}): ${printable(err.message)}; ` +
+        `this worker holds payload codec key${heldKeyIds.length === 1 ? '' : 's'} ${held}: ` +
         'clients and workers need the same payload codec keys (KVFABRIC_CODEC_KEYS or KVFABRIC_CODEC_KEYS_FILE)',
     );
   };

@@ -10,7 +10,8 @@ import { DefaultFailureConverter } from '@temporalio/common';
 
 /** What the codec says of a plaintext payload (payload-codec.ts): names no key, context or value; says what to do. */
 export const PLAINTEXT_REFUSAL =
-  "a plaintext payload was refused: payloads must be sealed with a payload codec key this process holds (sent by a Temporal client without kvfabric's codec? " +
+  'a plaintext payload was refused: payloads must be sealed with a payload codec key this process holds ' +
+  "(sent by a Temporal client without kvfabric's codec? " +
   "add kvfabric's client plugin, KvFabricClientPlugin from 'kvfabric/plugin', to that client, with the workers' payload codec keys)";
 
 /** The error the SDK's payload converter throws on the refused payload (refused-payloads.ts puts it in the payload's place). */

@@ -66,7 +66,8 @@ export class HolderCalls {
       // kvfabric worker, so the workflow task fails instead, and Temporal retries it, on any worker.
       if (!(err instanceof TemporalFailure)) {
         throw new Error(
-          `this worker runs agent workflows without kvfabric's activities while GPU workers run them too; run agent workflows on kvfabric workers only (${String(err)})`,
+          "this worker runs agent workflows without kvfabric's activities while GPU workers run them too; " +
+            `run agent workflows on kvfabric workers only (${String(err)})`,
         );
       }
       const decisive = decisiveLocalFailure(err);

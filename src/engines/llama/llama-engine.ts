@@ -133,7 +133,9 @@ export class LlamaEngine implements Engine {
     if (!fs.existsSync(file)) {
       throw new FabricError(
         'UNAVAILABLE',
-        `model file ${file} not found: run \`npx kvfabric model\` (in kvfabric's repository: \`npm run setup:model\`) or set KVFABRIC_MODEL_FILE`,
+        `model file ${file} not found: run \`npx kvfabric model\` ` +
+          "(in kvfabric's repository: `npm run setup:model`) " +
+          'or set KVFABRIC_MODEL_FILE',
       );
     }
     const flashAttention = options.flashAttention ?? true;
@@ -195,7 +197,9 @@ export class LlamaEngine implements Engine {
         streams,
         {
           engine: LLAMA_ENGINE_NAME,
-          version: `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
+          version:
+            `node-llama-cpp ${NODE_LLAMA_CPP_VERSION} ` +
+            `(llama.cpp ${llama.llamaCppRelease.release}, ${llama.gpu === false ? 'cpu' : llama.gpu})`,
           modelSha256,
           flashAttention,
           kType: 'f16',
@@ -227,7 +231,9 @@ export class LlamaEngine implements Engine {
     if (needed > this.fingerprint.contextLength) {
       throw new FabricError(
         'OUT_OF_RANGE',
-        `the turn needs up to ${needed} tokens (${before.length} in context, ${prompt.length} prompt, ${maxTokens} reply, ${this.format.close.length} closing); the context length is ${this.fingerprint.contextLength}`,
+        `the turn needs up to ${needed} tokens (${before.length} in context, ${prompt.length} prompt, ` +
+          `${maxTokens} reply, ${this.format.close.length} closing); ` +
+          `the context length is ${this.fingerprint.contextLength}`,
       );
     }
 
@@ -269,7 +275,9 @@ export class LlamaEngine implements Engine {
     if (needed > this.fingerprint.contextLength) {
       throw new FabricError(
         'OUT_OF_RANGE',
-        `the call needs up to ${needed} tokens (${prompt.length} prompt, ${maxTokens} reply and its forced and closing tokens); the context length is ${this.fingerprint.contextLength}`,
+        `the call needs up to ${needed} tokens (${prompt.length} prompt, ${maxTokens} ` +
+          'reply and its forced and closing tokens); ' +
+          `the context length is ${this.fingerprint.contextLength}`,
       );
     }
     const grammar = structured ? await this.jsonGrammar(structured.schema) : undefined;
