@@ -40,9 +40,6 @@ export interface PromptPart {
 
 /** Seals reply ids for the run that made them and checks those a prompt carries back. */
 export class CarriedReplyIds {
-  /** One derived key per master key id, made on first use. */
-  private readonly macKeys = new Map<string, KeyObject>();
-
   constructor(private readonly keyRing: KeyRing) {}
 
   /** `content` with the reply's ids, sealed for `owner`'s run and `text`, on its first part. */
@@ -51,7 +48,7 @@ export class CarriedReplyIds {
     const carried: CarriedReply = {
       replyIds: Array.from(ids),
       replyKeyId: keyId,
-      replyMac: this.mac(this.macKey(keyId)!, owner, text, ids).toString('base64url'),
+      replyMac: this.mac(this.keyRing.derivedKey(keyId, MAC_KEY_PURPOSE)!, owner, text, ids).toString('base64url'),
     };
     return content.map((part, index) => {
       if (index > 0 || (part.type !== 'text' && part.type !== 'tool-call')) return part;
@@ -73,21 +70,12 @@ export class CarriedReplyIds {
       throw new FabricError('INVALID_ARGUMENT', `an assistant message's providerOptions.${KEY}.replyIds must be token ids`);
     }
     if (typeof replyKeyId !== 'string' || typeof replyMac !== 'string') return undefined;
-    const key = this.macKey(replyKeyId);
+    const key = this.keyRing.derivedKey(replyKeyId, MAC_KEY_PURPOSE);
     if (!key) return undefined;
     const ids = Uint32Array.from(replyIds);
     const given = Buffer.from(replyMac, 'base64url');
     const expected = this.mac(key, owner, text, ids);
     return given.length === expected.length && timingSafeEqual(given, expected) ? ids : undefined;
-  }
-
-  private macKey(keyId: string): KeyObject | undefined {
-    let key = this.macKeys.get(keyId);
-    if (!key) {
-      key = this.keyRing.derivedKey(keyId, MAC_KEY_PURPOSE);
-      if (key) this.macKeys.set(keyId, key);
-    }
-    return key;
   }
 
   /** Over the domain, the run and the text (one JSON array, so no field runs into the next), then the ids. */

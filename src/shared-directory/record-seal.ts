@@ -9,7 +9,7 @@
 // Layout (big-endian): magic `KVFCREC\0` (8) | format version (2) | key id length K (2) | body length L
 // (4) | master key id (K) | body (L) | HMAC-SHA256 (32). The MAC covers
 // "kvfabric.record.v1\0" || kind length (u16) || kind || context length (u32) || context || bytes [0, 16+K+L).
-import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
 import type { KeyRing } from '../tiers/cold/key-ring';
@@ -32,9 +32,6 @@ export interface ForgedRecordSink {
 }
 
 export class RecordSeal {
-  /** One derived key per master key id, made on first use. */
-  private readonly macKeys = new Map<string, KeyObject>();
-
   constructor(
     private readonly keyRing: KeyRing,
     /** Where a record that does not authenticate is audited; none in tools and tests that do not audit. */
@@ -101,12 +98,8 @@ export class RecordSeal {
   }
 
   private mac(keyId: string, kind: string, context: string, signed: Buffer): Buffer | undefined {
-    let key = this.macKeys.get(keyId);
-    if (key === undefined) {
-      key = this.keyRing.derivedKey(keyId, MAC_KEY_PURPOSE);
-      if (key === undefined) return undefined;
-      this.macKeys.set(keyId, key);
-    }
+    const key = this.keyRing.derivedKey(keyId, MAC_KEY_PURPOSE);
+    if (key === undefined) return undefined;
     const kindBytes = Buffer.from(kind, 'utf8');
     const contextBytes = Buffer.from(context, 'utf8');
     const lengths = Buffer.alloc(6);

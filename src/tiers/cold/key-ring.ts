@@ -41,6 +41,8 @@ export type UnwrapResult = { ok: true; dataKey: Buffer } | { ok: false; reason: 
 export class KeyRing {
   readonly activeKeyId: string;
   private readonly keys: ReadonlyMap<string, KeyObject>;
+  /** Derived keys by master key id and purpose, made on first use: the ring's keys never change. */
+  private readonly derived = new Map<string, KeyObject>();
 
   constructor(keys: readonly MasterKey[], activeKeyId: string) {
     if (!Array.isArray(keys) || keys.length === 0) {
@@ -100,17 +102,24 @@ export class KeyRing {
 
   /**
    * A key of its own for another use of master key `keyId` (HKDF-SHA256, `purpose` as its info), so that
-   * no two uses share key material; undefined when the ring lacks that key. The master key stays here.
+   * no two uses share key material; undefined when the ring lacks that key. The master key stays here;
+   * each derived key is made once.
    */
   derivedKey(keyId: string, purpose: string): KeyObject | undefined {
     const masterKey = this.keys.get(keyId);
     if (masterKey === undefined) return undefined;
-    const bytes = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), purpose, DATA_KEY_BYTES));
-    try {
-      return createSecretKey(bytes);
-    } finally {
-      bytes.fill(0);
+    const name = `${keyId}\0${purpose}`;
+    let key = this.derived.get(name);
+    if (key === undefined) {
+      const bytes = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), purpose, DATA_KEY_BYTES));
+      try {
+        key = createSecretKey(bytes);
+      } finally {
+        bytes.fill(0);
+      }
+      this.derived.set(name, key);
     }
+    return key;
   }
 
   unwrapDataKey(keyId: string, wrapped: Uint8Array): UnwrapResult {
