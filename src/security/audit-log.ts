@@ -1,13 +1,10 @@
 // Append-only record of refused accesses: one JSON line per denial with who asked (agent, tenant), for
 // what (context, action), why (a stable reason code) and when. Never the token: a refused token may
 // still be someone's secret, and the log is read by more people than hold capabilities.
-import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
-import { FabricError } from '../fabric/errors';
-
 import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
+import { appendToRegularFile } from '../tiers/cold/regular-file';
 import type { DenialReason } from './claims';
 
 export interface Denial {
@@ -45,21 +42,8 @@ export class AuditLog implements AuditSink {
     // One write per line with O_APPEND: lines from concurrent denials never interleave. Never through a
     // link or into a FIFO planted at the log's name: the lines go to this file or nowhere.
     const line = { time: new Date().toISOString(), worker: this.worker, ...pick(denial) };
-    const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-    const handle = await open(this.file, flags, PRIVATE_FILE_MODE).catch((err: NodeJS.ErrnoException) => {
-      throw err.code === 'ELOOP' || err.code === 'ENXIO' ? notRegular(this.file) : err; // a link; a FIFO nobody reads
-    });
-    try {
-      if (!(await handle.stat()).isFile()) throw notRegular(this.file);
-      await handle.write(`${JSON.stringify(line)}\n`);
-    } finally {
-      await handle.close();
-    }
+    await appendToRegularFile(this.file, `the audit log ${this.file}`, `${JSON.stringify(line)}\n`, PRIVATE_FILE_MODE);
   }
-}
-
-function notRegular(file: string): FabricError {
-  return new FabricError('INTEGRITY', `the audit log ${file} is not a regular file: nothing was written to it`);
 }
 
 /** Only the listed fields: a caller passing a richer object cannot leak more into the log. */

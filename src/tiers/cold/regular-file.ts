@@ -11,7 +11,9 @@ import { FabricError } from '../../fabric/errors';
 import { readFully } from './durable-file';
 import { errnoOf, ioError } from './io-errors';
 
-const READ_FLAGS = fsConstants.O_RDONLY | (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
+const CHECKED_FLAGS = (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
+const READ_FLAGS = fsConstants.O_RDONLY | CHECKED_FLAGS;
+const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | CHECKED_FLAGS;
 
 /**
  * `file` opened for reading, with its size; undefined when there is no such file. INTEGRITY for a link,
@@ -23,13 +25,40 @@ export async function openRegularFile(
   what: string,
   maxBytes: number,
 ): Promise<{ handle: FileHandle; size: number } | undefined> {
+  return openChecked(file, READ_FLAGS, what, maxBytes);
+}
+
+/**
+ * Appends `text` to `file` in one write (O_APPEND: concurrent appends never interleave), creating it with
+ * `mode`; the same refusals as openRegularFile, nothing written.
+ */
+export async function appendToRegularFile(file: string, what: string, text: string, mode: number): Promise<void> {
+  const opened = await openChecked(file, APPEND_FLAGS, what, Number.POSITIVE_INFINITY, mode);
+  if (opened === undefined) throw new FabricError('UNAVAILABLE', `appending to ${what}: its folder is gone`);
+  try {
+    await opened.handle.write(text);
+  } catch (err) {
+    throw ioError(err, `appending to ${what}`);
+  } finally {
+    await opened.handle.close().catch(() => undefined);
+  }
+}
+
+async function openChecked(
+  file: string,
+  flags: number,
+  what: string,
+  maxBytes: number,
+  mode?: number,
+): Promise<{ handle: FileHandle; size: number } | undefined> {
   let handle: FileHandle;
   try {
-    handle = await fsp.open(file, READ_FLAGS);
+    handle = await fsp.open(file, flags, mode);
   } catch (err) {
     const errno = errnoOf(err);
     if (errno === 'ENOENT') return undefined;
-    // ELOOP: a link where no link belongs. ENXIO: a socket (or a device without its driver).
+    // ELOOP: a link where no link belongs. ENXIO: a socket (or a device without its driver), or a FIFO
+    // opened for writing that nobody reads.
     if (errno === 'ELOOP' || errno === 'ENXIO') throw new FabricError('INTEGRITY', `${what} is not a regular file (${errno}): planted`);
     throw ioError(err, `opening ${what}`);
   }
