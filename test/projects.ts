@@ -80,6 +80,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/security/attacks/cli-capability-argument.test.ts',
       'test/security/attacks/codec-plaintext-inbound.test.ts',
       'test/security/attacks/holder-left-forgery.test.ts',
+      'test/security/attacks/worker-lease-forgery.test.ts',
       'test/security/attacks/rollback.test.ts',
     ],
   },

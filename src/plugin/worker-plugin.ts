@@ -48,6 +48,7 @@ import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
 import { HEARTBEAT_THROTTLE_MS, withLivenessDefaults } from './liveness';
 import { agentWorkflowBundle, modelCallTimeoutsPath, workflowsPath } from './workflow-bundle';
+import { workerLease, type WorkerLease } from './worker-lease';
 import { openWorkerMemory, type WorkerMemory } from './worker-memory';
 import type { KvFabricWorkerOptions } from './worker-options';
 
@@ -63,6 +64,7 @@ interface Node {
   holder: string;
   memory: WorkerMemory;
   holderOptions: WorkerOptions;
+  lease: WorkerLease;
 }
 
 export class KvFabricWorkerPlugin implements WorkerPlugin {
@@ -110,6 +112,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
    */
   shutdown(): void {
     this.stopRequested = true;
+    this.node?.lease.stop();
     for (const w of this.running) if (w.getState() === 'RUNNING') w.shutdown();
   }
 
@@ -139,6 +142,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     // connection even if the user's Worker.create failed after this hook.
     // As many calls run at once as on the user's worker; any more are taken and wait, heartbeating.
     const running = options.maxConcurrentActivityTaskExecutions ?? SDK_ACTIVITY_SLOTS;
+    const lease = workerLease(holder, memory.memory, (message, meta) => Runtime.instance().logger.warn(message, { ...meta }));
     const holderOptions: WorkerOptions = {
       ...(options.connection ? { connection: options.connection } : {}),
       ...(options.namespace ? { namespace: options.namespace } : {}),
@@ -146,16 +150,23 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       maxConcurrentActivityTaskExecutions: Math.max(HOLDER_CALLS_TAKEN, running),
       maxHeartbeatThrottleInterval: options.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE_MS,
       taskQueue: holder,
-      activities: queuedCalls(memory.activities.holder, running),
+      // The lease's heartbeat takes no call slot: it runs for as long as the worker does.
+      activities: { ...queuedCalls(memory.activities.holder, running), ...lease.holderActivities },
       dataConverter,
     };
-    this.node = { holder, memory, holderOptions };
+    this.node = { holder, memory, holderOptions, lease };
     return withLivenessDefaults({
       ...options,
       ...workflows,
       ...withModelCallTimeouts(options),
       dataConverter,
-      activities: { ...options.activities, ...memory.activities.placement, ...memory.activities.local, ...modelMemoryActivities(memory) },
+      activities: {
+        ...options.activities,
+        ...memory.activities.placement,
+        ...memory.activities.local,
+        ...modelMemoryActivities(memory),
+        ...lease.sharedActivities,
+      },
     });
   }
 
@@ -170,6 +181,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const logger = Runtime.instance().logger;
     // From here until the drain is done a shutdown signal stops the workers, never the process.
     const signals = holdShutdownSignals((signal, first) => {
+      this.node?.lease.stop();
       const contexts = this.closed ? 0 : memory.memory.heldContextIds().length; // closed: drained, about to return
       if (first)
         logger.info(`kvfabric GPU worker stopping on ${signal}: running calls finish, then held contexts drain to the tier directory`, {
@@ -191,7 +203,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 
   /** Runs the user's worker and the holder's together, then drains and closes the memory (see the header). */
   private async runAndDrain(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
-    const { holder, memory, holderOptions } = this.configured();
+    const { holder, memory, holderOptions, lease } = this.configured();
     const logger = Runtime.instance().logger;
     let holderWorker: Worker;
     try {
@@ -230,7 +242,9 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     // Both started in this synchronous step: a shutdown() that came while the holder's Worker was being
     // created stops them now (a Worker never run would keep its hold on the connection).
     if (this.stopRequested) stopBoth();
+    else await this.startLease(worker);
     const outcomes = await Promise.allSettled(runs);
+    lease.stop();
     memory.metrics.stop();
     await housekeeping.stop();
     await memory.modelCalls?.settled(); // AI SDK calls' KV into their pages first: the drain writes those
@@ -242,6 +256,24 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     await memory.close();
     const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     if (failure) throw failure.reason;
+  }
+
+  /**
+   * Starts the worker's lease (worker-lease.ts). Without it the worker still serves its agents, and a
+   * crash costs them holderLossMs after their next call instead: logged, not fatal.
+   */
+  private async startLease(worker: Worker): Promise<void> {
+    const { holder, lease } = this.configured();
+    try {
+      const { client } = worker;
+      if (!client) throw new Error('the worker has no client (a replay worker?)');
+      await lease.start(client, worker.options.taskQueue, () => worker.getState() === 'RUNNING');
+    } catch (err) {
+      Runtime.instance().logger.warn('kvfabric GPU worker could not start its lease: its agents fail over after holderLossMs if it dies', {
+        holder,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
   }
 
   /** Tells the drained agents' workflows that this worker left (handover.ts), on the user's connection. */
@@ -322,7 +354,8 @@ function combinedEntry(userPath: string): string {
   mkdirSync(directory, { recursive: true });
   // Written aside and renamed: another process may be bundling from the same entry at this moment.
   const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
-  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow } from ${JSON.stringify(workflowsPath())};\n`);
+  const kvfabric = JSON.stringify(workflowsPath());
+  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow, workerLeaseWorkflow } from ${kvfabric};\n`);
   renameSync(aside, path);
   return path;
 }
