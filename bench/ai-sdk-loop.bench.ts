@@ -218,6 +218,7 @@ function clockedEngine(engine: Engine): { engine: Engine; completeAt: () => numb
       get fingerprint() {
         return engine.fingerprint;
       },
+      needs: engine.needs,
       turn: (request) => engine.turn(request),
       renderConversation: (messages) => engine.renderConversation(messages),
       complete: (request) => {

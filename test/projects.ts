@@ -59,6 +59,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
     needs: "a Temporal dev server or Temporal's time-skipping test server, with worker processes",
     include: [
       'test/temporal/**/*.test.ts',
+      'test/engines/registered-engine.test.ts',
       'test/plugin/holder-calls.test.ts',
       'test/plugin/long-turn-warning.test.ts',
       'test/plugin/quiet-holder-worker.test.ts',
@@ -68,6 +69,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/worker/worker-process.test.ts',
       'test/workflows/agent-workflow.test.ts',
       'test/workflows/time-skipping.test.ts',
+      'test/workflows/wake-ups.test.ts',
       'test/client/codec-key-mismatch.test.ts',
       'test/client/error-causes.test.ts',
       'test/client/retried-calls.test.ts',

@@ -159,6 +159,11 @@ export function createActivities(options: {
       return resume('resume', request);
     },
 
+    wake(request: ResumeRequest): Promise<ResumeResult> {
+      const progress = { phase: 'wake', tokens: request.expected.tokens };
+      return operate({ operation: 'wake', progress }, request, (call, run) => memory.resume(call, { ...request, roomOnly: true }, run));
+    },
+
     suspend(request: SuspendRequest): Promise<SuspendResult> {
       const progress = { phase: `suspend to ${request.tier}` };
       return operate({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request, run));

@@ -130,6 +130,12 @@ export interface LocalActivities {
 export interface HolderActivities {
   turn(request: TurnRequest): Promise<TurnResult>;
   resume(request: ResumeRequest): Promise<ResumeResult>;
+  /**
+   * A planned wake-up's prefetch, with the agent's custodian token: a resume that makes no room. Without
+   * free device room for the context, nothing moves and the result names the tier it stays on (its digest
+   * is then the recorded one, not checked: nothing came back).
+   */
+  wake(request: ResumeRequest): Promise<ResumeResult>;
   suspend(request: SuspendRequest): Promise<SuspendResult>;
   fork(request: ForkRequest): Promise<ForkResult>;
   /** Frees the child of a fork whose workflow never started; returns the parent's snapshot. */

@@ -28,6 +28,9 @@ import { TurnRunner } from './turn-runner';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 
+/** A prefetch found the context resident, brought it back, or found no free device room and left it where it was. */
+export type PrefetchOutcome = 'resident' | 'restored' | 'stopped-host' | 'stopped-disk';
+
 /** What the worker's metrics see; every method is optional work for the caller's bookkeeping only. */
 export interface MemoryObserver {
   transferred(direction: TransferDirection, bytes: number): void;
@@ -37,6 +40,8 @@ export interface MemoryObserver {
   checkpointSkipped(): void;
   /** A call refused RESOURCE_EXHAUSTED: `tenant` (a checked name, or its id in hex) is at its `quota`. */
   quotaRefused(tenant: string, quota: QuotaName): void;
+  /** A planned wake-up's prefetch (resume with roomOnly), by what it found. */
+  prefetched?(outcome: PrefetchOutcome): void;
 }
 
 /** One tenant's blocks in memory on this worker, the tenant named (tenantBlocks()). */
@@ -72,8 +77,8 @@ export class AgentMemory {
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
   private readonly tenantIds: TenantRegistry;
-  /** The model behind message turns; absent on a worker of the synthetic engine (token-count turns). */
-  private readonly engine: Engine | undefined;
+  /** Runs turns (src/engines/registry.ts); its declared needs say how a resume reaches it. */
+  private readonly engine: Engine;
   /** The name of the model the pool is made for: an agent of another is refused naming it. */
   private readonly modelName: string | undefined;
   private readonly verifier: ContextVerifier;
@@ -95,8 +100,8 @@ export class AgentMemory {
     fences?: HolderFences;
     /** Tenant names to the allocator's ids, unique across the workers sharing the tier directory. */
     tenantIds: TenantRegistry;
-    /** Runs message turns; its hot copy of a context is let go when the context is suspended, dropped or freed. */
-    engine?: Engine;
+    /** Runs turns; its hot copy of a context is let go when the context is suspended, dropped or freed. */
+    engine: Engine;
     /**
      * A model turn's write-behind that failed (the pages stay behind the conversation, which the
      * workflow's tail rebuilds on the next call): for the worker's log.
@@ -120,7 +125,7 @@ export class AgentMemory {
       bytesPerToken: this.layout.bytesPerToken,
       engine: this.engine,
       appended: (bytes) => this.observer?.transferred('append', bytes),
-      checkpoint: (contextId) => this.checkpointUnlessDiskFull(contextId),
+      checkpointSkipped: () => this.observer?.checkpointSkipped(),
       onWriteBehindError: (contextId, err) => options.onBackgroundError?.(`saving a turn of ${contextId} into its pages`, err),
     });
     // Told by the tier layer itself, foreground or background: nothing to rescan after a call. The
@@ -225,18 +230,23 @@ export class AgentMemory {
    * `expected.tokens` tokens must have that digest (INTEGRITY otherwise); it may be longer only by a turn
    * in flight, or by the recorded `tail`. A model context is then loaded into the engine (its tail
    * evaluated), so the next turn pays only its own model time. Returns what moved, from where, and the
-   * digest of the whole of its pages.
+   * digest of the whole of its pages. `roomOnly` (a planned wake-up's prefetch) evicts nothing to make
+   * room: without free device blocks for the pages that are not there, nothing moves (prefetchStop).
    */
   async resume(
     call: Presented,
-    { expected, tail = [] }: { expected: DigestState; tail?: readonly number[] },
+    { expected, tail = [], roomOnly = false }: { expected: DigestState; tail?: readonly number[]; roomOnly?: boolean },
     run: RunAdmitted = runNow,
   ): Promise<ResumeResult> {
     await this.admitHeld(call);
     return run(async () => {
       const contextId = call.contextId;
       await this.turns.settled(contextId);
-      if (this.engine && this.tiers.residency(contextId) === 'host') return this.resumeFromHostIntoEngine(contextId, expected, tail);
+      const stopped = roomOnly ? this.prefetchStop(contextId, expected) : undefined;
+      if (stopped) return stopped;
+      if (this.engine.needs.hostPool && this.tiers.residency(contextId) === 'host') {
+        return this.resumeFromHostIntoEngine(contextId, expected, tail);
+      }
       const [{ bytes, from }, transferMs] = await timed(() => this.tiers.restore(contextId));
       this.observer?.transferred('to-device', bytes);
       const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
@@ -246,14 +256,29 @@ export class AgentMemory {
   }
 
   /**
-   * A model worker's resume from host memory: the engine loads from the host pages, and the resume answers
-   * once it has, so the next turn is hot. The pages follow to the device write-behind, after a pause
-   * (RESUME_COPY_PAUSE_MS; the next call on the context starts the copy and waits for it; a turn's append
-   * would restore them first anyway). Copied while llama.cpp read the laid-out file, they competed with it
-   * for memory bandwidth; copied at once after, with the answer on its way back (docs/engines.md). The
-   * pages are checked against the record first (their checksums; each page again as it is laid out). The
-   * result reports the context resident, where the copy leaves it; a copy that fails is reported as any
-   * write-behind is, and the pages stay on the host, whole.
+   * A prefetch's look before it moves anything (counted by outcome): undefined when the context is resident
+   * or the device has free blocks for its other pages; else the context stays on its tier and the answer
+   * says so, with the recorded digest (nothing came back, so nothing is checked).
+   */
+  private prefetchStop(contextId: string, expected: DigestState): ResumeResult | undefined {
+    const tier = this.tiers.residency(contextId);
+    const { hostPages, diskOnlyPages } = this.tiers.contextStats(contextId);
+    const room = hostPages + diskOnlyPages <= this.tiers.stats().freeBlocks;
+    this.observer?.prefetched?.(tier === 'device' ? 'resident' : room ? 'restored' : tier === 'host' ? 'stopped-host' : 'stopped-disk');
+    if (tier === 'device' || room) return undefined;
+    return { ...this.snapshot(contextId), bytes: 0, transferMs: 0, from: tier, digest: expected, verifyMs: 0, engineLoadMs: 0 };
+  }
+
+  /**
+   * A resume from host memory on a worker whose engine's own cache is the hot tier (needs.hostPool): the
+   * engine loads from the host pages, and the resume answers once it has, so the next turn is hot. The
+   * pages follow to the device write-behind, after a pause (RESUME_COPY_PAUSE_MS; the next call on the
+   * context starts the copy and waits for it; a turn's append would restore them first anyway). Copied
+   * while llama.cpp read the laid-out file, they competed with it for memory bandwidth; copied at once
+   * after, with the answer on its way back (docs/engines.md). The pages are checked against the record
+   * first (their checksums; each page again as it is laid out). The result reports the context resident,
+   * where the copy leaves it; a copy that fails is reported as any write-behind is, and the pages stay on
+   * the host, whole.
    */
   private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
     const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
@@ -608,7 +633,7 @@ export class AgentMemory {
 
   /** The engine's hot copy follows the context off this worker's device: the next turn reads the stored pages. */
   private letGo(contextId: string): void {
-    void this.engine?.release(contextId).catch(() => undefined); // nothing to let go of is no failure
+    void this.engine.release(contextId).catch(() => undefined); // nothing to let go of is no failure
   }
 
   private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {

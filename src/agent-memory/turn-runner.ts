@@ -1,7 +1,8 @@
-// Runs an agent's turn on a context this worker holds: a message through the worker's model engine, or a
-// synthetic turn's stand-in KV (a token count, on a worker with no model).
+// Runs an agent's turn on a context this worker holds: a message through the worker's engine, or a turn
+// given as a token count, whose stand-in KV an engine that takes such turns makes (the synthetic engine,
+// for benchmarks and tests).
 //
-// A synthetic turn appends its KV at once, unless the context already ends with it (an attempt on a lost
+// A token-count turn appends its KV at once, unless the context already ends with it (an attempt on a lost
 // worker applied it before its durable copy was written).
 //
 // A model turn answers before its KV is copied out of the engine: the reply and the turn's token ids go
@@ -9,31 +10,30 @@
 // turn's rows into the pages, with the durable copy after it, runs write-behind (write-behind.ts). The
 // next call on the context waits for that. Until the pages have caught up, the workflow passes the turns'
 // token ids back (the tail), so any worker can rebuild the context: the pages, then the tail evaluated.
-import type { ContextKv, Engine, StoredContext } from '../engines/engine';
-import { syntheticKv } from '../engines/synthetic/synthetic-kv';
-import { FabricError, isFabricError } from '../fabric/errors';
+import type { Engine, StoredContext } from '../engines/engine';
+import { FabricError } from '../fabric/errors';
 import type { ContextHandle } from '../fabric/types';
-import type { ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { DigestState } from './context-digest';
 import type { ContextVerifier } from './context-verifier';
 import { conversationOf, type Conversation } from './conversation';
 import { engineNoteOf, type EngineNote } from './engine-note';
+import { saveEngineRows, type SaveTiers } from './engine-save';
 import type { AppliedTurn, TurnInput, TurnReply } from './turn';
 import { WriteBehind } from './write-behind';
 
-type TurnTiers = Pick<TieredMemory, 'append' | 'attachment' | 'contextStats' | 'handle' | 'has' | 'read' | 'writePlaneMajor'>;
+type TurnTiers = SaveTiers & Pick<TieredMemory, 'attachment' | 'read' | 'writePlaneMajor'>;
 
 export interface TurnRunnerOptions {
   tiers: TurnTiers;
   verifier: ContextVerifier;
   bytesPerToken: number;
-  /** The model behind message turns; absent on a worker of the synthetic engine (token-count turns). */
-  engine: Engine | undefined;
+  /** The worker's engine (src/engines/registry.ts). */
+  engine: Engine;
   /** Told the bytes each turn appended. */
   appended: (bytes: number) => void;
-  /** Writes the context's durable copy; false when the disk was full. */
-  checkpoint: (contextId: string) => Promise<boolean>;
+  /** A write-behind's durable copy found the disk full (the pages stay; a later checkpoint tries again). */
+  checkpointSkipped: () => void;
   /** A write-behind that failed: the pages stay behind the conversation (the tail rebuilds it). */
   onWriteBehindError: (contextId: string, err: unknown) => void;
 }
@@ -104,8 +104,7 @@ export class TurnRunner {
     if (tail.length === 0) return;
     const { note, conversation } = this.conversationNow(contextId, record.expected!, tail);
     if (conversation.stored === conversation.tokens.length) return;
-    const engine = this.requireEngine();
-    await engine.load(contextId, this.storedContext(contextId, conversation, note));
+    await this.options.engine.load(contextId, this.storedContext(contextId, conversation, note));
     // Checkpointed whatever the agent's durability: the workflow's record moves past these tokens' ids
     // once the caller's result comes back, so the durable copy must hold their KV by then.
     await this.saveFromEngine(
@@ -119,23 +118,23 @@ export class TurnRunner {
   }
 
   /**
-   * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do on a
-   * worker without a model or for an empty context.
+   * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do for an
+   * empty context, or for pages of stand-in KV (token-count turns), which have no token ids to load.
    */
   async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
-    const engine = this.options.engine;
-    if (!engine) return;
     await this.settled(contextId);
+    const { tiers } = this.options;
+    if (tiers.attachment(contextId) === undefined && tiers.contextStats(contextId).tokens > 0) return;
     const { note, conversation } = this.conversationNow(contextId, before, tail);
     if (conversation.tokens.length === 0) return;
-    await engine.load(contextId, this.storedContext(contextId, conversation, note));
+    await this.options.engine.load(contextId, this.storedContext(contextId, conversation, note));
   }
 
   private async synthetic(contextId: string, turn: number, tokens: number, before: DigestState): Promise<AppliedTurn> {
     const { tiers, engine } = this.options;
-    if (engine)
+    if (!engine.standInKv)
       throw new FabricError('INVALID_ARGUMENT', `this worker runs ${engine.fingerprint.engine}: a turn takes a message, not a token count`);
-    const kv = syntheticKv(contextId, turn, tokens, this.options.bytesPerToken);
+    const kv = engine.standInKv(contextId, turn, tokens, this.options.bytesPerToken);
     const held = tiers.contextStats(contextId).tokens;
     let alreadyApplied = false;
     if (held === before.tokens) {
@@ -162,7 +161,7 @@ export class TurnRunner {
     tail: readonly number[],
     checkpoint: boolean,
   ): Promise<AppliedTurn> {
-    const engine = this.requireEngine();
+    const { engine } = this.options;
     await this.settled(contextId);
     await this.requireRecorded(contextId, before, 'this turn');
     const { held, note, conversation } = this.conversationNow(contextId, before, tail);
@@ -192,11 +191,8 @@ export class TurnRunner {
   }
 
   /**
-   * Appends the engine's KV of tokens [from, end) to pages holding `from` tokens, with the note of every
-   * token id; then, when asked, the durable copy. Only to the incarnation of the context the turn ran on
-   * (`handle`): one freed meanwhile, and perhaps made again under the same id for someone else, gets
-   * nothing. Pages that changed meanwhile, or an engine that let go of the context, stay as they are:
-   * the tail still rebuilds them.
+   * The engine's KV of tokens [from, end) into pages holding `from` tokens (engine-save.ts), with the note
+   * of every token id; then, when asked, the durable copy.
    */
   private async saveFromEngine(
     contextId: string,
@@ -206,32 +202,21 @@ export class TurnRunner {
     lastTurn: EngineNote['lastTurn'],
     checkpoint: boolean,
   ): Promise<void> {
-    const engine = this.requireEngine();
     const { tiers } = this.options;
-    const sameIncarnation = () => tiers.has(contextId) && tiers.handle(contextId) === handle;
-    if (!sameIncarnation() || tiers.contextStats(contextId).tokens !== from) return;
-    let saved: ContextKv;
-    try {
-      saved = await engine.save(contextId, from);
-    } catch (err) {
-      if (isFabricError(err, 'INVALID_STATE')) return; // not hot any more
-      throw err;
+    const note = lastTurn ? { lastTurn } : {};
+    const result = await saveEngineRows({ tiers, engine: this.options.engine, contextId, handle, held: from, tokens, note, checkpoint });
+    if (!result.saved) return;
+    this.options.appended(result.bytes);
+    if (result.durable === true) this.staleCopies.delete(contextId);
+    if (result.durable === false) {
+      this.staleCopies.add(contextId);
+      this.options.checkpointSkipped();
     }
-    if (!sameIds(saved.tokens, tokens.subarray(from))) {
-      throw new FabricError('INTEGRITY', `context ${contextId}: the engine holds other tokens than the conversation`);
-    }
-    if (!sameIncarnation()) return;
-    const note: EngineNote = { fingerprint: engine.fingerprint, tokens: Array.from(tokens), ...(lastTurn ? { lastTurn } : {}) };
-    await tiers.append(contextId, saved.kv, note as unknown as ContextAttachment, handle);
-    this.options.appended(saved.kv.byteLength);
-    if (!checkpoint) return;
-    if (await this.options.checkpoint(contextId)) this.staleCopies.delete(contextId);
-    else this.staleCopies.add(contextId);
   }
 
   /** The conversation as the engine gets it: token ids, how many are in the pages, and their writer. */
   private storedContext(contextId: string, conversation: Conversation, note: EngineNote | undefined): StoredContext {
-    const engine = this.requireEngine();
+    const { engine } = this.options;
     return {
       tokens: conversation.tokens,
       storedTokens: conversation.stored,
@@ -252,20 +237,10 @@ export class TurnRunner {
     return { held, note, conversation: conversationOf(contextId, note, before, tail) };
   }
 
-  private requireEngine(): Engine {
-    const engine = this.options.engine;
-    if (!engine) throw new FabricError('INVALID_ARGUMENT', 'this worker runs no model (synthetic engine): a turn takes a token count');
-    return engine;
-  }
-
   /** INTEGRITY unless the context still starts as the workflow recorded before `what`. */
   private async requireRecorded(contextId: string, before: DigestState, what: string): Promise<void> {
     if (!(await this.options.verifier.matches(contextId, before))) {
       throw new FabricError('INTEGRITY', `context ${contextId} no longer matches its digest before ${what}`);
     }
   }
-}
-
-function sameIds(a: Uint32Array, b: Uint32Array): boolean {
-  return a.length === b.length && a.every((id, i) => id === b[i]);
 }

@@ -11,11 +11,12 @@
 // kvfabric's agents (idle to warm, warm to cold); its next call brings it back.
 import type { ChatMessage, Engine, EngineCompletionResult, GenerationSettings, StructuredReply } from '../engines/engine';
 import { sharedPrefix } from '../engines/shared-prefix';
-import { FabricError, isFabricError } from '../fabric/errors';
+import { FabricError } from '../fabric/errors';
 import type { ContextHandle } from '../fabric/types';
+import { saveEngineRows } from '../agent-memory/engine-save';
 import { WriteBehind } from '../agent-memory/write-behind';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
-import type { ColdStore, ContextAttachment } from '../tiers/cold';
+import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { CarriedReplyIds } from './carried-reply-ids';
 import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
@@ -220,9 +221,8 @@ export class ModelCallMemory implements ModelCalls {
   }
 
   /**
-   * The engine's KV of `tokens` into pages holding `stored`: the new rows appended when the pages are a
-   * prefix of them, else the pages made again from the whole context. Then the durable copy. Only to the
-   * incarnation the call ran on; an engine that let go of the context leaves the pages as they are.
+   * The engine's KV of `tokens` into pages holding `stored` (engine-save.ts): the new rows appended when
+   * the pages are a prefix of them, else the pages made again from the whole context. Then the durable copy.
    */
   private async save(
     owner: ModelCallOwner,
@@ -233,34 +233,8 @@ export class ModelCallMemory implements ModelCalls {
     replies: ModelCallNote['replies'],
   ): Promise<void> {
     const { tiers, engine } = this.options;
-    const sameIncarnation = () => tiers.has(contextId) && tiers.handle(contextId) === handle;
-    if (!sameIncarnation() || tiers.contextStats(contextId).tokens !== stored.length) return;
-    const appends = sharedPrefix(stored, tokens) === stored.length;
-    const from = appends ? stored.length : 0;
-    let saved: { tokens: Uint32Array; kv: Uint8Array };
-    try {
-      saved = await engine.save(contextId, from);
-    } catch (err) {
-      if (isFabricError(err, 'INVALID_STATE')) return; // not hot any more
-      throw err;
-    }
-    if (saved.tokens.length !== tokens.length - from || saved.tokens.some((id, i) => id !== tokens[from + i])) {
-      throw new FabricError('INTEGRITY', `context ${contextId}: the engine holds other tokens than the call left`);
-    }
-    if (!sameIncarnation()) return;
-    const note: ModelCallNote = { owner, fingerprint: engine.fingerprint, tokens: Array.from(tokens), replies };
-    let into = handle;
-    if (!appends) {
-      const tenant = tiers.contextStats(contextId).tenant;
-      await tiers.release(contextId);
-      tiers.create(contextId, tenant);
-      into = tiers.handle(contextId);
-    }
-    await tiers.append(contextId, saved.kv, note as unknown as ContextAttachment, into);
-    try {
-      await tiers.checkpoint(contextId);
-    } catch (err) {
-      if (!isFabricError(err, 'STORAGE_FULL')) throw err; // the pages stay; the next checkpoint tries again
-    }
+    const remake = sharedPrefix(stored, tokens) !== stored.length;
+    const note: Omit<ModelCallNote, 'fingerprint' | 'tokens'> = { owner, replies };
+    await saveEngineRows({ tiers, engine, contextId, handle, held: stored.length, tokens, remake, note, checkpoint: true });
   }
 }

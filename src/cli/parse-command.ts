@@ -12,6 +12,7 @@ import { FabricError } from '../fabric/errors';
 import { AGENT_ID_RULE, isAgentId } from '../identity/agent-identity';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
+import { wholeNumber } from '../client/whole-number';
 import type { GenerationSettings } from '../workflows/definitions';
 import { modelNamed } from '../engines/models';
 import { COMMAND_NAMES } from './command-usage';
@@ -141,12 +142,14 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
       if (values.tokens === undefined && values.message === undefined) throw usage('--message or --tokens is required');
       if (values.tokens !== undefined && values.message !== undefined) throw usage('--message and --tokens exclude each other: give one');
       if (values.tokens !== undefined) {
-        call.tokens = positiveInteger(values.tokens, '--tokens');
+        call.tokens = wholeNumberFlag(values.tokens, '--tokens', 1, MAX_TOKENS);
       } else {
         call.message = values.message!;
         call.generation = {
-          ...(values['max-tokens'] !== undefined ? { maxTokens: positiveInteger(values['max-tokens'], '--max-tokens') } : {}),
-          ...(values.seed !== undefined ? { seed: nonNegativeInteger(values.seed, '--seed') } : {}),
+          ...(values['max-tokens'] !== undefined
+            ? { maxTokens: wholeNumberFlag(values['max-tokens'], '--max-tokens', 1, MAX_TOKENS) }
+            : {}),
+          ...(values.seed !== undefined ? { seed: wholeNumberFlag(values.seed, '--seed', 0) } : {}),
           ...(values.temperature !== undefined ? { temperature: temperatureOf(values.temperature) } : {}),
         };
       }
@@ -236,18 +239,14 @@ function checkedId(id: string, what: string): string {
   return id;
 }
 
-function positiveInteger(text: string | undefined, flag: string): number {
+/** A whole number flag in [min, max] (whole-number.ts), as a usage error when it is not one. */
+function wholeNumberFlag(text: string | undefined, flag: string, min: number, max?: number): number {
   if (text === undefined) throw usage(`missing ${flag}`);
-  const value = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_TOKENS)
-    throw usage(`${flag} must be a whole number from 1 to ${MAX_TOKENS}, got '${text}'`);
-  return value;
-}
-
-function nonNegativeInteger(text: string, flag: string): number {
-  const value = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value)) throw usage(`${flag} must be a whole number, got '${text}'`);
-  return value;
+  try {
+    return wholeNumber(text, flag, min, max);
+  } catch (err) {
+    throw usage((err as Error).message);
+  }
 }
 
 function temperatureOf(text: string): number {

@@ -5,8 +5,9 @@
 // the engine may keep a context "hot" in its own cache between turns, as a cache of those pages: it has
 // the stored context written into its own state format (straight from the pages, natively) only when it
 // does not hold exactly that context already.
-import type { MemoryFile, PlaneMajorPiece } from '../fabric/types';
+import type { Backend, MemoryFile, PlaneMajorPiece } from '../fabric/types';
 import type { EngineFingerprint } from './fingerprint';
+import type { AgentModel } from './models';
 
 /** Token ids and their KV: kv.length === tokens.length x bytesPerToken of the engine's shape. */
 export interface ContextKv {
@@ -128,9 +129,37 @@ export interface EngineCompletionResult {
   resumedFrom: EngineTurnResult['resumedFrom'];
 }
 
+/** What a worker must provide around an engine: the plugin reads it (src/plugin/worker-memory.ts). */
+export interface EngineNeeds {
+  /**
+   * The engine's own cache is the hot tier and it cannot read kvfabric's pages: the pages live in host
+   * memory (a CPU pool, whatever the worker's backend), so no context is held twice on the device, and a
+   * resume from host memory loads the engine straight from there.
+   */
+  hostPool: boolean;
+}
+
+/** What a worker opens its engine with (its flags: src/worker/config.ts). */
+export interface EngineSettings {
+  /** The pool's model when the worker names one; an engine without a model file of its own takes its shape. */
+  model?: AgentModel;
+  /** A model file, for engines that load one. */
+  modelFile?: string;
+  /** Tokens one context may hold. */
+  contextLength: number;
+  /** Tokens evaluated in one pass, for engines that batch. */
+  batchSize?: number;
+  /** The pool's backend: a CUDA worker runs its model on the GPU too. */
+  backend: Backend;
+}
+
+/** Opens an engine of one kind: what the engine registry (registry.ts) holds under its name. */
+export type OpenEngine = (settings: EngineSettings) => Promise<Engine>;
+
 export interface Engine {
   /** Recorded beside every context this engine extends; checked before a stored context is loaded. */
   readonly fingerprint: EngineFingerprint;
+  readonly needs: EngineNeeds;
   /** The file its model was loaded from, for the worker's log (not in the fingerprint: another path may hold the same model). */
   readonly modelFile?: string;
   /**
@@ -165,5 +194,10 @@ export interface Engine {
   save(key: string, fromToken: number): Promise<ContextKv>;
   /** Lets go of the hot copy of `key`, if any; the next turn on it loads the stored context. */
   release(key: string): Promise<void>;
+  /**
+   * Stand-in KV for a turn given as a token count (benchmarks, tests of the bookkeeping), deterministic in
+   * its arguments: only engines that take such turns have it; a turn of tokens elsewhere is INVALID_ARGUMENT.
+   */
+  standInKv?(key: string, turn: number, tokens: number, bytesPerToken: number): Uint8Array;
   close(): Promise<void>;
 }

@@ -62,6 +62,13 @@ export const OPERATIONS = {
    * the proof of its custodian token only (src/workflows/holder-left.ts).
    */
   holderLeft: { update: true, queue: 'workflow', right: 'custody', custody: true },
+  /**
+   * A planned wake-up: the owner's workflow says when the context is needed (the update, admitted with the
+   * proof of the custodian token, as holderLeft), and the agent's workflow brings the context back ahead
+   * of it with its custodian token (the activity: a resume that never evicts to make room). Moves bytes
+   * within the worker only, like recover: no caller's right (src/workflows/wake-ups.ts).
+   */
+  wake: { update: true, queue: 'holder', right: 'custody', custody: true },
 } as const satisfies Record<string, OperationRow>;
 
 export type Operation = keyof typeof OPERATIONS;

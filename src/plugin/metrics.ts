@@ -8,11 +8,12 @@
 //   kvfabric_checkpoints_skipped             turns whose durable copy found the disk full (in memory only)
 //   kvfabric_tenant_blocks{tenant,tier}      blocks each tenant holds: tier device, host or pinned
 //   kvfabric_quota_refusals{tenant,quota}    calls refused RESOURCE_EXHAUSTED by a tenant quota
+//   kvfabric_prefetch{outcome}               planned wake-ups' prefetches: resident, restored, stopped-host, stopped-disk
 // Tenant labels are names the tenant registry checked (TENANT_NAME: letters, digits, '.', '_', '-'), or
 // `id:` and the allocator's id in hex for contexts whose name this worker never looked up.
 import type { MetricCounter, MetricGauge, MetricMeter } from '@temporalio/common';
 
-import type { MemoryObserver, NamedTenantBlocks, TransferDirection } from '../agent-memory/agent-memory';
+import type { MemoryObserver, NamedTenantBlocks, PrefetchOutcome, TransferDirection } from '../agent-memory/agent-memory';
 import type { Tier } from '../fabric/tier';
 import type { QuotaName } from '../tiers/tenant-quotas';
 import type { TieredStats } from '../tiers/tiered-memory';
@@ -28,6 +29,7 @@ export class WorkerMetrics implements MemoryObserver {
   private readonly skippedCheckpoints: MetricCounter;
   private readonly tenantBlockGauge: MetricGauge;
   private readonly quotaRefusals: MetricCounter;
+  private readonly prefetches: MetricCounter;
   /** Tenants given a gauge value at the last sample: one gone since is set to 0, not left at its last count. */
   private tenantsSampled = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -50,6 +52,7 @@ export class WorkerMetrics implements MemoryObserver {
       'KV blocks each tenant holds per tier, and pinned',
     );
     this.quotaRefusals = meter.createCounter('kvfabric_quota_refusals', 'calls', 'Calls refused because a tenant reached a quota');
+    this.prefetches = meter.createCounter('kvfabric_prefetch', 'calls', "Planned wake-ups' prefetches, by what they found");
   }
 
   transferred(direction: TransferDirection, bytes: number): void {
@@ -71,6 +74,10 @@ export class WorkerMetrics implements MemoryObserver {
 
   quotaRefused(tenant: string, quota: QuotaName): void {
     this.quotaRefusals.add(1, { tenant, quota });
+  }
+
+  prefetched(outcome: PrefetchOutcome): void {
+    this.prefetches.add(1, { outcome });
   }
 
   /** Gauges between events too: background demotions change the tiers without a call. */

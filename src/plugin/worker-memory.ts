@@ -17,12 +17,12 @@ import { AuditLog, CapabilityVerifier } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
 import { TieredMemory } from '../tiers/tiered-memory';
 import type { Engine } from '../engines/engine';
-import { LlamaEngine } from '../engines/llama/llama-engine';
+import { engineNamed } from '../engines/registry';
 import { bytesPerTokenOf, DEFAULT_TOKENS_PER_BLOCK } from '../fabric/layout';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { BackendInfo, ModelShape } from '../fabric/types';
 import { DEFAULT_AGENT_CONFIG, type AgentModel } from '../workflows/definitions';
-import { MODELS, modelNamed } from '../engines/models';
+import { MODELS } from '../engines/models';
 import { createPool } from './backend';
 import { WorkerMetrics } from './metrics';
 import type { KvFabricWorkerOptions } from './worker-options';
@@ -33,9 +33,9 @@ export interface WorkerMemory {
   readonly metrics: WorkerMetrics;
   readonly model: AgentModel;
   readonly backend: BackendInfo;
-  readonly engine: Engine | undefined;
-  /** AI SDK agents' KV (the model provider's calls); absent without a model engine. */
-  readonly modelCalls: ModelCallMemory | undefined;
+  readonly engine: Engine;
+  /** AI SDK agents' KV (the model provider's calls). */
+  readonly modelCalls: ModelCallMemory;
   /** Closes the cold tier, the engine and the pool; held contexts must have been drained first. */
   close(): Promise<void>;
 }
@@ -56,12 +56,13 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       tokensPerBlock: model.tokensPerBlock,
       blockCount: options.deviceBlocks,
       hostBlockCount: options.hostBlocks,
-      // With a model engine the engine's own cache is the hot tier (on the GPU with a CUDA build), so the
-      // pages live in host memory: no context held twice on the device, no copy a turn does not need
-      // (docs/engines.md). The device backend serves engines that read paged KV directly.
-      backend: engine ? 'cpu' : options.backend,
+      // An engine whose own cache is the hot tier (llama.cpp's, on the GPU with a CUDA build) has its pages
+      // in host memory: no context held twice on the device, no copy a turn does not need (docs/engines.md).
+      backend: engine.needs.hostPool ? 'cpu' : options.backend,
       device: options.device,
-      ...(options.deviceMemoryFraction !== undefined && !engine ? { deviceMemoryFraction: options.deviceMemoryFraction } : {}),
+      ...(options.deviceMemoryFraction !== undefined && !engine.needs.hostPool
+        ? { deviceMemoryFraction: options.deviceMemoryFraction }
+        : {}),
     });
     openedPool = pool;
     const keyRing = new KeyRing(options.keys, options.activeKeyId);
@@ -108,24 +109,22 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       observer: metrics,
       fences,
       tenantIds,
-      ...(engine ? { engine } : {}),
+      engine,
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
     });
     const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
-    const modelCalls = engine
-      ? new ModelCallMemory({
-          tiers,
-          cold,
-          engine,
-          tenantIds,
-          carriedReplies: new CarriedReplyIds(keyRing),
-          idle: options.modelCallIdle ?? {
-            toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
-            toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,
-          },
-          onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
-        })
-      : undefined;
+    const modelCalls = new ModelCallMemory({
+      tiers,
+      cold,
+      engine,
+      tenantIds,
+      carriedReplies: new CarriedReplyIds(keyRing),
+      idle: options.modelCallIdle ?? {
+        toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
+        toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,
+      },
+      onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
+    });
     return {
       memory,
       activities,
@@ -136,35 +135,33 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       modelCalls,
       async close() {
         await memory.settled();
-        await modelCalls?.settled();
+        await modelCalls.settled();
         await cold.close();
-        await engine?.close();
+        await engine.close();
         pool.close();
       },
     };
   } catch (err) {
     await openedCold?.close().catch(() => undefined);
     openedPool?.close();
-    await engine?.close().catch(() => undefined);
+    await engine.close().catch(() => undefined);
     throw err;
   }
 }
 
-/** The engine behind message turns: none for the synthetic engine (its turns are token counts). */
-async function openEngine(options: KvFabricWorkerOptions): Promise<Engine | undefined> {
-  if (options.engine === 'synthetic') return undefined;
-  return LlamaEngine.open({
+/** The engine the options name, opened from the registry (src/engines/registry.ts). */
+function openEngine(options: KvFabricWorkerOptions): Promise<Engine> {
+  return engineNamed(options.engine)({
+    ...(options.model ? { model: options.model } : {}),
     ...(options.modelFile ? { modelFile: options.modelFile } : {}),
     contextLength: options.contextLength,
     ...(options.engineBatchSize === undefined ? {} : { batchSize: options.engineBatchSize }),
-    // A CUDA pool's worker runs the model on the GPU too (node-llama-cpp's CUDA build; unverified here).
-    ...(options.backend === 'cuda' ? { gpu: 'cuda' as const } : {}),
+    backend: options.backend,
   });
 }
 
 /** The pool's shape: --model, which must then be the engine's, or the engine's own. */
-function poolModel(options: KvFabricWorkerOptions, engine: Engine | undefined): AgentModel {
-  if (!engine) return options.model ?? modelNamed('llama-3-8b');
+function poolModel(options: KvFabricWorkerOptions, engine: Engine): AgentModel {
   const { shape } = engine.fingerprint;
   const named = options.model;
   if (named && bytesPerTokenOf(named.shape) !== bytesPerTokenOf(shape)) {

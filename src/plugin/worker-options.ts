@@ -7,7 +7,8 @@ import type { RawKey } from '../security/key-list';
 import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import type { AgentModel } from '../workflows/definitions';
 
-export type EngineKind = 'llama' | 'synthetic';
+/** An engine's name in the engine registry (src/engines/registry.ts): `llama`, `synthetic`, or one registered. */
+export type EngineKind = string;
 
 export interface MasterKeySetting {
   id: string;
@@ -22,7 +23,10 @@ export interface KvFabricWorkerOptions {
   device: number;
   /** CUDA: size the device tier as this fraction of the device's free memory instead of deviceBlocks. */
   deviceMemoryFraction?: number;
-  /** What runs turns: `llama` (a GGUF model through node-llama-cpp) or `synthetic` (stand-in KV, token-count turns). */
+  /**
+   * What runs turns, by its registry name: `llama` (a GGUF model through node-llama-cpp), `synthetic` (no
+   * model, any shape: stand-in KV, token-count turns), or one registered (docs/engines.md#adding-an-engine).
+   */
   engine: EngineKind;
   /** llama: the GGUF file; absent, the default model that set-up caches (scripts/ensure-model.ts). */
   modelFile?: string;
@@ -34,7 +38,7 @@ export interface KvFabricWorkerOptions {
    * prefill is slower (docs/ai-sdk.md#identical-replies).
    */
   engineBatchSize?: number;
-  /** The pool's shape. Absent for llama without --model: taken from the model file. */
+  /** The pool's shape, which an engine without a model file takes (synthetic: default llama-3-8b). Absent: the engine's own. */
   model?: AgentModel;
   deviceBlocks: number;
   hostBlocks: number;

@@ -33,7 +33,6 @@ import type { AgentMemory } from '../agent-memory/agent-memory';
 import { KvFabricProvider, type KvFabricProviderOptions } from '../ai-sdk/kvfabric-provider';
 import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
 import { currentModelCallOwner } from '../ai-sdk/model-call-owner';
-import { FabricError } from '../fabric/errors';
 import { CodecKeyRing } from '../security/payload-codec';
 import type { ModelMemoryActivities } from '../workflows/model-memory';
 import { ActivityOnlyWorker } from './activity-only-worker';
@@ -90,15 +89,10 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   /**
    * The worker's model as an AI SDK provider, for @temporalio/ai-sdk on the same worker:
    * `new AiSdkPlugin({ modelProvider: plugin.modelProvider() })` (docs/ai-sdk.md). Calls reach it once the
-   * worker runs; on a worker of the synthetic engine they fail.
+   * worker runs.
    */
   modelProvider(options: KvFabricProviderOptions = {}): KvFabricProvider {
-    return new KvFabricProvider(() => {
-      const calls = this.configured().memory.modelCalls;
-      if (!calls)
-        throw new FabricError('INVALID_STATE', 'this kvfabric worker runs no model (synthetic engine): it cannot serve AI SDK calls');
-      return calls;
-    }, options);
+    return new KvFabricProvider(() => this.configured().memory.modelCalls, options);
   }
 
   /** What the drain at the end of `worker.run()` wrote; absent until then. */
@@ -217,8 +211,8 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       holder,
       backend: memory.backend,
       model: memory.model.name,
-      ...(memory.engine?.modelFile ? { modelFile: memory.engine.modelFile } : {}),
-      engine: memory.engine ? `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}` : 'synthetic',
+      ...(memory.engine.modelFile ? { modelFile: memory.engine.modelFile } : {}),
+      engine: `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}`,
       deviceBlocks: this.options.deviceBlocks,
       hostBlocks: this.options.hostBlocks,
       workflows: this.options.agentWorkflows !== false,
@@ -231,7 +225,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       orphanMinAgeMs: this.options.orphanMinAgeMs,
       log: (message, meta) => logger.info(message, { holder, ...meta }),
       // With the user's connection only: a worker on the SDK's default one has no client to ask.
-      ...(modelCalls && connection ? { releaseEndedRuns: releaseEndedRunsOf(modelCalls, connection) } : {}),
+      ...(connection ? { releaseEndedRuns: releaseEndedRunsOf(modelCalls, connection) } : {}),
     });
     // If either poller fails, the other stops too: half a GPU worker would hold contexts nobody can reach.
     const stopBoth = (): void => {
@@ -247,7 +241,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     lease.stop();
     memory.metrics.stop();
     await housekeeping.stop();
-    await memory.modelCalls?.settled(); // AI SDK calls' KV into their pages first: the drain writes those
+    await memory.modelCalls.settled(); // AI SDK calls' KV into their pages first: the drain writes those
     const report = await drainToDisk(memory.memory);
     this.drainReport = report;
     logger.info('kvfabric GPU worker drained', { holder, contexts: report.contexts, bytes: report.bytes, failed: report.failed.length });
@@ -313,7 +307,6 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
 /** What a workflow's releaseModelMemory() calls (src/workflows/model-memory.ts); none on a worker without a model. */
 function modelMemoryActivities(memory: WorkerMemory): Partial<ModelMemoryActivities> {
   const { modelCalls } = memory;
-  if (!modelCalls) return {};
   return { kvfabricReleaseModelMemory: () => withFailureCodes(() => modelCalls.release(currentModelCallOwner())) };
 }
 

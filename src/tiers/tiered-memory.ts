@@ -8,6 +8,7 @@ import type { NativeAllocator } from '../fabric/native-allocator';
 import type { Tier } from '../fabric/tier';
 import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStats, TenantBlocks, TenantId } from '../fabric/types';
 import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
+import { STALE_TEMP_AGE_MS } from './cold/cold-directory';
 import { ContextRegistry, type ContextEntry } from './context-registry';
 import { DurableCopies } from './durable-copies';
 import { EvictionPolicy } from './eviction-policy';
@@ -74,7 +75,7 @@ export class TieredMemory {
         pool: options.pool,
         cold: options.cold,
         blocksPerSegment: options.blocksPerSegment ?? 64,
-        orphanMinAgeMs: options.orphanMinAgeMs ?? 60 * 60 * 1000,
+        orphanMinAgeMs: options.orphanMinAgeMs ?? STALE_TEMP_AGE_MS,
         onBackgroundError: options.onBackgroundError ?? (() => undefined),
         mayWriteManifest: options.mayWriteManifest ?? (async () => true),
       });

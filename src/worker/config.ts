@@ -8,9 +8,12 @@ import { DEFAULT_MAX_CAPABILITY_LIFETIME_S } from '../security/capability-verifi
 import { keyListFromEnv, parseKeyList } from '../security/key-list';
 import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
+import { wholeNumber } from '../client/whole-number';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
+import { STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
 import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import { modelNamed } from '../engines/models';
+import { engineNamed } from '../engines/registry';
 import { checkWorkerId } from '../identity/worker-id';
 import { asWorkerConfigError } from './config-error';
 import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
@@ -45,7 +48,8 @@ Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --no-workflows      run memory activities only
 Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
             --device-memory-fraction f (KVFABRIC_DEVICE_MEMORY_FRACTION; CUDA: device tier = f x free memory)
-Engine:     --engine llama|synthetic (KVFABRIC_ENGINE, default llama): a model, or stand-in KV for tests
+Engine:     --engine llama|synthetic|registered name (KVFABRIC_ENGINE, default llama): a model, or stand-in KV
+              for tests (docs/engines.md#adding-an-engine)
             --model-file path.gguf (KVFABRIC_MODEL_FILE, default the cached SmolLM2-135M-Instruct)
             --context-length n (KVFABRIC_CONTEXT_LENGTH, default 4096): tokens per agent context
             --engine-batch-size n (KVFABRIC_ENGINE_BATCH_SIZE, default llama.cpp's): tokens a pass; under 64
@@ -73,7 +77,7 @@ Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json wri
               then drains held contexts to --tier-dir
             --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
             names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
-            --orphan-min-age-ms n (default 3600000): how old such a segment file must be
+            --orphan-min-age-ms n (default ${STALE_TEMP_AGE_MS}): how old such a segment file must be
             -h, --help          this text`;
 
 /** Every flag kvfabric-worker takes: WORKER_USAGE names each one (test/worker/config.test.ts holds them equal). */
@@ -146,8 +150,8 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
   const activeCodecKeyId = env.KVFABRIC_CODEC_ACTIVE_KEY ?? codecKeys[0]!.id;
   const metricsAddress = values.metrics ?? env.KVFABRIC_METRICS;
   const engine = values.engine ?? env.KVFABRIC_ENGINE ?? 'llama';
-  if (engine !== 'llama' && engine !== 'synthetic') throw new Error(`--engine must be llama or synthetic, got '${engine}'`);
-  const modelName = values.model ?? env.KVFABRIC_MODEL ?? (engine === 'synthetic' ? 'llama-3-8b' : undefined);
+  engineNamed(engine); // a name the registry knows
+  const modelName = values.model ?? env.KVFABRIC_MODEL;
   const modelFile = values['model-file'] ?? env.KVFABRIC_MODEL_FILE;
   return {
     temporal: temporalSettingsFromFlags(values, env),
@@ -155,31 +159,31 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     workerId: workerIdOf(values['worker-id'], env.KVFABRIC_WORKER_ID),
     workflows: !values['no-workflows'],
     backend,
-    device: positiveInteger('--device', values.device ?? env.KVFABRIC_DEVICE ?? '0', true),
+    device: wholeNumber(values.device ?? env.KVFABRIC_DEVICE ?? '0', '--device', 0),
     ...fraction(values['device-memory-fraction'] ?? env.KVFABRIC_DEVICE_MEMORY_FRACTION),
     engine,
     ...(modelFile ? { modelFile } : {}),
-    contextLength: positiveInteger('--context-length', values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096'),
+    contextLength: wholeNumber(values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096', '--context-length'),
     ...engineBatchSize(values['engine-batch-size'] ?? env.KVFABRIC_ENGINE_BATCH_SIZE),
     ...(modelName ? { model: modelNamed(modelName) } : {}),
-    deviceBlocks: positiveInteger('--device-blocks', values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024'),
-    hostBlocks: positiveInteger('--host-blocks', values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', true),
+    deviceBlocks: wholeNumber(values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024', '--device-blocks'),
+    hostBlocks: wholeNumber(values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', '--host-blocks', 0),
     ...tenantQuotas(values, env),
     tierDir,
     keys,
     activeKeyId,
     trustedKeys,
-    maxCapabilityLifetimeS: positiveInteger(
-      '--max-capability-lifetime',
+    maxCapabilityLifetimeS: wholeNumber(
       values['max-capability-lifetime'] ?? env.KVFABRIC_MAX_CAPABILITY_LIFETIME_S ?? String(DEFAULT_MAX_CAPABILITY_LIFETIME_S),
+      '--max-capability-lifetime',
     ),
     codecKeys,
     activeCodecKeyId,
     ...(metricsAddress ? { metricsAddress } : {}),
-    maxConcurrentActivities: positiveInteger('--max-concurrent-activities', values['max-concurrent-activities'] ?? '8'),
-    shutdownGraceMs: positiveInteger('--shutdown-grace-ms', values['shutdown-grace-ms'] ?? '30000', true),
-    housekeepingMs: positiveInteger('--housekeeping-ms', values['housekeeping-ms'] ?? '600000', true),
-    orphanMinAgeMs: positiveInteger('--orphan-min-age-ms', values['orphan-min-age-ms'] ?? '3600000', true),
+    maxConcurrentActivities: wholeNumber(values['max-concurrent-activities'] ?? '8', '--max-concurrent-activities'),
+    shutdownGraceMs: wholeNumber(values['shutdown-grace-ms'] ?? '30000', '--shutdown-grace-ms', 0),
+    housekeepingMs: wholeNumber(values['housekeeping-ms'] ?? '600000', '--housekeeping-ms', 0),
+    orphanMinAgeMs: wholeNumber(values['orphan-min-age-ms'] ?? String(STALE_TEMP_AGE_MS), '--orphan-min-age-ms', 0),
     logFormat,
   };
 }
@@ -228,12 +232,5 @@ function fraction(text: string | undefined): { deviceMemoryFraction?: number } {
 
 /** --engine-batch-size: llama.cpp's default when absent. */
 function engineBatchSize(text: string | undefined): { engineBatchSize?: number } {
-  return text === undefined ? {} : { engineBatchSize: positiveInteger('--engine-batch-size', text) };
-}
-
-function positiveInteger(flag: string, text: string, zeroAllowed = false): number {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < (zeroAllowed ? 0 : 1))
-    throw new Error(`${flag} must be an integer >= ${zeroAllowed ? 0 : 1}, got '${text}'`);
-  return value;
+  return text === undefined ? {} : { engineBatchSize: wholeNumber(text, '--engine-batch-size') };
 }

@@ -3,6 +3,7 @@
 // package exports it as `kvfabric/workflows/child`. The agent outlives its parent unless told otherwise:
 // its memory is what the parent's successors come back to. `input.capability` is the agent's custodian
 // token (AgentClient.mintCustodian): the agent's own token stays with the activities that talk to it.
+// `taskQueue`: kvfabric's queue when the parent runs on a queue of its own (a child inherits its parent's).
 import { ParentClosePolicy, startChild, type ChildWorkflowHandle } from '@temporalio/workflow';
 
 import { agentWorkflowId } from '../identity/agent-identity';
@@ -12,7 +13,7 @@ import { AGENT_WORKFLOW_TASK_TIMEOUT_MS } from './task-timeout';
 
 export function startAgentChild(
   input: AgentInput,
-  options: { parentClosePolicy?: ParentClosePolicy } = {},
+  options: { parentClosePolicy?: ParentClosePolicy; taskQueue?: string } = {},
 ): Promise<ChildWorkflowHandle<AgentWorkflow>> {
   return startChild<AgentWorkflow>(AGENT_WORKFLOW_TYPE, {
     workflowId: agentWorkflowId(input.agentId),
@@ -21,5 +22,7 @@ export function startAgentChild(
     typedSearchAttributes: searchAttributesOf(input, initialState(input)),
     parentClosePolicy: options.parentClosePolicy ?? ParentClosePolicy.ABANDON,
     workflowTaskTimeout: AGENT_WORKFLOW_TASK_TIMEOUT_MS,
+    ...(options.taskQueue === undefined ? {} : { taskQueue: options.taskQueue }),
   });
 }
+export { planWake, sleepThenWake, type OwnedAgent } from './plan-wake';

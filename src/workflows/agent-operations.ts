@@ -9,7 +9,7 @@ import { agentWorkflowId } from '../identity/agent-identity';
 import { startAgentChild } from './agent-child';
 import type { AgentRun } from './agent-run';
 import { initialState, statusOf } from './agent-state';
-import { bringBack } from './bring-back';
+import { bringBack, prefetch } from './bring-back';
 import type {
   AgentInput,
   AgentStatus,
@@ -213,6 +213,23 @@ export class AgentOperations {
     // Re-checked under the queue: a turn or a suspend may have run since the timer fired.
     if (state.pinned || timerOf(state.phase) !== timer || !canTake(state.phase, timer) || !due()) return;
     await this.demote(this.run.ownCapability(), timer === 'idle-timeout' ? 'host' : 'disk', timer);
+  }
+
+  /**
+   * A planned wake-up's prefetch, once due (wake-ups.ts), with the agent's custodian token. The plan is
+   * used up either way; a context it finds resident, or brings back, counts as used at the planned instant,
+   * so unused it falls back under the idle timers from then.
+   */
+  async prefetchForWake(due: () => boolean): Promise<void> {
+    const { run } = this;
+    const { state } = run;
+    const at = state.wakeAt;
+    // Re-checked under the queue: a cancel or a new plan may have come since the timer fired.
+    if (at === undefined || !due()) return;
+    delete state.wakeAt;
+    state.lastUseAt = Math.max(state.lastUseAt, at);
+    if (state.pinned || state.tier === 'device') return;
+    await prefetch(run, this.calls);
   }
 
   private async demote(capability: string, tier: 'host' | 'disk', event: LifecycleEvent): Promise<void> {

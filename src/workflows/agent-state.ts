@@ -4,6 +4,7 @@
 import type { SearchAttributePair } from '@temporalio/common';
 
 import type { AgentInput, AgentState, AgentStatus } from './definitions';
+import { leadTimeMs } from './lead-time';
 import { KvAgentId, KvBlocks, KvPhase, KvTenant, KvTier, KvTokens } from './search-attributes';
 
 export function initialState(input: AgentInput): AgentState {
@@ -54,6 +55,7 @@ export function statusOf(input: AgentInput, state: AgentState): AgentStatus {
     denials: state.denials,
     forks: state.forks,
     ...(state.lastResume ? { lastResume: state.lastResume } : {}),
+    ...(state.wakeAt === undefined ? {} : { wake: { at: state.wakeAt, leadMs: leadTimeMs(input, state) } }),
     ...(state.durableCopyStale ? { durableCopyStale: true as const } : {}),
   };
 }

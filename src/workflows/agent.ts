@@ -6,6 +6,7 @@
 //   start           allocate the empty context on any worker (a fork's parent already made it)
 //   updates         turn, suspend, resume, fork, pin, unpin, release, renew: one at a time (updates.ts)
 //   timers          idle -> host memory, warm -> disk (timers.ts)
+//   wake-ups        the owner plans one: the context comes back before it (wake-ups.ts)
 //   holder lost     another worker adopts the context from disk (holder-calls.ts)
 //   holder left     a worker that stopped gracefully says so: the next call adopts at once (holder-left.ts)
 //   history long    continue-as-new with the state carried over
@@ -19,6 +20,7 @@ import { HolderCalls } from './holder-calls';
 import { handleHolderLeft } from './holder-left';
 import { runTimers } from './timers';
 import { handleUpdates } from './updates';
+import { handleWakes } from './wake-ups';
 
 export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   const run = new AgentRun(input);
@@ -29,6 +31,7 @@ export async function agentWorkflow(input: AgentInput): Promise<AgentStatus> {
   const allocated = input.carried || input.parent ? undefined : run.operation(() => operations.allocate());
   handleUpdates(run, operations);
   handleHolderLeft(run, calls);
+  handleWakes(run);
   await allocated;
 
   await runTimers(run, operations);

@@ -5,11 +5,27 @@ import type { HolderActivities, ResumeRequest, ResumeResult } from '../activitie
 import type { AgentRun } from './agent-run';
 import { refusal } from './failures';
 import type { HolderCalls } from './holder-calls';
+import { learnRestore } from './lead-time';
 import { canTake } from './lifecycle';
 
 /** Whatever the tier -> resident, verified; the phase moves to `resumed` where the lifecycle has one. */
 export async function bringBack(run: AgentRun, calls: HolderCalls, capability: string): Promise<void> {
   if (!(await resumeLocally(run, calls, capability))) await calls.call((holder) => resumeOn(run, holder, capability, 0));
+  if (canTake(run.state.phase, 'resumed')) run.move('resumed');
+}
+
+/**
+ * A planned wake-up's prefetch (wake-ups.ts), with the agent's custodian token: the holder's `wake`, a
+ * resume that makes no room, on the holder or, when it is gone, on the worker that adopts the context.
+ * Without room on the device nothing came back: the context stays where it is, and so does the record.
+ */
+export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void> {
+  const resumed = await calls.call((holder) => holder.wake(resumeRequest(run, run.ownCapability())));
+  if (resumed.tier !== 'device') {
+    run.absorb(resumed);
+    return;
+  }
+  accept(run, resumed, 0);
   if (canTake(run.state.phase, 'resumed')) run.move('resumed');
 }
 
@@ -58,4 +74,5 @@ function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | '
     engineLoadMs: resumed.engineLoadMs,
     from: resumed.from,
   };
+  learnRestore(state, state.lastResume);
 }

@@ -1,6 +1,6 @@
 // What clients and the agent workflow agree on: the workflow's input and carried state, its updates
 // and query, and the defaults of its timers and timeouts. Safe to import outside a workflow.
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 import type { DigestState, GenerationSettings, TurnReply } from '../activities/types';
 
@@ -96,6 +96,10 @@ export interface AgentState {
   denials: number;
   forks: number;
   lastResume?: ResumeFigures;
+  /** The last resume that moved bytes, for a wake-up's lead time (wake-ups.ts): bytes, and ms to move, check and load them. */
+  restore?: { bytes: number; ms: number };
+  /** A planned wake-up: workflow time (ms) the owner needs the context back by (wake-ups.ts). */
+  wakeAt?: number;
   /** The highest durable-copy version any activity reported: a failover refuses an older manifest. */
   durableVersion: number;
   /** The last turn's checkpoint found the disk full: the durable copy lacks it until a later one succeeds. */
@@ -162,6 +166,8 @@ export interface AgentStatus {
   denials: number;
   forks: number;
   lastResume?: ResumeFigures;
+  /** A planned wake-up: when the context is needed, and how long before it the prefetch starts (its lead time). */
+  wake?: { at: number; leadMs: number };
   /**
    * Present (true) while the durable copy lags the context: a turn's checkpoint found the disk full. A
    * worker lost meanwhile takes the newest turns with it; a failover then fails typed, never wrong bytes.
@@ -250,6 +256,20 @@ export interface HolderLeftArgs {
 }
 
 export const holderLeftUpdate = defineUpdate<AgentStatus, [HolderLeftArgs]>('holderLeft');
+
+/**
+ * A planned wake-up (src/workflows/wake-ups.ts): the context is needed back at `at` (workflow time, ms
+ * since the epoch; null cancels the one planned). Only the owner may plan one: `proof` is custodyProof of
+ * the custodian token the agent's workflow carries, which the workflow that started the agent holds.
+ */
+export interface WakeArgs {
+  at: number | null;
+  proof: string;
+}
+
+export const wakeUpdate = defineUpdate<AgentStatus, [WakeArgs]>('wake');
+/** The same, for workflow code, which can signal another workflow but not update it (sleepThenWake). */
+export const wakeSignal = defineSignal<[WakeArgs]>('wake');
 
 /**
  * What a worker shows to say it is the agent's custodian without carrying the token: the token's

@@ -13,9 +13,10 @@
 import { log, setHandler } from '@temporalio/workflow';
 
 import type { AgentRun } from './agent-run';
-import { custodyProof, holderLeftUpdate, type HolderLeftArgs } from './definitions';
+import { holderLeftUpdate, type HolderLeftArgs } from './definitions';
 import { refusal } from './failures';
 import type { HolderCalls } from './holder-calls';
+import { checkCustodyProof } from './update-validators';
 
 export function handleHolderLeft(run: AgentRun, calls: HolderCalls): void {
   setHandler(
@@ -33,10 +34,6 @@ export function handleHolderLeft(run: AgentRun, calls: HolderCalls): void {
 function checkHolderLeft(args: unknown, run: AgentRun): void {
   if (run.released) throw refusal('INVALID_STATE', `agent ${run.agentId} is released`);
   const { holder, proof } = (typeof args === 'object' && args !== null ? args : {}) as Partial<Record<keyof HolderLeftArgs, unknown>>;
-  if (typeof proof !== 'string' || proof.length === 0 || proof !== custodyProof(run.ownCapability()))
-    throw refusal(
-      'PERMISSION_DENIED',
-      "holderLeft is the agent's custodian's to send: the proof of its custodian token is missing or wrong",
-    );
+  checkCustodyProof(proof, run.ownCapability(), 'holderLeft');
   if (holder !== run.state.holder) throw refusal('INVALID_STATE', `agent ${run.agentId} is not held by that worker (any more)`);
 }

@@ -1,11 +1,13 @@
-// The agent's two timers: idle -> warm (host memory) and warm -> cold (disk). One timer at a time,
-// restarted only when it fires or when the phase class changes (AgentRun.timerEpoch), never per turn: a
-// turn just moves lastUseAt, and a timer that fires early sleeps the rest, so turns cost no timer events.
+// The agent's two timers: idle -> warm (host memory) and warm -> cold (disk), and a planned wake-up's
+// prefetch (wake-ups.ts), whichever is due first. One timer at a time, restarted only when it fires or
+// when the phase class or the plan changes (AgentRun.timerEpoch), never per turn: a turn just moves
+// lastUseAt, and a timer that fires early sleeps the rest, so turns cost no timer events.
 import { condition, log, workflowInfo } from '@temporalio/workflow';
 
 import type { AgentOperations } from './agent-operations';
 import type { AgentRun } from './agent-run';
 import { timerOf } from './lifecycle';
+import { wakeDueAt } from './wake-ups';
 
 type Timer = 'idle-timeout' | 'warm-timeout';
 
@@ -16,15 +18,25 @@ export async function runTimers(run: AgentRun, operations: AgentOperations): Pro
     const timer = state.pinned ? undefined : timerOf(state.phase);
     const epoch = run.timerEpoch;
     const interrupted = () => run.released || run.timerEpoch !== epoch || workflowInfo().continueAsNewSuggested;
-    if (timer === undefined) {
+    const wake = wakeDueAt(run);
+    const due = Math.min(timer === undefined ? Infinity : dueAt(run, timer), wake ?? Infinity);
+    if (due === Infinity) {
       await condition(interrupted);
       continue;
     }
-    const wait = dueAt(run, timer) - Date.now();
+    const wait = due - Date.now();
     if (wait > 0) {
       await condition(interrupted, wait);
       continue;
     }
+    if (wake !== undefined && wake <= Date.now()) {
+      await run
+        .operation(() => operations.prefetchForWake(() => (wakeDueAt(run) ?? Infinity) <= Date.now()))
+        // Not tried again: the call where the context is needed brings it back on its own path.
+        .catch((err: unknown) => log.warn('wake-up prefetch failed', { agentId: run.agentId, error: String(err) }));
+      continue;
+    }
+    if (timer === undefined) continue;
     await run
       .operation(() => operations.demoteOnTimer(timer, () => Date.now() >= dueAt(run, timer)))
       .catch((err: unknown) => {

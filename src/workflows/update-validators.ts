@@ -1,8 +1,18 @@
 // The checks each update's validator runs before anything is written to history: a refused update leaves
 // no event. Pure functions of the arguments and the agent's state, so they are tested on their own.
 import { isAgentId } from '../identity/agent-identity';
-import type { AgentConfig, AgentState, Credentials, ForkArgs, GenerationSettings, RenewArgs, SuspendArgs, TurnArgs } from './definitions';
-import { MAX_MESSAGE_CHARS, MAX_REPLY_TOKENS } from './definitions';
+import type {
+  AgentConfig,
+  AgentState,
+  Credentials,
+  ForkArgs,
+  GenerationSettings,
+  RenewArgs,
+  SuspendArgs,
+  TurnArgs,
+  WakeArgs,
+} from './definitions';
+import { MAX_MESSAGE_CHARS, MAX_REPLY_TOKENS, custodyProof } from './definitions';
 import { refusal } from './failures';
 
 /** Every update: the agent is not released, and the caller presents a capability. */
@@ -56,4 +66,26 @@ export function checkFork({ childId, childCapability, childCustodian }: ForkArgs
     throw refusal('INVALID_ARGUMENT', 'a child capability is required');
   if (typeof childCustodian !== 'string' || childCustodian.length === 0)
     throw refusal('INVALID_ARGUMENT', "the child's custodian token is required");
+}
+
+/**
+ * The operations only the agent's custodian may ask for (holderLeft, wake): `proof` must be custodyProof of
+ * the custodian token the workflow carries (`custodian`), a caller's token or another agent's is refused.
+ */
+export function checkCustodyProof(proof: unknown, custodian: string, operation: string): void {
+  if (typeof proof !== 'string' || proof.length === 0 || proof !== custodyProof(custodian))
+    throw refusal(
+      'PERMISSION_DENIED',
+      `${operation} is the agent's custodian's to send: the proof of its custodian token is missing or wrong`,
+    );
+}
+
+/** How far ahead a wake-up may be planned: a year (a Temporal timer takes far longer, a plan this far is a mistake). */
+export const MAX_WAKE_AHEAD_MS = 365 * 24 * 60 * 60_000;
+
+/** A wake-up's instant: null (cancel) or workflow time in ms, at most MAX_WAKE_AHEAD_MS from `now`. */
+export function checkWake({ at }: WakeArgs, now: number): void {
+  if (at === null) return;
+  if (!Number.isSafeInteger(at) || at < 0 || at > now + MAX_WAKE_AHEAD_MS)
+    throw refusal('INVALID_ARGUMENT', 'at must be null or a time in ms since the epoch, at most a year ahead');
 }

@@ -20,6 +20,7 @@ import { TieredMemory, type TenantQuotaShares } from '../../src/tiers/tiered-mem
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { Engine } from '../../src/engines/engine';
 import { MODELS } from '../../src/engines/models';
+import { SyntheticEngine } from '../../src/engines/synthetic/synthetic-engine';
 import { TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 
@@ -80,7 +81,7 @@ export async function openMemory(
     cold,
     tenantIds: await TenantRegistry.open(join(dir, 'tenants'), records),
     ...(options.observer ? { observer: options.observer } : {}),
-    ...(options.engine ? { engine: options.engine } : {}),
+    engine: options.engine ?? new SyntheticEngine({ model, contextLength: 131_072 }),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
   const call = (agentId: string, tenant: string, action: Operation, token: unknown): Presented => ({

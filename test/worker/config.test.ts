@@ -66,7 +66,7 @@ describe('worker configuration', () => {
       [[], env, /--tier-dir \(or KVFABRIC_TIER_DIR\) is required/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--backend', 'tpu'], env, /--backend must be/, 'INVALID_ARGUMENT'],
       [['--tier-dir', '/tmp/t', '--frobnicate'], env, /--frobnicate/, 'INVALID_ARGUMENT'],
-      [['--tier-dir', '/tmp/t', '--engine-batch-size', '0'], env, /--engine-batch-size must be an integer >= 1/, 'INVALID_ARGUMENT'],
+      [['--tier-dir', '/tmp/t', '--engine-batch-size', '0'], env, /--engine-batch-size must be a whole number >= 1/, 'INVALID_ARGUMENT'],
       [
         ['--tier-dir', '/tmp/t', '--key-file', '/nonexistent/master.keys'],
         { ...env, KVFABRIC_KEYS: undefined },
@@ -106,7 +106,7 @@ describe('worker configuration', () => {
       orphanMinAgeMs: 5000,
     });
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(
-      /--orphan-min-age-ms must be an integer >= 0, got 'soon'/,
+      /--orphan-min-age-ms must be a whole number >= 0, got 'soon'/,
     );
   });
 

@@ -3,20 +3,12 @@
 // (placement activities and the local resume), two holder workers serve their own queues, and a third
 // holder queue has no worker at all. Hours of timers pass in a moment; what the tests read is which
 // activity the workflow called, where, with what, and the status it reports.
-import { randomBytes } from 'node:crypto';
-
-import { WorkflowUpdateFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import type { TurnRequest } from '../../src/activities/types';
-import { agentWorkflowId } from '../../src/identity/agent-identity';
 import {
-  AGENT_WORKFLOW_TYPE,
-  DEFAULT_AGENT_CONFIG,
   MAX_MESSAGE_CHARS,
   forkUpdate,
   pinUpdate,
@@ -27,82 +19,32 @@ import {
   turnUpdate,
   unpinUpdate,
   renewUpdate,
-  type AgentConfig,
-  type AgentInput,
   type AgentStatus,
-  type AgentWorkflow,
-  type TurnOutcome,
 } from '../../src/workflows/definitions';
-import { AGENT_SEARCH_ATTRIBUTES, KvBlocks, KvPhase, KvTier, KvTokens } from '../../src/workflows/search-attributes';
-import { createTimeSkippingEnv } from '../support/time-skipping';
-import { MockFabric, TOKENS_PER_BLOCK, type AgentPlan } from './fixtures/mock-fabric';
+import { KvBlocks, KvPhase, KvTier, KvTokens } from '../../src/workflows/search-attributes';
+import {
+  AGENTS_QUEUE,
+  CAPABILITY,
+  CONFIG,
+  CUSTODIAN,
+  HOLDER_A,
+  HOLDER_B,
+  HOLDER_GONE,
+  HOUR,
+  MINUTE,
+  env,
+  events,
+  fabric,
+  kindsOf,
+  refusalOf,
+  settled,
+  skip,
+  startAgent,
+  turn,
+  useAgentEnv,
+} from './fixtures/agent-env';
 
-type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
-
-const INDEXED_VALUE_TYPES = {
-  Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-  Int: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT,
-};
-
-const MINUTE = 60_000;
-const HOUR = 60 * MINUTE;
-const AGENTS_QUEUE = 'agents';
-/** The worker running the workflow tasks is this holder too: its local resume acts for contexts held there. */
-const HOLDER_A = 'holder-a';
-const HOLDER_B = 'holder-b';
-/** A holder whose worker is gone: nobody polls its queue. */
-const HOLDER_GONE = 'holder-gone';
-
-const CONFIG: AgentConfig = {
-  ...DEFAULT_AGENT_CONFIG,
-  timers: { idleToWarmMs: 1 * HOUR, warmToColdMs: 3 * HOUR },
-  timeouts: { holderLossMs: 10_000, attemptMs: 10 * MINUTE, heartbeatMs: 10 * MINUTE, operationMs: 30 * MINUTE },
-  maxTurnTokens: 4096,
-};
-
-const CAPABILITY = 'capability-of-the-caller';
-const CUSTODIAN = 'custodian-token';
-
-let env: TestWorkflowEnvironment;
-let fabric: MockFabric;
-let workers: Worker[];
-let running: Promise<void>;
-const started: WorkflowHandle<AgentWorkflow>[] = [];
-
-beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
-  env = await createTimeSkippingEnv();
-  // The workflow upserts kvfabric's search attributes; the test server, like any, refuses unregistered ones
-  // (and has no listSearchAttributes, so they are added as they are).
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.namespace ?? 'default',
-    searchAttributes: Object.fromEntries(AGENT_SEARCH_ATTRIBUTES.map(({ name, type }) => [name, INDEXED_VALUE_TYPES[type]])),
-  });
-  fabric = new MockFabric(HOLDER_A);
-  const connection = env.nativeConnection;
-  workers = await Promise.all([
-    Worker.create({
-      connection,
-      taskQueue: AGENTS_QUEUE,
-      workflowsPath: require.resolve('../../src/workflows/index.ts'),
-      activities: fabric.placementActivities(AGENTS_QUEUE),
-    }),
-    Worker.create({ connection, taskQueue: HOLDER_A, activities: fabric.holderActivities(HOLDER_A) }),
-    Worker.create({ connection, taskQueue: HOLDER_B, activities: fabric.holderActivities(HOLDER_B) }),
-  ]);
-  running = Promise.all(workers.map((worker) => worker.run())).then(() => undefined);
-});
-
-afterAll(async () => {
-  for (const worker of workers ?? []) worker.shutdown();
-  await running;
-  await env?.teardown();
-});
-
-// Time is the server's, shared by every workflow: an agent left running would take the next test's skipped hours.
-afterEach(async () => {
-  for (const handle of started.splice(0)) await handle.terminate('test over').catch(() => undefined);
-});
+useAgentEnv();
 
 describe('timers', () => {
   it('moves an idle resident agent to host memory after idleToWarm, then to disk after warmToCold more', async () => {
@@ -547,111 +489,3 @@ describe('local turn', () => {
     expect((await events(agent)).slice(before).filter((event) => event.activityTaskScheduledEventAttributes)).toEqual([]);
   });
 });
-
-/** Starts an agent whose allocation lands on `plan.holder` (holder A unless told). */
-async function startAgent(
-  agentId: string,
-  plan: Partial<AgentPlan> = {},
-  overrides: Partial<AgentInput> = {},
-): Promise<WorkflowHandleWithFirstExecutionRunId<AgentWorkflow>> {
-  fabric.plan(agentId, { holder: HOLDER_A, recoverTo: HOLDER_B, ...plan });
-  const input: AgentInput = {
-    agentId,
-    tenant: 'acme',
-    capability: CUSTODIAN,
-    model: { name: 'tiny', shape: { layers: 2, kvHeads: 2, headDim: 16, dtypeBytes: 2 }, tokensPerBlock: TOKENS_PER_BLOCK },
-    config: CONFIG,
-    ...overrides,
-  };
-  const handle = await env.client.workflow.start<AgentWorkflow>(AGENT_WORKFLOW_TYPE, {
-    taskQueue: AGENTS_QUEUE,
-    workflowId: `${agentWorkflowId(agentId)}-${randomBytes(3).toString('hex')}`,
-    args: [input],
-  });
-  started.push(handle);
-  return handle;
-}
-
-/** Runs a turn as the caller, with the caller's capability. */
-function turn(agent: WorkflowHandle<AgentWorkflow>, ask: { tokens: number } | { message: string }): Promise<TurnOutcome> {
-  return agent.executeUpdate(turnUpdate, { args: [{ capability: CAPABILITY, ...ask }] });
-}
-
-/** The typed failure an update ended with (it must fail). */
-async function refusalOf(update: Promise<unknown>): Promise<{ type: string | undefined; message: string }> {
-  const err = await update.then(
-    () => {
-      throw new Error('the update succeeded; a refusal was expected');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
-  const cause = (err as WorkflowUpdateFailedError).cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return { type: (cause as ApplicationFailure).type ?? undefined, message: (cause as ApplicationFailure).message };
-}
-
-/** Each event's kind: the name of its attributes field without `EventAttributes`. */
-function kindsOf(history: HistoryEvent[]): string[] {
-  return history.map((event) =>
-    (Object.keys(event).find((key) => key.endsWith('EventAttributes') && event[key as keyof HistoryEvent]) ?? 'unknown').replace(
-      'EventAttributes',
-      '',
-    ),
-  );
-}
-
-async function events(agent: WorkflowHandle<AgentWorkflow>): Promise<HistoryEvent[]> {
-  return ((await agent.fetchHistory()).events ?? []) as HistoryEvent[];
-}
-
-/**
- * Moves the server's clock `ms` ahead (firing the timers due on the way), then waits in wall time until
- * the agent's workflow has nothing in flight: no workflow task and no activity scheduled and not closed.
- */
-async function skip(agent: WorkflowHandle<AgentWorkflow>, ms: number): Promise<void> {
-  await env.sleep(ms);
-  await until(async () => quiet(await events(agent)));
-}
-
-/** Polls `done` in wall time until it holds. */
-async function until(done: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error(`still not so after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-function quiet(history: HistoryEvent[]): boolean {
-  let tasks = 0;
-  const activities = new Set<string>();
-  for (const event of history) {
-    if (event.workflowTaskScheduledEventAttributes) tasks++;
-    if (event.workflowTaskCompletedEventAttributes || event.workflowTaskFailedEventAttributes || event.workflowTaskTimedOutEventAttributes)
-      tasks--;
-    if (event.activityTaskScheduledEventAttributes) activities.add(String(event.eventId));
-    const closed =
-      event.activityTaskCompletedEventAttributes ??
-      event.activityTaskFailedEventAttributes ??
-      event.activityTaskTimedOutEventAttributes ??
-      event.activityTaskCanceledEventAttributes;
-    if (closed) activities.delete(String(closed.scheduledEventId));
-  }
-  return tasks === 0 && activities.size === 0;
-}
-
-/** The agent's status once `done` holds (polled in wall time: the workflow works between skips). */
-async function settled(
-  handle: WorkflowHandle<AgentWorkflow>,
-  done: (status: AgentStatus) => boolean,
-  timeoutMs = 10_000,
-): Promise<AgentStatus> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const status = await handle.query(statusQuery);
-    if (done(status)) return status;
-    if (Date.now() > deadline) throw new Error(`agent never settled; last status ${JSON.stringify(status)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

@@ -1,0 +1,103 @@
+// The llama engine's hot copies: one llama sequence per kvfabric context, kept between calls, and at most
+// one call on a context at a time. When every sequence is taken, the least recently used one whose KV
+// kvfabric has saved goes first; one holding an unsaved turn only when nothing else can, since kvfabric's
+// pages and the turn's token ids rebuild it. When every hot one is in a call, a caller waits for the first
+// call to end.
+import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
+
+import { FabricError, isFabricError } from '../../fabric/errors';
+
+export interface HotContext {
+  sequence: LlamaContextSequence;
+  lastUsed: number;
+  /** Holds tokens whose KV kvfabric has not saved yet: evicted only when no other sequence can go. */
+  unsaved: boolean;
+}
+
+export class HotSequences {
+  private readonly hot = new Map<string, HotContext>();
+  private readonly busy = new Set<string>();
+  private useClock = 0;
+  /** Who waits for a sequence while every hot one is in a call: woken when any call ends. */
+  private readonly waiters: Array<() => void> = [];
+  private closed = false;
+
+  constructor(private readonly context: LlamaContext) {}
+
+  /** `key`'s hot copy, if any. */
+  of(key: string): HotContext | undefined {
+    return this.hot.get(key);
+  }
+
+  /** BUSY while a call on `key` runs; INVALID_STATE once closed. */
+  requireIdle(key: string): void {
+    if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
+    if (this.busy.has(key)) throw new FabricError('BUSY', `a call on ${key} is already running`);
+  }
+
+  /** Makes `sequence` the hot copy of `key`, most recently used. */
+  touch(key: string, sequence: LlamaContextSequence, unsaved: boolean): void {
+    this.hot.set(key, { sequence, lastUsed: ++this.useClock, unsaved });
+  }
+
+  /** Runs `work` as the only call on `key`; an error drops the hot copy, which may be half changed. */
+  async exclusive<T>(key: string, work: () => Promise<T>): Promise<T> {
+    this.busy.add(key);
+    try {
+      return await work();
+    } catch (err) {
+      await this.release(key);
+      throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
+    } finally {
+      this.callEnded(key);
+    }
+  }
+
+  /** Runs `work` as the only call on `key`, leaving the hot copy whatever happens (a save reads it only). */
+  async reading<T>(key: string, work: () => Promise<T>): Promise<T> {
+    this.busy.add(key);
+    try {
+      return await work();
+    } finally {
+      this.callEnded(key);
+    }
+  }
+
+  /**
+   * A free sequence of the llama context, evicting a hot one when all are taken: the least recently used
+   * whose KV kvfabric has saved, else the least recently used. When every hot one is in a call, it waits
+   * for the first call to end.
+   */
+  async free(): Promise<LlamaContextSequence> {
+    while (this.context.sequencesLeft === 0) {
+      if (this.closed) throw new FabricError('INVALID_STATE', 'engine is closed');
+      const idle = [...this.hot.entries()]
+        .filter(([key]) => !this.busy.has(key))
+        .sort((a, b) => Number(a[1].unsaved) - Number(b[1].unsaved) || a[1].lastUsed - b[1].lastUsed)[0];
+      if (idle) await this.release(idle[0]);
+      else await new Promise<void>((wake) => this.waiters.push(wake));
+    }
+    return this.context.getSequence();
+  }
+
+  /** Lets go of `key`'s hot copy, if any. */
+  async release(key: string): Promise<void> {
+    const entry = this.hot.get(key);
+    if (!entry) return;
+    this.hot.delete(key);
+    if (!entry.sequence.disposed) await entry.sequence.dispose();
+  }
+
+  /** Lets go of every hot copy; whoever waits for a sequence finds the engine closed. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const wake of this.waiters.splice(0)) wake();
+    for (const key of [...this.hot.keys()]) await this.release(key);
+  }
+
+  /** `key`'s call is over: it may be evicted again, and whoever waits for a sequence looks again. */
+  private callEnded(key: string): void {
+    this.busy.delete(key);
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+}
