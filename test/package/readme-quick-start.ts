@@ -1,110 +1,84 @@
-// The README's quick start as the newcomer test runs it, read out of README.md itself so that the two
-// cannot drift: the section "Quick start in your project", its shell lines in order (```sh blocks) and its
-// TypeScript snippets (```ts blocks: the worker is the one that adds KvFabricWorkerPlugin, the client the
-// one that connects an AgentClient); and the compiler options docs/plugin.md recommends for them (the
-// ```json block of its section "TypeScript settings").
-//
-// A shell line is `NAME=value ... command args`: plain words, no quoting, pipes or substitutions, so that
-// the test runs it without a shell and a line a shell would read differently fails here, by name. One
-// exception: a line that runs `npm pack` is the step taken in kvfabric's clone (`cd kvfabric && npm pack`
-// reads naturally) and is recognised, not parsed.
+// The README's quick start as the newcomer test follows it, read out of README.md itself so that the two
+// cannot drift: the section "Quick start in your project", in the order a reader meets it, as steps of two
+// kinds. A shell line (```sh blocks, one line each, its comment included) is run by bash as printed; one
+// whose comment says "in a terminal of its own" keeps running beside the next ones (the dev server, the
+// worker). A ```ts block whose first line is a comment naming a file (`// worker.ts`) is written to that
+// file as printed. The section links docs/plugin.md's TypeScript settings: that ```json block is the
+// project's tsconfig.json, also as printed.
 
 export const QUICK_START_HEADING = '## Quick start in your project';
 export const TYPESCRIPT_SETTINGS_HEADING = '## TypeScript settings';
+/** How the quick start points at the settings its snippets compile with. */
+export const TYPESCRIPT_SETTINGS_LINK = 'docs/plugin.md#typescript-settings';
 
+export type QuickStartStep = { kind: 'run'; line: string; background: boolean } | { kind: 'write'; file: string; body: string };
+
+export interface QuickStart {
+  steps: QuickStartStep[];
+  /** The line that starts the worker snippet (`node worker.js ...`). */
+  runWorker: ShellLine;
+  /** The line that runs the client snippet (`node client.js`). */
+  runClient: ShellLine;
+}
+
+/** A shell line read for what it sets: its leading NAME=value words and the command's words. */
 export interface ShellLine {
-  /** The line as the README has it (comments removed). */
+  /** The line as the README prints it. */
   text: string;
-  /** Its leading NAME=value assignments. */
   env: Record<string, string>;
   argv: string[];
 }
 
-export interface QuickStart {
-  /** `npm pack`, in the clone; absent when the section has no such line. */
-  pack: string | undefined;
-  /** Every other shell line but the ones that run the user's programs, in the README's order. */
-  setup: ShellLine[];
-  /** `node worker.js ...`: the line that runs the worker snippet (compiled from worker.ts). */
-  runWorker: ShellLine;
-  /** `node <client>.js`: the line that runs the client snippet. */
-  runClient: ShellLine;
-  worker: string;
-  client: string;
-}
-
 export function quickStartOf(markdown: string): QuickStart {
   const section = sectionOf(markdown, QUICK_START_HEADING);
-  const blocks = fencedBlocks(section);
-  const shell = blocks.filter((block) => ['sh', 'bash', 'shell'].includes(block.lang)).flatMap((block) => shellLines(block.body));
-  const snippets = blocks.filter((block) => block.lang === 'ts' || block.lang === 'typescript').map((block) => block.body);
-  const worker = only(
-    snippets.filter((code) => code.includes('KvFabricWorkerPlugin')),
-    'TypeScript snippet with KvFabricWorkerPlugin',
-  );
-  const client = only(
-    snippets.filter((code) => code.includes('AgentClient.connect')),
-    'TypeScript snippet with AgentClient.connect',
-  );
-
-  const pack = shell.find((line) => /\bnpm pack\b/.test(line));
-  const parsed = shell.filter((line) => line !== pack).map(parseShellLine);
-  const programs = parsed.filter((line) => line.argv[0] === 'node');
-  const runWorker = only(
-    programs.filter((line) => line.argv[1] === 'worker.js'),
-    'shell line `node worker.js ...`',
-  );
-  const runClient = only(
-    programs.filter((line) => line !== runWorker),
-    'shell line that runs the client (`node client.js`)',
-  );
-  return { pack, setup: parsed.filter((line) => !programs.includes(line)), runWorker, runClient, worker, client };
-}
-
-/** The `compilerOptions` of the one ```json block in docs/plugin.md's "TypeScript settings". */
-export function recommendedCompilerOptions(pluginDoc: string): Record<string, unknown> {
-  const blocks = fencedBlocks(sectionOf(pluginDoc, TYPESCRIPT_SETTINGS_HEADING)).filter((block) => block.lang === 'json');
-  const { compilerOptions } = JSON.parse(only(blocks, 'json block', 'docs/plugin.md "TypeScript settings"').body) as {
-    compilerOptions?: Record<string, unknown>;
-  };
-  if (!compilerOptions) throw new Error('docs/plugin.md "TypeScript settings": its json block has no compilerOptions');
-  return compilerOptions;
-}
-
-/** The snippet's file name: the worker runs as worker.js, so its source is worker.ts. */
-export function sourceFileOf(run: ShellLine): string {
-  const script = run.argv[1];
-  if (!script?.endsWith('.js')) throw new Error(`README quick start: \`${run.text}\` does not run a .js file`);
-  return `${script.slice(0, -'.js'.length)}.ts`;
-}
-
-/**
- * A snippet written to run "in an async function" (the client) as a module a user can run: its imports
- * first, the rest inside main(), and a failure printed and turned into exit code 1, as the worker snippet
- * does. A snippet that has its own main() is taken as it is.
- */
-export function asProgram(snippet: string): string {
-  if (/\bmain\(\)/.test(snippet)) return snippet;
-  const lines = snippet.split('\n');
-  const imports: string[] = [];
-  let inImport = false;
-  const body = lines.filter((line) => {
-    if (inImport || /^import\s/.test(line)) {
-      imports.push(line);
-      inImport = !line.trimEnd().endsWith(';');
-      return false;
+  if (!section.includes(TYPESCRIPT_SETTINGS_LINK))
+    throw new Error(`README quick start: no link to ${TYPESCRIPT_SETTINGS_LINK}, the settings its snippets compile with`);
+  const steps: QuickStartStep[] = [];
+  for (const block of fencedBlocks(section)) {
+    if (['sh', 'bash', 'shell'].includes(block.lang)) {
+      for (const line of shellLines(block.body)) steps.push({ kind: 'run', line, background: /#.*\bterminal of its own\b/.test(line) });
+    } else if (block.lang === 'ts' || block.lang === 'typescript') {
+      const file = /^\/\/ ([\w./-]+\.ts)\b/.exec(block.body)?.[1];
+      if (!file) throw new Error('README quick start: a ts snippet whose first line does not name its file (`// worker.ts`)');
+      steps.push({ kind: 'write', file, body: block.body });
     }
-    return true;
-  });
-  return [
-    ...imports,
-    '',
-    'async function main(): Promise<void> {',
-    ...body.map((line) => (line ? `  ${line}` : line)),
-    '}',
-    'main().catch((err) => { console.error(err); process.exit(1); });',
-    '',
-  ].join('\n');
+  }
+  const runs = steps.flatMap((step) => (step.kind === 'run' ? [parseShellLine(step.line)] : []));
+  const programs = (script: string) => runs.filter((line) => line.argv[0] === 'node' && line.argv[1] === script);
+  const runWorker = only(programs('worker.js'), 'shell line `node worker.js ...`');
+  const runClient = only(programs('client.js'), 'shell line `node client.js`');
+  for (const run of [runWorker, runClient]) {
+    const source = `${run.argv[1]!.slice(0, -'.js'.length)}.ts`;
+    if (!steps.some((step) => step.kind === 'write' && step.file === source))
+      throw new Error(`README quick start: \`${run.text}\` runs ${run.argv[1]}, but no snippet is ${source}`);
+  }
+  return { steps, runWorker, runClient };
+}
+
+/** The ```json block of docs/plugin.md's "TypeScript settings", as printed: the project's tsconfig.json. */
+export function recommendedTsconfig(pluginDoc: string): string {
+  const blocks = fencedBlocks(sectionOf(pluginDoc, TYPESCRIPT_SETTINGS_HEADING)).filter((block) => block.lang === 'json');
+  const body = only(blocks, 'json block', 'docs/plugin.md "TypeScript settings"').body;
+  if (!(JSON.parse(body) as { compilerOptions?: unknown }).compilerOptions)
+    throw new Error('docs/plugin.md "TypeScript settings": its json block has no compilerOptions');
+  return body;
+}
+
+/** Leading NAME=value words and the command's words; the comment is not part of the command. */
+export function parseShellLine(text: string): ShellLine {
+  const words = text
+    .replace(/(^|\s)#.*$/, '')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
+  const env: Record<string, string> = {};
+  while (words.length > 0 && /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[0]!)) {
+    const word = words.shift()!;
+    const eq = word.indexOf('=');
+    env[word.slice(0, eq)] = word.slice(eq + 1);
+  }
+  if (words.length === 0) throw new Error(`README quick start: \`${text}\` runs no command`);
+  return { text, env, argv: words };
 }
 
 function sectionOf(markdown: string, heading: string): string {
@@ -127,27 +101,9 @@ function fencedBlocks(section: string): Array<{ lang: string; body: string }> {
   return blocks;
 }
 
-/** Comments dropped, backslash continuations joined, empty lines skipped. */
+/** One line each (a backslash continuation stays part of its line, as bash reads it); blank and comment-only lines skipped. */
 function shellLines(body: string): string[] {
-  return body
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .map((line) => line.replace(/(^|\s)#.*$/, '').trim())
-    .filter((line) => line.length > 0);
-}
-
-export function parseShellLine(text: string): ShellLine {
-  if (/['"`$|;&<>()*?\\]/.test(text))
-    throw new Error(`README quick start: \`${text}\` needs a shell; the newcomer test runs plain \`NAME=value command args\` lines`);
-  const words = text.split(/\s+/);
-  const env: Record<string, string> = {};
-  while (words.length > 0 && /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[0]!)) {
-    const word = words.shift()!;
-    const eq = word.indexOf('=');
-    env[word.slice(0, eq)] = word.slice(eq + 1);
-  }
-  if (words.length === 0) throw new Error(`README quick start: \`${text}\` runs no command`);
-  return { text, env, argv: words };
+  return body.split(/(?<!\\)\n/).filter((line) => line.trim().length > 0 && !line.trim().startsWith('#'));
 }
 
 function only<T>(found: T[], what: string, where = 'README quick start'): T {
