@@ -168,8 +168,8 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
   return [value, performance.now() - started];
 }
 
-/** The longest run of notes() the model's tokenizer makes at most `tokens` tokens of. */
-function messageOf(model: LlamaModel, tokens: number): string {
+/** The longest run of notes() the model's tokenizer makes at most `tokens` tokens of (bench/wake-up.bench.ts too). */
+export function messageOf(model: LlamaModel, tokens: number): string {
   const length = (count: number) => model.tokenize(notes(count)).length;
   let count = Math.max(1, Math.floor(tokens / (length(40) / 40)));
   while (count > 1 && length(count) > tokens) count--;
@@ -360,7 +360,9 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

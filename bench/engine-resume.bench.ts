@@ -205,11 +205,11 @@ async function main(): Promise<void> {
     tiers.create('context', 1);
     await tiers.append('context', saved.kv);
     for (let r = 0; r < repeats; r++) {
-      await tiers.offload('context', 'disk');
+      await tiers.demote('context', 'disk');
       dropPageCache();
       await engine.release('bench');
       const t0 = now();
-      await tiers.restore('context');
+      await tiers.promote('context');
       await engine.load('bench', {
         tokens: saved.tokens,
         fingerprint: engine.fingerprint,

@@ -109,10 +109,10 @@ async function libraryContext(tokens: number): Promise<LibraryContext> {
   }
   return {
     async restoreFrom(from) {
-      await memory.offload('agent', from);
+      await memory.demote('agent', from);
       if (from === 'disk' && !dropPageCache()) noteOnce('could not drop the page cache (needs root): disk restores may read from memory');
       const started = performance.now();
-      await memory.restore('agent');
+      await memory.promote('agent');
       return performance.now() - started;
     },
     close,
@@ -161,7 +161,7 @@ async function adoptedFromDisk(tokens: number, chunk: Buffer, chunkTokens: numbe
       for (let done = 0; done < tokens; done += chunkTokens) {
         await memory.append('agent', chunk.subarray(0, Math.min(chunkTokens, tokens - done) * BYTES_PER_TOKEN));
       }
-      await memory.checkpoint('agent');
+      await memory.spill('agent');
     } finally {
       writer.close(); // its memory goes back before the reader's pool fills
     }
@@ -180,7 +180,7 @@ async function adoptedFromDisk(tokens: number, chunk: Buffer, chunkTokens: numbe
         await memory.recover('agent');
         if (!dropPageCache()) noteOnce('could not drop the page cache (needs root): disk restores may read from memory');
         const started = performance.now();
-        await memory.restore('agent');
+        await memory.promote('agent');
         samples.push(performance.now() - started);
         await memory.dropLocalCopy('agent'); // the manifest and segments stay for the next repeat
       }

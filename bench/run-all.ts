@@ -1,6 +1,6 @@
 // Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
-// alone and through Temporal), memory, and resume vs prefill with a real model (engine-resume: the
-// library; agent-resume: through Temporal). Each runs in its own process (so one's pools are gone before
+// alone and through Temporal), memory, resume vs prefill with a real model (engine-resume: the
+// library; agent-resume: through Temporal), and the first call after a planned pause (wake-up). Each runs in its own process (so one's pools are gone before
 // the next allocates), writes its JSON, and this collects them with the machine's description into
 // build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for
 // docs/benchmarks.md, and draws resume against re-prefill by context length into docs/resume-vs-prefill.svg
@@ -16,6 +16,7 @@ import path from 'node:path';
 import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
 import type { AiSdkLoopRow } from './ai-sdk-loop.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
+import type { WakeUpRow } from './wake-up.bench';
 import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable, signedMs } from './measure';
 
@@ -27,7 +28,7 @@ const GPU_NOTE = 'not measured: no CUDA device';
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
 /** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
-const BENCHMARK_COUNT = 10;
+const BENCHMARK_COUNT = 11;
 let benchmarksStarted = 0;
 
 function run(name: string, file: string, benchArgs: string[]): unknown {
@@ -118,6 +119,11 @@ interface AiSdkLoopJson {
   contextLength: number;
   rows: AiSdkLoopRow[];
 }
+interface WakeUpJson {
+  threads: number;
+  rows: WakeUpRow[];
+  notes: string[];
+}
 interface MemoryJson {
   forks: Array<{
     forks: number;
@@ -155,6 +161,9 @@ function main(): void {
   // An AI SDK tool loop of 10 steps through kvfabric's provider and through one that keeps no KV; the
   // latter re-prefills the whole context every step (over two minutes at 8k), so at 8k it runs 2 steps.
   const aiSdk = run('ai-sdk-loop', 'ai-sdk-loop.bench.ts', ['--tokens', '2k,8k']) as AiSdkLoopJson;
+  // The first call after a planned pause: resident, cold (no wake-up), woken; the real model and the Llama-3-8B shape.
+  const wakeArgs = ['--model-tokens', '2k,8k', '--llama-tokens', '8k,32k', '--repeats', String(Math.max(5, Number(repeats)))];
+  const wakeUp = run('wake-up', 'wake-up.bench.ts', wakeArgs) as WakeUpJson;
 
   const rows: string[][] = [];
   for (const r of allocator.results)
@@ -322,6 +331,24 @@ function main(): void {
       `${(a.plainEvaluatedMean / a.kvfabricEvaluatedAfterFirst).toFixed(0)}x fewer`,
     ]);
   }
+  // The target: after a planned wake-up, within 1.1x the call on an agent that never left the engine, pair by pair.
+  for (const w of wakeUp.rows) {
+    const what = `${w.tokens} tokens (${(w.kvBytes / 2 ** 20).toFixed(1)} MiB), ${w.engine}: the first call after a planned pause of ${ms(w.leadMs + 1000)}`;
+    rows.push([
+      'wake-up',
+      `${what}, suspended to disk, woken (on the device at the instant ${w.onDeviceAtInstant}/${w.repeats}; medians of ${w.repeats})`,
+      ms(w.wokenMs),
+      `never left the engine ${ms(w.residentMs)}; per pair, woken - 1.1x: median ${signedMs(w.overBoundMs)}`,
+      `${(w.wokenMs / w.residentMs).toFixed(2)}x (${w.withinTarget ? 'within' : 'over'})`,
+    ]);
+    rows.push([
+      'wake-up',
+      `${what}, suspended to disk, no wake-up: resumed on the call's path`,
+      ms(w.coldMs),
+      `woken ${ms(w.wokenMs)}`,
+      `${(w.coldMs / w.wokenMs).toFixed(2)}x`,
+    ]);
+  }
   for (const f of memory.forks) {
     rows.push([
       'memory',
@@ -349,6 +376,7 @@ function main(): void {
     ...cold.notes,
     ...library.notes,
     ...temporal.notes,
+    ...wakeUp.notes,
   ];
   const m = machine(transfer.deviceName ?? GPU_NOTE);
   const machineLine = `${m.cpu} x${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.os}${m.hypervisor ? ` (${m.hypervisor} VM)` : ''}, Node ${m.node}, ${transfer.deviceName ?? 'no GPU'}`;
@@ -375,6 +403,7 @@ function main(): void {
     engineResume: engine,
     agentResume: agent,
     aiSdkLoop: aiSdk,
+    wakeUp,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

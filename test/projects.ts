@@ -27,6 +27,11 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
     include: ['test/package/**/*.test.ts'],
   },
   {
+    name: 's3',
+    needs: 'a real S3 server (SeaweedFS, built by npm run setup:tests) that tests start and stop',
+    include: ['test/blob-store/s3-blob-store.test.ts', 'test/blob-store/fence-race.test.ts'],
+  },
+  {
     name: 'faults',
     needs: 'dev servers and worker processes that are killed, paused and restarted; the 12-agent load run',
     include: ['test/faults/**/*.test.ts'],
@@ -50,8 +55,11 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/cli/model-command.test.ts',
       'test/security/attacks/ai-sdk-*.test.ts',
       'test/security/attacks/model-turn-paths.test.ts',
+      'test/security/attacks/prefix-sharing-isolation.test.ts',
+      'test/prefix-sharing/prefix-sharing-model.test.ts',
       'test/temporal/handover.test.ts',
       'test/temporal/real-agents.test.ts',
+      'test/temporal/wake-real-model.test.ts',
     ],
   },
   {
@@ -76,6 +84,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/client/search-attribute-setup.test.ts',
       'test/client/temporal-settings.test.ts',
       'test/cli/cli-process.test.ts',
+      'test/cli/wake-cli.test.ts',
       'test/cli/codec-server.test.ts',
       'test/dev-server/dev-server-start.test.ts',
       'test/security/temporal-security.test.ts',

@@ -96,6 +96,37 @@ static void testAppendReadForkCow() {
   CHECK(pool->stats().sharedBlocks == 0);
 }
 
+// A prefix fork shares the parent's first full pages only; the child's next append starts a block of its
+// own, and the shared pages are freed with their last holder.
+static void testForkPrefix() {
+  auto pool = makePool(8);
+  Handle a;
+  CHECK(pool->createContext(7, &a).isOk());
+  auto ten = tokens(10, 1);  // pages: 4 + 4 + 2
+  CHECK(pool->append(a, ten.data(), ten.size()).isOk());
+  Handle b;
+  CHECK(pool->forkPrefix(a, 3, &b).code() == Code::kOutOfRange);  // the third page is not full
+  CHECK(pool->stats().contexts == 1);
+  CHECK(pool->forkPrefix(a, 1, &b).isOk());
+  ContextStats s;
+  CHECK(pool->contextStats(b, &s).isOk() && s.tokens == 4 && s.blocks == 1 && s.sharedBlocks == 1 && s.tenant == 7);
+  auto other = tokens(5, 200);
+  CHECK(pool->append(b, other.data(), other.size()).isOk());  // into new blocks: page 0 stays shared
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> expected(ten.begin(), ten.begin() + 4 * 8);
+  expected.insert(expected.end(), other.begin(), other.end());
+  CHECK(pool->read(b, 0, 9, &out).isOk() && out == expected);
+  CHECK(pool->read(a, 0, 10, &out).isOk() && out == ten);
+  CHECK(pool->stats().sharedBlocks == 1 && pool->stats().usedBlocks == 5);
+  Handle empty;
+  CHECK(pool->forkPrefix(a, 0, &empty).isOk());
+  CHECK(pool->contextStats(empty, &s).isOk() && s.tokens == 0 && s.blocks == 0);
+  CHECK(pool->release(a).isOk());
+  CHECK(pool->stats().usedBlocks == 3 && pool->stats().sharedBlocks == 0);
+  CHECK(pool->release(b).isOk() && pool->release(empty).isOk());
+  CHECK(pool->stats().freeBlocks == 8);
+}
+
 static void testExhaustionChangesNothing() {
   auto pool = makePool(2);
   Handle a;
@@ -809,6 +840,7 @@ static void testPlaneMajor() {
 int main() {
   testLayoutValidation();
   testAppendReadForkCow();
+  testForkPrefix();
   testExhaustionChangesNothing();
   testAbortedAppendRestoresEverything();
   testZombieBlockFreedByLastReader();

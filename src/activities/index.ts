@@ -79,7 +79,7 @@ export function createActivities(options: {
    * goes to `apply`, which AgentMemory runs once the call is admitted (nothing is recorded for a refused
    * call): the journal applies it at most once, with heartbeats. Then the after-applied hook.
    */
-  function operate<T>(how: Call, request: ContextRequest, apply: (call: Presented, run: RunAdmitted) => Promise<T>): Promise<T> {
+  function runOperation<T>(how: Call, request: ContextRequest, apply: (call: Presented, run: RunAdmitted) => Promise<T>): Promise<T> {
     const activity = how.activity ?? how.operation;
     const progress = how.progress ?? { phase: how.operation };
     return withFailureCodes(async () => {
@@ -133,7 +133,7 @@ export function createActivities(options: {
     },
 
     recover(request: RecoverRequest): Promise<Placement> {
-      return operate({ operation: 'recover' }, request, async (call, run) => {
+      return runOperation({ operation: 'recover' }, request, async (call, run) => {
         const attempt = Context.current().info.attempt;
         const snapshot = await memory.recover(call, { minVersion: request.minVersion, epoch: request.epoch, attempt }, run);
         log.info('context recovered from the cold tier', { agentId: request.agentId, holder });
@@ -142,7 +142,7 @@ export function createActivities(options: {
     },
 
     retire(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ operation: 'retire' }, request, async (call, run) => {
+      return runOperation({ operation: 'retire' }, request, async (call, run) => {
         const result = await memory.retire(call, run);
         log.info('context retired without its holder', { agentId: request.agentId, holder });
         return result;
@@ -161,20 +161,22 @@ export function createActivities(options: {
 
     wake(request: ResumeRequest): Promise<ResumeResult> {
       const progress = { phase: 'wake', tokens: request.expected.tokens };
-      return operate({ operation: 'wake', progress }, request, (call, run) => memory.resume(call, { ...request, roomOnly: true }, run));
+      return runOperation({ operation: 'wake', progress }, request, (call, run) =>
+        memory.resume(call, { ...request, roomOnly: true }, run),
+      );
     },
 
     suspend(request: SuspendRequest): Promise<SuspendResult> {
       const progress = { phase: `suspend to ${request.tier}` };
-      return operate({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request, run));
+      return runOperation({ operation: 'suspend', progress }, request, (call, run) => memory.suspend(call, request, run));
     },
 
     fork(request: ForkRequest): Promise<ForkResult> {
-      return operate({ operation: 'fork' }, request, (call, run) => memory.fork(call, presentedChild(request), request, run));
+      return runOperation({ operation: 'fork' }, request, (call, run) => memory.fork(call, presentedChild(request), request, run));
     },
 
     unfork(request: ForkRequest): Promise<ContextSnapshot> {
-      return operate({ operation: 'unfork' }, request, async (call, run) => {
+      return runOperation({ operation: 'unfork' }, request, async (call, run) => {
         const parent = await memory.unfork(call, presentedChild(request), run);
         log.info('fork undone: its child workflow did not start', { agentId: request.agentId, childId: request.childId });
         return parent;
@@ -182,15 +184,15 @@ export function createActivities(options: {
     },
 
     pin(request: ContextRequest): Promise<ContextSnapshot> {
-      return operate({ operation: 'pin' }, request, (call, run) => memory.pin(call, run));
+      return runOperation({ operation: 'pin' }, request, (call, run) => memory.pin(call, run));
     },
 
     unpin(request: ContextRequest): Promise<ContextSnapshot> {
-      return operate({ operation: 'unpin' }, request, (call, run) => memory.unpin(call, run));
+      return runOperation({ operation: 'unpin' }, request, (call, run) => memory.unpin(call, run));
     },
 
     release(request: ContextRequest): Promise<ReleaseResult> {
-      return operate({ operation: 'release' }, request, async (call, run) => {
+      return runOperation({ operation: 'release' }, request, async (call, run) => {
         const result = await memory.release(call, run);
         log.info('context released', { agentId: request.agentId });
         return result;
@@ -198,7 +200,7 @@ export function createActivities(options: {
     },
 
     renew(request: RenewRequest): Promise<void> {
-      return operate({ operation: 'renew' }, request, async (call, run) => {
+      return runOperation({ operation: 'renew' }, request, async (call, run) => {
         await memory.renew(call, { token: request.next, custodian: request.nextCustodian }, run);
         log.info('capability renewed', { agentId: request.agentId });
       });
@@ -224,12 +226,12 @@ export function createActivities(options: {
 
   function turn(activity: string, request: TurnRequest): Promise<TurnResult> {
     const progress = { phase: 'turn', turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) };
-    return operate({ operation: 'turn', activity, progress }, request, (call, run) => memory.turn(call, request, run));
+    return runOperation({ operation: 'turn', activity, progress }, request, (call, run) => memory.turn(call, request, run));
   }
 
   function resume(activity: string, request: ResumeRequest): Promise<ResumeResult> {
     const progress = { phase: 'resume', tokens: request.expected.tokens };
-    return operate({ operation: 'resume', activity, progress }, request, (call, run) => memory.resume(call, request, run));
+    return runOperation({ operation: 'resume', activity, progress }, request, (call, run) => memory.resume(call, request, run));
   }
 
   return { placement, holder: holderActivities, local };

@@ -5,11 +5,11 @@ import type { ModelShape } from '../fabric/types';
 import type { ContextSnapshot } from '../agent-memory/context-snapshot';
 import type { DigestState } from '../agent-memory/context-digest';
 import type { ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
-import type { TurnAsk } from '../agent-memory/turn';
+import type { TurnFields } from '../agent-memory/turn';
 
 export type { DigestState } from '../agent-memory/context-digest';
 export type { GenerationSettings } from '../engines/engine';
-export type { TurnReply } from '../agent-memory/turn';
+export type { TurnFields, TurnReply } from '../agent-memory/turn';
 export type { ContextSnapshot } from '../agent-memory/context-snapshot';
 /** What the operations give back, as AgentMemory returns them. */
 export type { ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
@@ -52,8 +52,8 @@ export interface RecoverRequest extends ContextRequest {
   minVersion: number;
 }
 
-/** A turn: a message for the worker's model or a synthetic turn's token count (the fields: TurnAsk). */
-export interface TurnRequest extends ContextRequest, TurnAsk {}
+/** A turn: a message for the worker's model or a synthetic turn's token count (the fields: TurnFields). */
+export interface TurnRequest extends ContextRequest, TurnFields {}
 
 /**
  * What the workflow records of a context's conversation: the digest of its pages, and the token ids after

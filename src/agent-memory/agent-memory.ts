@@ -15,6 +15,8 @@ import type { GrantStore } from '../shared-directory/grant-store';
 import type { HolderFences } from '../shared-directory/holder-fences';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore } from '../tiers/cold';
+import { PrefixSharing } from '../prefix-sharing/prefix-sharing';
+import type { TenantSalts } from '../prefix-sharing/prefix-keys';
 import type { QuotaName } from '../tiers/tenant-quotas';
 import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
@@ -23,13 +25,13 @@ import type { ContextSnapshot } from './context-snapshot';
 import { ContextVerifier } from './context-verifier';
 import { Custodians, type Custody } from './custodians';
 import type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
-import { turnInputOf, type TurnAsk } from './turn';
+import { turnInputOf, type TurnFields } from './turn';
 import { TurnRunner } from './turn-runner';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 
-/** A prefetch found the context resident, brought it back, or found no free device room and left it where it was. */
-export type PrefetchOutcome = 'resident' | 'restored' | 'stopped-host' | 'stopped-disk';
+/** A prefetch found the context resident, resumed it, or found no free device room and left it where it was. */
+export type PrefetchOutcome = 'resident' | 'resumed' | 'stopped-host' | 'stopped-disk';
 
 /** What the worker's metrics see; every method is optional work for the caller's bookkeeping only. */
 export interface MemoryObserver {
@@ -42,6 +44,8 @@ export interface MemoryObserver {
   quotaRefused(tenant: string, quota: QuotaName): void;
   /** A planned wake-up's prefetch (resume with roomOnly), by what it found. */
   prefetched?(outcome: PrefetchOutcome): void;
+  /** A first model turn that could share a prefix: tokens it took from its tenant's holders, tokens the model evaluated. */
+  firstTurnPrefill?(contextId: string, figures: { sharedTokens: number; evaluatedTokens: number }): void;
 }
 
 /** One tenant's blocks in memory on this worker, the tenant named (tenantBlocks()). */
@@ -84,6 +88,8 @@ export class AgentMemory {
   private readonly verifier: ContextVerifier;
   private readonly turns: TurnRunner;
   private readonly custodians = new Custodians();
+  /** Prefix sharing within a tenant; undefined on a worker without it. */
+  private readonly prefixes: PrefixSharing | undefined;
 
   constructor(options: {
     tiers: TieredMemory;
@@ -100,13 +106,15 @@ export class AgentMemory {
     fences?: HolderFences;
     /** Tenant names to the allocator's ids, unique across the workers sharing the tier directory. */
     tenantIds: TenantRegistry;
-    /** Runs turns; its hot copy of a context is let go when the context is suspended, dropped or freed. */
+    /** Runs turns; its hot copy of a context is dropped when the context is suspended, dropped or freed. */
     engine: Engine;
     /**
      * A model turn's write-behind that failed (the pages stay behind the conversation, which the
      * workflow's tail rebuilds on the next call): for the worker's log.
      */
     onBackgroundError?: (what: string, err: unknown) => void;
+    /** The worker's tenant salts (prefix-keys.ts): agents of one tenant then share prompt prefixes here. Absent: no sharing. */
+    prefixSalts?: TenantSalts;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -119,6 +127,12 @@ export class AgentMemory {
     this.tenantIds = options.tenantIds;
     this.engine = options.engine;
     this.verifier = new ContextVerifier(this.tiers, this.layout.tokensPerBlock);
+    // An engine of stand-in KV (the synthetic one) makes rows per context, not per token: nothing to share.
+    const { prefixSalts } = options;
+    this.prefixes =
+      prefixSalts && !this.engine.standInKv
+        ? new PrefixSharing({ salts: prefixSalts, tokensPerBlock: this.layout.tokensPerBlock, tiers: this.tiers, engine: this.engine })
+        : undefined;
     this.turns = new TurnRunner({
       tiers: this.tiers,
       verifier: this.verifier,
@@ -127,6 +141,8 @@ export class AgentMemory {
       appended: (bytes) => this.observer?.transferred('append', bytes),
       checkpointSkipped: () => this.observer?.checkpointSkipped(),
       onWriteBehindError: (contextId, err) => options.onBackgroundError?.(`saving a turn of ${contextId} into its pages`, err),
+      ...(this.prefixes ? { prefixes: { sharing: this.prefixes, tenantOf: (contextId: string) => this.tenants.get(contextId) } } : {}),
+      firstTurnPrefill: (contextId, figures) => this.observer?.firstTurnPrefill?.(contextId, figures),
     });
     // Told by the tier layer itself, foreground or background: nothing to rescan after a call. The
     // engine's hot copy stays: it is the engine's memory, not the pool's, and may hold a turn whose KV
@@ -155,7 +171,7 @@ export class AgentMemory {
       if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
       this.tiers.create(contextId, await this.tenantIdOf(claims.ten));
       this.tenants.set(contextId, claims.ten);
-      if (request.checkpoint) await this.tiers.checkpoint(contextId);
+      if (request.checkpoint) await this.tiers.spill(contextId);
     }
     return { ...this.snapshot(contextId), digest: emptyDigest(), created };
   }
@@ -198,7 +214,7 @@ export class AgentMemory {
    * once, a model turn after its write-behind. A full disk does not stop the agent: the turn is in memory,
    * the older copy stays, and `durable: false` says so (for a model turn, of the last write-behind's).
    */
-  async turn(call: Presented, ask: TurnAsk, run: RunAdmitted = runNow): Promise<TurnResult> {
+  async turn(call: Presented, ask: TurnFields, run: RunAdmitted = runNow): Promise<TurnResult> {
     await this.admitHeld(call);
     return run(async () => {
       const contextId = call.contextId;
@@ -210,10 +226,10 @@ export class AgentMemory {
         ask.before,
         ask.tail ?? [],
         ask.checkpoint,
+        ask.sharing,
       );
       let durable: boolean | undefined;
-      if (ask.checkpoint)
-        durable = 'tokens' in input ? await this.checkpointUnlessDiskFull(contextId) : !this.turns.durableCopyStale(contextId);
+      if (ask.checkpoint) durable = 'tokens' in input ? await this.spillUnlessDiskFull(contextId) : !this.turns.durableCopyStale(contextId);
       return {
         ...this.snapshot(contextId),
         digest,
@@ -245,12 +261,12 @@ export class AgentMemory {
       const stopped = roomOnly ? this.prefetchStop(contextId, expected) : undefined;
       if (stopped) return stopped;
       if (this.engine.needs.hostPool && this.tiers.residency(contextId) === 'host') {
-        return this.resumeFromHostIntoEngine(contextId, expected, tail);
+        return this.resumeFromHost(contextId, expected, tail);
       }
-      const [{ bytes, from }, transferMs] = await timed(() => this.tiers.restore(contextId));
+      const [{ bytes, from }, transferMs] = await timed(() => this.tiers.promote(contextId));
       this.observer?.transferred('to-device', bytes);
       const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
-      const [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail));
+      const [, engineLoadMs] = await timed(() => this.turns.load(contextId, expected, tail));
       return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
     });
   }
@@ -264,7 +280,7 @@ export class AgentMemory {
     const tier = this.tiers.residency(contextId);
     const { hostPages, diskOnlyPages } = this.tiers.contextStats(contextId);
     const room = hostPages + diskOnlyPages <= this.tiers.stats().freeBlocks;
-    this.observer?.prefetched?.(tier === 'device' ? 'resident' : room ? 'restored' : tier === 'host' ? 'stopped-host' : 'stopped-disk');
+    this.observer?.prefetched?.(tier === 'device' ? 'resident' : room ? 'resumed' : tier === 'host' ? 'stopped-host' : 'stopped-disk');
     if (tier === 'device' || room) return undefined;
     return { ...this.snapshot(contextId), bytes: 0, transferMs: 0, from: tier, digest: expected, verifyMs: 0, engineLoadMs: 0 };
   }
@@ -273,30 +289,30 @@ export class AgentMemory {
    * A resume from host memory on a worker whose engine's own cache is the hot tier (needs.hostPool): the
    * engine loads from the host pages, and the resume answers once it has, so the next turn is hot. The
    * pages follow to the device write-behind, after a pause (RESUME_COPY_PAUSE_MS; the next call on the
-   * context starts the copy and waits for it; a turn's append would restore them first anyway). Copied
+   * context starts the copy and waits for it; a turn's append would promote them first anyway). Copied
    * while llama.cpp read the laid-out file, they competed with it for memory bandwidth; copied at once
    * after, with the answer on its way back (docs/engines.md). The pages are checked against the record
    * first (their checksums; each page again as it is laid out). The result reports the context resident,
    * where the copy leaves it; a copy that fails is reported as any write-behind is, and the pages stay on
    * the host, whole.
    */
-  private async resumeFromHostIntoEngine(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
+  private async resumeFromHost(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
     const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
-    const [, engineLoadMs] = await timed(() => this.turns.warm(contextId, expected, tail));
-    // Pages found on the device by now were evicted to disk meanwhile and restored for the layout.
+    const [, engineLoadMs] = await timed(() => this.turns.load(contextId, expected, tail));
+    // Pages found on the device by now were evicted to disk meanwhile and promoted for the layout.
     const from: Tier = this.tiers.residency(contextId) === 'device' ? 'disk' : 'host';
     const handle = this.tiers.handle(contextId);
-    this.turns.behind(contextId, RESUME_COPY_PAUSE_MS, async () => {
+    this.turns.writeBehindAfterPause(contextId, RESUME_COPY_PAUSE_MS, async () => {
       // Only to the incarnation the resume loaded: one freed meanwhile, perhaps made again for someone else, is left alone.
       if (!this.tiers.has(contextId) || this.tiers.handle(contextId) !== handle) return;
-      const { bytes } = await this.tiers.restore(contextId);
+      const { bytes } = await this.tiers.promote(contextId);
       this.observer?.transferred('to-device', bytes);
     });
     return { ...this.snapshot(contextId), tier: 'device', bytes: 0, transferMs: 0, from, digest, verifyMs, engineLoadMs };
   }
 
   /**
-   * Moves the context off the device, to host memory or to disk (with its manifest), its pages first
+   * Demotes the context off the device, to host memory or to disk (with its manifest), its pages first
    * brought up to the whole conversation the workflow recorded (`expected` and `tail`): the context leaves
    * the engine. Returns the digest of all of it.
    */
@@ -310,7 +326,7 @@ export class AgentMemory {
       const { contextId } = call;
       const [bytes, transferMs] = await timed(async () => {
         await this.turns.saveTail(contextId, request);
-        return this.moveOff(contextId, request.tier);
+        return this.demote(contextId, request.tier);
       });
       const digest = await this.verifier.digestAt(contextId, this.tiers.contextStats(contextId).tokens);
       return { ...this.snapshot(contextId), digest, bytes, transferMs };
@@ -348,7 +364,7 @@ export class AgentMemory {
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
       this.tenants.set(childId, claims.ten);
       this.custodians.admitted(childId, options.childCustodian, custodian);
-      if (options.checkpoint) await this.tiers.checkpoint(childId);
+      if (options.checkpoint) await this.tiers.spill(childId);
       const digest = await this.verifier.digestAt(call.contextId, this.tiers.contextStats(call.contextId).tokens);
       return { digest, parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
     });
@@ -485,7 +501,7 @@ export class AgentMemory {
 
   /** Every context this worker holds in memory or on its tiers. */
   heldContextIds(): string[] {
-    return this.tiers.contextIds();
+    return this.tiers.contextIds().filter((contextId) => !this.prefixes?.isHolder(contextId));
   }
 
   /** The context's workflow and the custodian token it last showed this worker: what a leaving worker proves itself with. */
@@ -494,12 +510,12 @@ export class AgentMemory {
   }
 
   /**
-   * The drain at shutdown: writes the context to the cold tier with its manifest and lets go of it in
-   * memory, with no caller to admit (the worker is stopping). Returns the bytes written.
+   * The drain at shutdown: demotes the context to the cold tier with its manifest and drops the engine's
+   * copy, with no caller to admit (the worker is stopping). Returns the bytes written.
    */
   async drainContext(contextId: string): Promise<number> {
     await this.turns.settled(contextId);
-    return this.moveOff(contextId, 'disk');
+    return this.demote(contextId, 'disk');
   }
 
   /** Resolves once every model turn's write-behind has run (before the worker closes its engine and pool). */
@@ -515,9 +531,10 @@ export class AgentMemory {
   /** Drops the copies of contexts another worker has adopted since (this one was a slow holder). */
   async dropFencedContexts(): Promise<string[]> {
     const dropped: string[] = [];
-    for (const contextId of this.tiers.contextIds()) {
+    for (const contextId of this.heldContextIds()) {
       if (!this.fences || (await this.fences.stillHolder(contextId))) continue;
-      this.letGo(contextId);
+      await this.prefixes?.released(contextId);
+      this.dropEngineCopy(contextId);
       await this.tiers.dropLocalCopy(contextId).catch(() => undefined); // gone meanwhile: nothing to drop
       this.tenants.delete(contextId);
       this.custodians.forget(contextId);
@@ -566,7 +583,7 @@ export class AgentMemory {
       const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
       await this.fences?.claim(contextId, claim.epoch, claim.attempt);
       if (!onDisk || onDisk.version <= this.tiers.durableVersion(contextId)) return;
-      this.letGo(contextId);
+      this.dropEngineCopy(contextId);
       await this.tiers.dropLocalCopy(contextId);
     }
     const expected = { expectedTenant: await this.tenantIdOf(tenant), minVersion };
@@ -601,19 +618,19 @@ export class AgentMemory {
     this.observer?.transferred('recover', 0);
   }
 
-  /** Moves the context off the device; returns the bytes that changed tier. */
-  private async moveOff(contextId: string, tier: 'host' | 'disk'): Promise<number> {
+  /** Demotes the context off the device, the engine's copy dropped; returns the bytes that changed tier. */
+  private async demote(contextId: string, tier: 'host' | 'disk'): Promise<number> {
     await this.turns.settled(contextId);
-    this.letGo(contextId);
-    const { bytes } = await this.tiers.offload(contextId, tier);
+    this.dropEngineCopy(contextId);
+    const { bytes } = await this.tiers.demote(contextId, tier);
     this.observer?.transferred(tier === 'host' ? 'to-host' : 'to-disk', bytes);
     return bytes;
   }
 
-  /** A turn's durable copy; false when the disk was full (see turn()). */
-  private async checkpointUnlessDiskFull(contextId: string): Promise<boolean> {
+  /** A turn's checkpoint: spills; false when the disk was full (see turn()). */
+  private async spillUnlessDiskFull(contextId: string): Promise<boolean> {
     try {
-      await this.tiers.checkpoint(contextId);
+      await this.tiers.spill(contextId);
       return true;
     } catch (err) {
       if (!isFabricError(err, 'STORAGE_FULL')) throw err;
@@ -627,17 +644,18 @@ export class AgentMemory {
     await this.turns.settled(contextId);
     const tokens = this.tiers.contextStats(contextId).tokens;
     await this.tiers.release(contextId);
+    await this.prefixes?.released(contextId);
     await this.forget(contextId, claims);
     return tokens;
   }
 
   /** The engine's hot copy follows the context off this worker's device: the next turn reads the stored pages. */
-  private letGo(contextId: string): void {
-    void this.engine.release(contextId).catch(() => undefined); // nothing to let go of is no failure
+  private dropEngineCopy(contextId: string): void {
+    void this.engine.release(contextId).catch(() => undefined); // no copy to drop is no failure
   }
 
   private async forget(contextId: string, claims: CapabilityClaims): Promise<void> {
-    this.letGo(contextId);
+    this.dropEngineCopy(contextId);
     await this.capabilities.revoke(contextId, claims.epoch + 1);
     await this.grants.delete(contextId);
     this.tenants.delete(contextId);

@@ -11,7 +11,7 @@ import type { ContextHandle } from '../fabric/types';
 import type { ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
 
-export type SaveTiers = Pick<TieredMemory, 'append' | 'checkpoint' | 'contextStats' | 'create' | 'handle' | 'has' | 'release'>;
+export type SaveTiers = Pick<TieredMemory, 'append' | 'contextStats' | 'create' | 'handle' | 'has' | 'release' | 'spill'>;
 
 export interface EngineSave {
   tiers: SaveTiers;
@@ -65,10 +65,10 @@ export async function saveEngineRows(save: EngineSave): Promise<EngineSaveResult
   await tiers.append(contextId, saved.kv, note as unknown as ContextAttachment, into);
   if (!save.checkpoint) return { saved: true, bytes: saved.kv.byteLength };
   try {
-    await tiers.checkpoint(contextId);
+    await tiers.spill(contextId);
     return { saved: true, bytes: saved.kv.byteLength, durable: true };
   } catch (err) {
-    if (!isFabricError(err, 'STORAGE_FULL')) throw err; // the pages stay; the next checkpoint tries again
+    if (!isFabricError(err, 'STORAGE_FULL')) throw err; // the pages stay; the next spill tries again
     return { saved: true, bytes: saved.kv.byteLength, durable: false };
   }
 }

@@ -6,4 +6,4 @@ export { digestOfBytes, emptyDigest, pageDigest, type DigestState } from './cont
 export { ContextVerifier } from './context-verifier';
 export type { ContextSnapshot } from './context-snapshot';
 export type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
-export type { AppliedTurn, TurnAsk, TurnInput, TurnReply } from './turn';
+export type { AppliedTurn, TurnFields, TurnInput, TurnReply } from './turn';

@@ -13,6 +13,7 @@
 import type { Engine, StoredContext } from '../engines/engine';
 import { FabricError } from '../fabric/errors';
 import type { ContextHandle } from '../fabric/types';
+import type { PrefixSharing } from '../prefix-sharing/prefix-sharing';
 import type { TieredMemory } from '../tiers/tiered-memory';
 import type { DigestState } from './context-digest';
 import type { ContextVerifier } from './context-verifier';
@@ -36,6 +37,10 @@ export interface TurnRunnerOptions {
   checkpointSkipped: () => void;
   /** A write-behind that failed: the pages stay behind the conversation (the tail rebuilds it). */
   onWriteBehindError: (contextId: string, err: unknown) => void;
+  /** Prefix sharing within a tenant (src/prefix-sharing), with the tenant of each context; absent: none. */
+  prefixes?: { sharing: PrefixSharing; tenantOf: (contextId: string) => string | undefined };
+  /** Told what a first turn that could share took from a holder and what the model evaluated. */
+  firstTurnPrefill?: (contextId: string, figures: { sharedTokens: number; evaluatedTokens: number }) => void;
 }
 
 export class TurnRunner {
@@ -59,19 +64,23 @@ export class TurnRunner {
     before: DigestState,
     tail: readonly number[],
     checkpoint: boolean,
+    sharing: 'tenant' | 'none' = 'tenant',
   ): Promise<AppliedTurn> {
+    if (sharing !== 'tenant' && sharing !== 'none') {
+      throw new FabricError('INVALID_ARGUMENT', `sharing is 'tenant' or 'none', not ${JSON.stringify(sharing)}`);
+    }
     if ('tokens' in input) {
       if (tail.length > 0) throw new FabricError('INVALID_ARGUMENT', 'a synthetic turn has no tail of token ids');
       return this.synthetic(contextId, turn, input.tokens, before);
     }
-    return this.modelTurn(contextId, input, before, tail, checkpoint);
+    return this.modelTurn(contextId, input, before, tail, checkpoint, sharing);
   }
 
   /**
    * Runs `job` write-behind on the context: after its earlier jobs, before anything that waits for them,
    * and not before `pauseMs` have passed unless something waits for the context first.
    */
-  behind(contextId: string, pauseMs: number, job: () => Promise<void>): void {
+  writeBehindAfterPause(contextId: string, pauseMs: number, job: () => Promise<void>): void {
     this.writeBehind.afterPause(contextId, pauseMs, job);
   }
 
@@ -121,7 +130,7 @@ export class TurnRunner {
    * Loads the conversation into the engine (a resume does, so the next turn is hot); nothing to do for an
    * empty context, or for pages of stand-in KV (token-count turns), which have no token ids to load.
    */
-  async warm(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
+  async load(contextId: string, before: DigestState, tail: readonly number[]): Promise<void> {
     await this.settled(contextId);
     const { tiers } = this.options;
     if (tiers.attachment(contextId) === undefined && tiers.contextStats(contextId).tokens > 0) return;
@@ -160,6 +169,7 @@ export class TurnRunner {
     before: DigestState,
     tail: readonly number[],
     checkpoint: boolean,
+    sharing: 'tenant' | 'none',
   ): Promise<AppliedTurn> {
     const { engine } = this.options;
     await this.settled(contextId);
@@ -173,6 +183,10 @@ export class TurnRunner {
       }
       const digest = await this.options.verifier.digestAt(contextId, held);
       return { digest, alreadyApplied: true, reply: note.lastTurn.reply, added: note.tokens.slice(total) };
+    }
+    const tenant = this.options.prefixes?.tenantOf(contextId);
+    if (held === 0 && total === 0 && sharing === 'tenant' && tenant !== undefined) {
+      return this.firstTurnSharing(contextId, tenant, input, checkpoint);
     }
     const result = await engine.turn({
       key: contextId,
@@ -188,6 +202,41 @@ export class TurnRunner {
     const handle = this.options.tiers.handle(contextId);
     this.writeBehind.after(contextId, () => this.saveFromEngine(contextId, handle, held, all, { at: total, reply }, checkpoint));
     return { digest, alreadyApplied: false, reply, added: Array.from(result.added) };
+  }
+
+  /**
+   * An empty context's first model turn, its prompt's full blocks shared within the tenant or published
+   * for it (PrefixSharing.prepare), the rest evaluated by a completion: the reply and token ids are the
+   * ones engine.turn gives (the same ChatML prompt). The pages already hold the prefix, so the digest is
+   * theirs and `added` is every token id of the turn: the workflow's tail keeps those past the pages.
+   */
+  private async firstTurnSharing(
+    contextId: string,
+    tenant: string,
+    input: Exclude<TurnInput, { tokens: number }>,
+    checkpoint: boolean,
+  ): Promise<AppliedTurn> {
+    const { engine } = this.options;
+    const sharing = this.options.prefixes!.sharing;
+    const prompt = engine.renderConversation([{ role: 'user', content: input.message }]);
+    const { pages, shared } = await sharing.prepare(contextId, tenant, prompt);
+    const result = await engine
+      .complete({
+        key: contextId,
+        context: sharing.storedPrefix(contextId, prompt.subarray(0, pages)),
+        prompt,
+        ...(input.generation ? { generation: input.generation } : {}),
+      })
+      .catch(async (err: unknown) => {
+        await sharing.abandon(contextId);
+        throw err;
+      });
+    this.options.firstTurnPrefill?.(contextId, { sharedTokens: shared, evaluatedTokens: pages - shared + result.evaluatedTokens });
+    const reply: TurnReply = { reply: result.text, promptTokens: prompt.length, replyTokens: result.reply.length };
+    const digest = await this.options.verifier.digestAt(contextId, pages);
+    const handle = this.options.tiers.handle(contextId);
+    this.writeBehind.after(contextId, () => this.saveFromEngine(contextId, handle, pages, result.tokens, { at: 0, reply }, checkpoint));
+    return { digest, alreadyApplied: false, reply, added: Array.from(result.tokens) };
   }
 
   /**

@@ -11,8 +11,11 @@ export interface TurnReply {
   replyTokens: number;
 }
 
-/** A turn as its caller asks for it (the activity's request carries these fields). */
-export interface TurnAsk {
+/**
+ * A turn's own fields, as its caller asks for it: what a turn request carries beside the call's common
+ * fields (the context, tenant, capability and operation id).
+ */
+export interface TurnFields {
   /** The agent's own turn number: with the agent id, it determines a synthetic turn's KV bytes. */
   turn: number;
   /** Exactly one of `tokens` (a synthetic turn) and `message` (a turn through the worker's model). */
@@ -29,6 +32,8 @@ export interface TurnAsk {
   tail?: number[];
   /** Write the durable copy after appending. */
   checkpoint: boolean;
+  /** A first model turn may take a prefix its tenant's agents hold on the worker (AgentConfig.sharing; default 'tenant'). */
+  sharing?: 'tenant' | 'none';
 }
 
 /** A message for the worker's model, or a synthetic turn's token count. */
@@ -45,7 +50,7 @@ export interface AppliedTurn {
 }
 
 /** A message or a token count, exactly one: the workflow checks it, a raw caller may not have. */
-export function turnInputOf(ask: Pick<TurnAsk, 'tokens' | 'message' | 'generation'>): TurnInput {
+export function turnInputOf(ask: Pick<TurnFields, 'tokens' | 'message' | 'generation'>): TurnInput {
   const { tokens, message, generation } = ask;
   if (typeof message === 'string' && tokens === undefined) return { message, ...(generation ? { generation } : {}) };
   if (Number.isSafeInteger(tokens) && (tokens as number) >= 1 && message === undefined) return { tokens: tokens as number };

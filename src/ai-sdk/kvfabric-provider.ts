@@ -10,6 +10,7 @@ import { KvFabricLanguageModel } from './kvfabric-language-model';
 import type { ModelCalls } from './model-call-memory';
 import { KVFABRIC_MODEL_ID, isKvFabricModelId } from './model-id';
 
+/** @experimental Follows @temporalio/ai-sdk, itself experimental. */
 export interface KvFabricProviderOptions {
   /** Serves the model ids that are not kvfabric's. */
   fallback?: ProviderV4;
@@ -17,6 +18,7 @@ export interface KvFabricProviderOptions {
 
 export { KVFABRIC_MODEL_ID, isKvFabricModelId };
 
+/** @experimental Follows @temporalio/ai-sdk, itself experimental. */
 export class KvFabricProvider implements ProviderV4 {
   readonly specificationVersion = 'v4';
 

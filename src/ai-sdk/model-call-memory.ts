@@ -183,7 +183,7 @@ export class ModelCallMemory implements ModelCalls {
         this.writeBehind.after(contextId, async () => {
           if (this.idleTimers.has(contextId) || !tiers.has(contextId)) return; // a call came, or the context went
           await engine.release(contextId);
-          await tiers.offload(contextId, tier);
+          await tiers.demote(contextId, tier);
           if (tier === 'host') this.startIdleTimer(contextId, 'disk');
         });
       },

@@ -16,7 +16,9 @@ const REQUEST_ID = `--request-id R: sent again, the same call returns its first 
 const COMMANDS: Record<string, { synopsis: string; does: string; options?: string[]; connects?: boolean }> = {
   start: {
     synopsis: 'start <agent> --tenant T [--model M] [--idle-to-warm D] [--warm-to-cold D] [--durability X]',
-    does: 'starts an agent and prints its capability once: keep it (every later call needs it)',
+    does:
+      'starts an agent and prints its capability once: keep it (every later call needs it); ' +
+      'and its custodian token, which only wake needs: keep it apart',
     options: [
       '--tenant T (required)',
       "--model smollm2-135m|llama-3-8b|tiny|LxHxDxB (default smollm2-135m: the default workers' model)",
@@ -38,7 +40,7 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
   resume: { synopsis: 'resume <agent>', does: 'restores the context to the device and verifies it', options: [CAPABILITY, REQUEST_ID] },
   fork: {
     synopsis: 'fork <agent> <child>',
-    does: "forks the agent (the child shares its pages) and prints the child's capability",
+    does: "forks the agent (the child shares its pages) and prints the child's capability and custodian token",
     options: [CAPABILITY],
   },
   pin: { synopsis: 'pin <agent>', does: 'keeps the context on the device (no idle demotion)', options: [CAPABILITY, REQUEST_ID] },
@@ -48,7 +50,24 @@ const COMMANDS: Record<string, { synopsis: string; does: string; options?: strin
     does: 'frees the blocks and the durable copy and revokes the capability',
     options: [CAPABILITY, REQUEST_ID],
   },
-  renew: { synopsis: 'renew <agent>', does: 'prints a new capability (fresh expiry); the old one is revoked', options: [CAPABILITY] },
+  renew: {
+    synopsis: 'renew <agent>',
+    does: 'prints a new capability (fresh expiry) and custodian token; the old ones are revoked',
+    options: [CAPABILITY],
+  },
+  wake: {
+    synopsis: 'wake <agent> --at TIME | --in D | --cancel',
+    does:
+      "plans the agent's wake-up: its context is back in the engine by then, so the first call after the pause " +
+      'costs a hot call (a new plan replaces the old; --cancel drops it)',
+    options: [
+      '--at TIME: an ISO 8601 time with its zone (2026-12-04T09:00:00Z, 2026-12-04T09:00+01:00); --in D: a duration from now (90s, 2h)',
+      '--cancel: no wake-up; the idle timers alone decide where the context is',
+      "--custodian-file F (mode 0600) or KVFABRIC_CUSTODIAN: the agent's custodian token, as start, fork or renew printed it " +
+        '(only its proof is sent)',
+      REQUEST_ID,
+    ],
+  },
   status: { synopsis: 'status <agent>', does: "prints the agent's status" },
   list: {
     synopsis: 'list [--tenant T] [--tier device|host|disk] [--phase P] [--all]',

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// The kvfabric CLI. Agent commands (start, turn, suspend, resume, fork, pin, unpin, release, renew, status,
-// list, setup) talk to Temporal with the worker's connection flags and environment (TEMPORAL_ADDRESS,
+// The kvfabric CLI. Agent commands (start, turn, suspend, resume, fork, pin, unpin, release, renew, wake,
+// status, list, setup) talk to Temporal with the worker's connection flags and environment (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_TLS_*); calls on an agent act with its capability (--capability-file or
-// KVFABRIC_CAPABILITY, never an argument: `ps` shows those). `start` and `fork` print the new agent's
-// capability once (`renew` its replacement); nothing else ever prints one. Operator commands (keygen,
-// codec-server, model) never connect.
+// KVFABRIC_CAPABILITY, never an argument: `ps` shows those), `wake` with its custodian token
+// (--custodian-file or KVFABRIC_CUSTODIAN). `start` and `fork` print the new agent's capability and
+// custodian token once (`renew` their replacements); nothing else ever prints one. Operator commands
+// (keygen, codec-server, model) never connect.
 // Failures are one line on stderr: exit 2 for a call used wrongly, 1 for one that failed.
 import { AgentClient, type AgentHandle, type SkippedAgent } from '../client/agent-client';
 import { clientSecurityFromEnv } from '../client/client-security';
@@ -50,8 +51,8 @@ async function main(argv: string[]): Promise<void> {
         const handle = await agents.start(call.start!);
         console.log(
           call.json
-            ? JSON.stringify({ agentId: handle.agentId, capability: handle.capability })
-            : `started agent ${handle.agentId}\ncapability: ${handle.capability}`,
+            ? JSON.stringify({ agentId: handle.agentId, capability: handle.capability, custodian: handle.custodian })
+            : `started agent ${handle.agentId}\ncapability: ${handle.capability}\ncustodian: ${handle.custodian}`,
         );
         break;
       }
@@ -72,8 +73,8 @@ async function main(argv: string[]): Promise<void> {
         break;
       case 'fork': {
         const { child, status } = await agent().fork(call.childId!);
-        if (call.json) console.log(JSON.stringify({ ...status, capability: child.capability }));
-        else console.log(`${describe(status)}\ncapability: ${child.capability}`);
+        if (call.json) console.log(JSON.stringify({ ...status, capability: child.capability, custodian: child.custodian }));
+        else console.log(`${describe(status)}\ncapability: ${child.capability}\ncustodian: ${child.custodian}`);
         break;
       }
       case 'pin':
@@ -89,11 +90,15 @@ async function main(argv: string[]): Promise<void> {
         const renewed = await agent().renew();
         console.log(
           call.json
-            ? JSON.stringify({ agentId: renewed.agentId, capability: renewed.capability })
-            : `renewed agent ${renewed.agentId}; the old capability is revoked\ncapability: ${renewed.capability}`,
+            ? JSON.stringify({ agentId: renewed.agentId, capability: renewed.capability, custodian: renewed.custodian })
+            : `renewed agent ${renewed.agentId}; the old capability and custodian are revoked\n` +
+                `capability: ${renewed.capability}\ncustodian: ${renewed.custodian}`,
         );
         break;
       }
+      case 'wake':
+        print(await agents.wake(call.agentId!, call.custodian!, call.wakeAt ?? null, once));
+        break;
       case 'status':
         print(await agents.status(call.agentId!));
         break;
@@ -134,6 +139,7 @@ export function describe(s: AgentStatus): string {
     `${s.agentId} (${s.tenant}, ${s.model}): ${s.phase}, ${s.tier}, ${s.tokens} tokens in ${s.blocks} blocks (${s.sharedBlocks} shared), ` +
     `${s.turns} turns${s.pinned ? ', pinned' : ''}${s.parentId ? `, fork of ${s.parentId}` : ''}; digest ${s.digest.slice(0, 16)}; ` +
     `held by ${s.holder ?? 'nobody'}; run ${s.run}, ${s.failovers} failovers, ${s.denials} denials${resume}` +
+    (s.wake ? `; wake-up at ${new Date(s.wake.at).toISOString()} (prefetch ${(s.wake.leadMs / 1000).toFixed(1)} s before)` : '') +
     (s.durableCopyStale ? '; durable copy stale (disk full at the last checkpoint)' : '')
   );
 }

@@ -2,7 +2,8 @@
 // with a CliUsageError that names the command, the argument and what it must be, and never reaches a
 // workflow. (keygen and codec-server, which never connect, parse their own: keygen.ts, codec-server-command.ts.)
 // A capability never comes on the command line, where `ps` shows it to every user: --capability-file PATH
-// (a file only its owner can read) or KVFABRIC_CAPABILITY.
+// (a file only its owner can read) or KVFABRIC_CAPABILITY; nor does the custodian token `wake` takes
+// (--custodian-file PATH or KVFABRIC_CUSTODIAN).
 import { parseArgs } from 'node:util';
 
 import { msToNumber } from '@temporalio/common/lib/time';
@@ -18,12 +19,26 @@ import { modelNamed } from '../engines/models';
 import { COMMAND_NAMES } from './command-usage';
 import { CliUsageError } from './usage-error';
 
-const COMMANDS = ['start', 'turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew', 'status', 'list', 'setup'] as const;
+const COMMANDS = [
+  'start',
+  'turn',
+  'suspend',
+  'resume',
+  'fork',
+  'pin',
+  'unpin',
+  'release',
+  'renew',
+  'wake',
+  'status',
+  'list',
+  'setup',
+] as const;
 type Command = (typeof COMMANDS)[number];
 /** Commands that act on an agent with its capability. */
 const WITH_CAPABILITY: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'fork', 'pin', 'unpin', 'release', 'renew']);
 /** Commands a script may retry with --request-id (fork and renew mint a capability each try: not these). */
-const RETRIABLE: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'pin', 'unpin', 'release']);
+const RETRIABLE: ReadonlySet<Command> = new Set(['turn', 'suspend', 'resume', 'pin', 'unpin', 'release', 'wake']);
 const TIERS = ['device', 'host', 'disk'];
 const PHASES = ['created', 'active', 'idle', 'warm', 'cold', 'resumed', 'released'];
 /** Bounds --tokens before any call; the workflow's validator then checks the agent's own maxTurnTokens. */
@@ -43,6 +58,9 @@ export interface CliCall {
   message?: string;
   generation?: GenerationSettings;
   tier?: 'host' | 'disk';
+  /** wake: the agent's custodian token (only its proof is sent), and the instant in ms since the epoch, or null to cancel. */
+  custodian?: string;
+  wakeAt?: number | null;
   /** The caller's request id: the same call sent again returns the first result (AgentHandle's CallOptions). */
   requestId?: string;
   start?: StartAgentOptions;
@@ -84,6 +102,10 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
         phase: { type: 'string' },
         all: { type: 'boolean' },
         'capability-file': { type: 'string' },
+        'custodian-file': { type: 'string' },
+        at: { type: 'string' },
+        in: { type: 'string' },
+        cancel: { type: 'boolean' },
         'idle-to-warm': { type: 'string' },
         'warm-to-cold': { type: 'string' },
         durability: { type: 'string' },
@@ -129,6 +151,8 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
     throw usage(`--capability-file is for start, ${[...WITH_CAPABILITY].join(', ')}`);
   if (WITH_CAPABILITY.has(command) && capabilityFile === undefined && !env.KVFABRIC_CAPABILITY)
     throw usage('acts on the agent: pass --capability-file PATH or set KVFABRIC_CAPABILITY');
+  const custodianFile = values['custodian-file'];
+  if (custodianFile !== undefined && command !== 'wake') throw usage('--custodian-file is for wake');
   if (values['request-id'] !== undefined) {
     if (!RETRIABLE.has(command)) throw usage(`--request-id is for ${[...RETRIABLE].join(', ')}`);
     if (values['request-id'].length === 0 || values['request-id'].length > 200) throw usage('--request-id must have 1 to 200 characters');
@@ -160,6 +184,11 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
       call.tier = tier;
       break;
     }
+    case 'wake':
+      call.wakeAt = wakeAtOf(values);
+      if (custodianFile === undefined && !env.KVFABRIC_CUSTODIAN)
+        throw usage("plans the owner's wake-up: pass --custodian-file PATH or set KVFABRIC_CUSTODIAN (start printed the custodian)");
+      break;
     case 'list':
       if (values.tier !== undefined && !TIERS.includes(values.tier))
         throw usage(`--tier must be one of ${TIERS.join(', ')}, got '${values.tier}'`);
@@ -178,11 +207,29 @@ function parseCall(argv: string[], env: NodeJS.ProcessEnv): CliCall {
   // Read last, so that a malformed call is refused for what is wrong with it before any file is opened.
   // The file given on this call wins over the variable exported for the shell session; `start` takes only
   // the file: a KVFABRIC_CAPABILITY exported for another agent must not start this one.
-  const fromFile = capabilityFile === undefined ? undefined : capabilityFrom(capabilityFile);
+  const fromFile = capabilityFile === undefined ? undefined : secretFrom(capabilityFile, '--capability-file');
   if (WITH_CAPABILITY.has(command)) call.capability = fromFile ?? env.KVFABRIC_CAPABILITY;
   else if (fromFile !== undefined) call.start = { ...call.start!, capability: fromFile };
+  if (command === 'wake')
+    call.custodian = custodianFile === undefined ? env.KVFABRIC_CUSTODIAN : secretFrom(custodianFile, '--custodian-file');
   return call;
 }
+
+/** `wake`'s instant: exactly one of --at (an ISO 8601 time with its zone), --in (a duration from now), --cancel (null). */
+function wakeAtOf(values: { at?: string | undefined; in?: string | undefined; cancel?: boolean | undefined }): number | null {
+  const given = [values.at !== undefined, values.in !== undefined, values.cancel === true].filter(Boolean).length;
+  if (given !== 1) throw usage('takes one of --at TIME, --in DURATION or --cancel');
+  if (values.cancel) return null;
+  if (values.in !== undefined) return Date.now() + duration(values.in, '--in')!;
+  const at = values.at!;
+  const ms = ISO_INSTANT.test(at) ? Date.parse(at) : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms < 0)
+    throw usage(`--at must be an ISO 8601 time with its zone, such as 2026-12-04T09:00:00Z or 2026-12-04T09:00+01:00, got '${at}'`);
+  return ms;
+}
+
+/** A date, a time to the minute or finer, and its zone (Z or an offset): a time without one is ambiguous. */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
 
 function startOptions(agentId: string, values: Record<string, string | boolean | undefined>): StartAgentOptions {
   const tenant = values.tenant as string | undefined;
@@ -214,24 +261,29 @@ function startOptions(agentId: string, values: Record<string, string | boolean |
   };
 }
 
-/** `--capability VALUE` would show in `ps` to every user of the machine: refused, saying where it goes instead. */
+/** `--capability VALUE` (or `--custodian VALUE`) would show in `ps` to every user of the machine: refused, saying where it goes instead. */
 function refuseCapabilityArgument(argv: string[]): void {
   const end = argv.indexOf('--');
   const options = end === -1 ? argv : argv.slice(0, end);
-  if (options.some((arg) => arg === '--capability' || arg.startsWith('--capability='))) {
-    throw usage(
-      '--capability is not taken on the command line, where ps shows it to every user: ' +
-        'put the capability in a file only you can read (chmod 600) ' +
-        'and pass --capability-file PATH, or set KVFABRIC_CAPABILITY',
-    );
+  for (const [flag, what, variable] of [
+    ['capability', 'the capability', 'KVFABRIC_CAPABILITY'],
+    ['custodian', 'the custodian token', 'KVFABRIC_CUSTODIAN'],
+  ] as const) {
+    if (options.some((arg) => arg === `--${flag}` || arg.startsWith(`--${flag}=`))) {
+      throw usage(
+        `--${flag} is not taken on the command line, where ps shows it to every user: ` +
+          `put ${what} in a file only you can read (chmod 600) ` +
+          `and pass --${flag}-file PATH, or set ${variable}`,
+      );
+    }
   }
 }
 
-/** The capability in the file (trimmed); refused when others can read the file (protected-file.ts). */
-function capabilityFrom(path: string): string {
-  const capability = readProtectedFile(path, '--capability-file', 'secret').trim();
-  if (capability.length === 0) throw new FabricError('INVALID_ARGUMENT', `--capability-file: ${path} is empty`);
-  return capability;
+/** The token in the file (trimmed); refused when others can read the file (protected-file.ts). */
+function secretFrom(path: string, flag: string): string {
+  const token = readProtectedFile(path, flag, 'secret').trim();
+  if (token.length === 0) throw new FabricError('INVALID_ARGUMENT', `${flag}: ${path} is empty`);
+  return token;
 }
 
 function checkedId(id: string, what: string): string {

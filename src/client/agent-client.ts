@@ -31,6 +31,7 @@ import type { agentWorkflow } from '../workflows/agent';
 import {
   AGENT_WORKFLOW_TYPE,
   DEFAULT_AGENT_CONFIG,
+  custodyProof,
   forkUpdate,
   pinUpdate,
   releaseUpdate,
@@ -40,6 +41,7 @@ import {
   suspendUpdate,
   turnUpdate,
   unpinUpdate,
+  wakeUpdate,
   type AgentConfig,
   type AgentInput,
   type AgentModel,
@@ -87,6 +89,7 @@ export interface StartAgentOptions {
   custodian?: string;
 }
 
+/** @experimental A listing's fields follow the search attributes. */
 export interface AgentListing {
   agentId: string;
   tenant: string;
@@ -114,6 +117,7 @@ export interface AgentList {
   skipped: SkippedAgent[];
 }
 
+/** @experimental */
 export interface ListFilter {
   tenant?: string;
   tier?: string;
@@ -228,7 +232,7 @@ export class AgentClient {
     // A worker refuses an agent of a model its pool is not made for: the start fails, naming the worker's.
     if (await confirmReadable(this.client, this.taskQueue, options.agentId, runId))
       await confirmAllocated(this.client, options.agentId, runId, model.name);
-    return this.agent(options.agentId, capability);
+    return this.agent(options.agentId, capability, custodian);
   }
 
   /**
@@ -299,9 +303,24 @@ export class AgentClient {
     return { namespace: this.client.options.namespace, ...(address ? { address } : {}), cloud };
   }
 
-  /** A handle on an existing agent, acting with `capability`. */
-  agent(agentId: string, capability: string): AgentHandle {
-    return new AgentHandle(this, agentId, capability);
+  /**
+   * A handle on an existing agent, acting with `capability`; with the agent's `custodian` (the token its
+   * workflow carries, which whoever started it minted) the handle may also plan its wake-ups.
+   */
+  agent(agentId: string, capability: string, custodian?: string): AgentHandle {
+    return new AgentHandle(this, agentId, capability, custodian);
+  }
+
+  /**
+   * Plans the agent's wake-up as its owner (docs/agents.md#planned-wake-ups): its context is brought back
+   * to the engine ahead of `at` (a Date or ms since the epoch; null cancels the plan; a new plan replaces
+   * the old). Only the proof of `custodian`, the custodian token the agent's workflow carries, is sent,
+   * as the update's sealed argument: the workflow refuses any other proof (PERMISSION_DENIED).
+   */
+  async wake(agentId: string, custodian: string, at: Date | number | null, { requestId }: CallOptions = {}): Promise<AgentStatus> {
+    const args = { at: wakeInstant(at), proof: custodyProof(custodian) };
+    const updateId = requestId === undefined ? freshUpdateId() : updateIdOf(wakeUpdate.name, requestId);
+    return this.translate(agentId, () => this.workflow(agentId).executeUpdate(wakeUpdate, { args: [args], updateId }));
   }
 
   async status(agentId: string): Promise<AgentStatus> {
@@ -408,6 +427,8 @@ export class AgentHandle {
     readonly agentId: string,
     /** Secret: never print it. */
     readonly capability: string,
+    /** The custodian token the agent's workflow carries, when this handle's owner knows it (wake). Secret. */
+    readonly custodian?: string,
   ) {}
 
   /**
@@ -449,7 +470,7 @@ export class AgentHandle {
     // A custodian minted again on a retry is as good as the first: same epoch and expiry as the child's token.
     const childCustodian = options.childCustodian ?? this.agents.mintCustodian(childCapability);
     const outcome = await this.update(forkUpdate, { capability: this.capability, childId, childCapability, childCustodian }, options);
-    return { child: this.agents.agent(childId, childCapability), status: outcome.child };
+    return { child: this.agents.agent(childId, childCapability, childCustodian), status: outcome.child };
   }
 
   pin(options: CallOptions = {}): Promise<AgentStatus> {
@@ -479,7 +500,24 @@ export class AgentHandle {
     next ??= this.agents.mintRenewal(this.capability);
     const nextCustodian = options.nextCustodian ?? this.agents.mintCustodian(next);
     await this.update(renewUpdate, { capability: this.capability, next, nextCustodian }, options);
-    return this.agents.agent(this.agentId, next);
+    return this.agents.agent(this.agentId, next, nextCustodian);
+  }
+
+  /**
+   * Plans this agent's wake-up: its context is back in the engine by `at` (a Date or ms since the epoch;
+   * null cancels). The owner's call: the handle needs the agent's custodian token (a handle from start,
+   * fork or renew has it; agents.agent(id, capability, custodian) otherwise). AgentClient.wake says more.
+   */
+  wake(at: Date | number | null, options: CallOptions = {}): Promise<AgentStatus> {
+    if (this.custodian === undefined)
+      return Promise.reject(
+        new FabricError(
+          'INVALID_ARGUMENT',
+          `planning agent ${this.agentId}'s wake-up takes its custodian token, which this handle lacks: ` +
+            'use the handle start, fork or renew returned, or agents.agent(agentId, capability, custodian)',
+        ),
+      );
+    return this.agents.wake(this.agentId, this.custodian, at, options);
   }
 
   status(): Promise<AgentStatus> {
@@ -492,6 +530,15 @@ export class AgentHandle {
       this.agents.workflow(this.agentId).executeUpdate(definition, { args: [args], updateId }),
     );
   }
+}
+
+/** A wake-up's instant as the update takes it: ms since the epoch, or null; a Date that is no time is refused. */
+function wakeInstant(at: Date | number | null): number | null {
+  if (at === null) return null;
+  const ms = at instanceof Date ? at.getTime() : at;
+  if (!Number.isSafeInteger(ms) || ms < 0)
+    throw new FabricError('INVALID_ARGUMENT', `a wake-up is at a time (a Date, or whole ms since the epoch) or null, got ${String(at)}`);
+  return ms;
 }
 
 /** The update id of a caller's request: the update's name keeps one request id from meaning two calls. */

@@ -6,6 +6,7 @@ import { keyListFromEnv, type RawKey } from '../security/key-list';
 import { FabricError } from '../fabric/errors';
 import { CodecKeyRing } from '../security/payload-codec';
 
+/** @experimental Its keys may move under a key provider. */
 export interface ClientSecurity {
   codec: CodecKeyRing;
   /** Absent: this client acts only with capabilities it is given, and cannot start or fork agents itself. */

@@ -34,7 +34,10 @@ const GRPC_UNAUTHENTICATED = 16;
 /** How long a retried call waits for a registration to be seen (the server caches a namespace's attributes). */
 const VISIBLE_WITHIN_MS = 15_000;
 
-/** Returns the names it added. */
+/**
+ * Registers the agents' search attributes in `namespace`; returns the names it added.
+ * @experimental The attributes' set may grow.
+ */
 export async function registerSearchAttributes(connection: OperatorConnection, namespace: string): Promise<string[]> {
   const existing = await connection.operatorService.listSearchAttributes({ namespace });
   const known = new Set([...Object.keys(existing.customAttributes ?? {}), ...Object.keys(existing.systemAttributes ?? {})]);

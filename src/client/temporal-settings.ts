@@ -13,6 +13,7 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 
 import { FabricError } from '../fabric/errors';
 
+/** @experimental Follows @temporalio/envconfig, itself experimental. */
 export interface TemporalSettings {
   address: string;
   namespace: string;

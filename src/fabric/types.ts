@@ -220,6 +220,11 @@ export interface KvAllocator {
  * Leases that span the disk tier's I/O are numbered; an open lease holds its context BUSY.
  */
 export interface TierPrimitives {
+  /**
+   * A fork of the first `blocks` pages only, each full (OUT_OF_RANGE otherwise): a prefix shared by
+   * reference without the pages after it (src/prefix-sharing), copy on write as any fork.
+   */
+  forkPrefix(ctx: ContextHandle, blocks: number): ContextHandle;
   /** Resident -> offloaded: blocks no other resident context uses move to the host tier. */
   demote(ctx: ContextHandle): Promise<void>;
   /** Offloaded -> resident: host blocks move to the device. Pages only on disk must be filled first. */

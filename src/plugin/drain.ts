@@ -4,6 +4,10 @@
 // another worker at their next call, losing nothing.
 import type { AgentMemory } from '../agent-memory/agent-memory';
 
+/**
+ * What a drain wrote to the cold tier.
+ * @experimental
+ */
 export interface DrainReport {
   contexts: number;
   bytes: number;

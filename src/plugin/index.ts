@@ -4,6 +4,14 @@
 export { KvFabricWorkerPlugin, type KvFabricWorkerPluginOptions } from './worker-plugin';
 export { KvFabricClientPlugin } from './client-plugin';
 export { KVFABRIC_MODEL_ID, type KvFabricProvider, type KvFabricProviderOptions } from '../ai-sdk/kvfabric-provider';
-export type { KvFabricWorkerOptions, EngineKind, MasterKeySetting } from './worker-options';
+export type {
+  KvFabricWorkerOptions,
+  EngineKind,
+  MasterKeySetting,
+  WorkerChores,
+  WorkerEngineOptions,
+  WorkerKeys,
+  WorkerPoolOptions,
+} from './worker-options';
 export type { DrainReport } from './drain';
 export { agentWorkflowBundle, buildAgentWorkflowBundle, workflowsPath } from './workflow-bundle';

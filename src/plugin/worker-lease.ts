@@ -32,8 +32,15 @@ import { leasedAgents, tellHolderLeft } from './handover';
  * worst (the lease's and the agent's tasks may both have been the dead worker's), plus the adoption.
  */
 export const LEASE_HEARTBEAT_TIMEOUT_MS = 8000;
-/** How often the lease heartbeats; the worker's throttle decides how often the server hears it. */
+/** How often the lease heartbeats when nothing changed. */
 const LEASE_BEAT_MS = 1000;
+/** How often the lease looks at what the worker holds: a change is heartbeated at once. */
+const LEASE_LOOK_MS = 250;
+/**
+ * The holder's Worker sends heartbeats at most this far apart (its throttle, worker-plugin.ts): what the
+ * server keeps of a lease is at most this old, so an agent held for longer than this is named at a death.
+ */
+export const LEASE_NEWS_MS = 1000;
 /** A lease's activity returns after this long and its workflow continues as new: its history stays short. */
 const LEASE_RENEW_MS = 60 * 60 * 1000;
 /** The updates to a dead worker's agents get this long together. */
@@ -87,11 +94,19 @@ export function workerLease(holder: string, memory: AgentMemory, log: (message: 
         if (!ownLeases.has(leaseId))
           throw toApplicationFailure(new FabricError('PERMISSION_DENIED', `${leaseId} is not a lease this worker started`));
         const renewAt = Date.now() + LEASE_RENEW_MS;
+        let told = '';
+        let toldAt = 0;
         try {
           while (Date.now() < renewAt) {
             if (!running || !serving()) return 'stopped';
-            context.heartbeat(leasedAgents(memory, memory.heldContextIds()));
-            const beat = context.sleep(LEASE_BEAT_MS);
+            const agents = leasedAgents(memory, memory.heldContextIds());
+            const news = agents.map((agent) => agent.workflowId).join('\n');
+            if (news !== told || Date.now() - toldAt >= LEASE_BEAT_MS) {
+              context.heartbeat(agents);
+              told = news;
+              toldAt = Date.now();
+            }
+            const beat = context.sleep(LEASE_LOOK_MS);
             beat.catch(() => undefined); // a cancellation after the race was won by `stopping` is nobody's to see
             await Promise.race([beat, stopping]);
           }

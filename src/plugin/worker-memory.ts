@@ -12,6 +12,7 @@ import type { HolderActivities, LocalActivities, PlacementActivities } from '../
 import { AgentMemory, CapabilityCheck } from '../agent-memory';
 import type { NamedTenantBlocks } from '../agent-memory/agent-memory';
 import { checkWorkerId } from '../identity/worker-id';
+import { TenantSalts } from '../prefix-sharing/prefix-keys';
 import { EpochStore, GrantStore, HolderFences, RecordSeal, TenantRegistry } from '../shared-directory';
 import { AuditLog, CapabilityVerifier } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
@@ -23,6 +24,7 @@ import type { NativeAllocator } from '../fabric/native-allocator';
 import type { BackendInfo, ModelShape } from '../fabric/types';
 import { DEFAULT_AGENT_CONFIG, type AgentModel } from '../workflows/definitions';
 import { MODELS } from '../engines/models';
+import { activityHooksOf } from './activity-hooks';
 import { createPool } from './backend';
 import { WorkerMetrics } from './metrics';
 import type { KvFabricWorkerOptions } from './worker-options';
@@ -45,6 +47,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
   // It names the audit file below: a path in it would put that file, and the folder's mode, elsewhere.
   checkWorkerId(options.workerId, 'workerId');
   const logger = Runtime.instance().logger;
+  const { pool: poolOptions, keys, chores } = options;
   const engine = await openEngine(options);
   // What has opened so far, released if a later step fails: a loaded model and a pool are large.
   let openedPool: NativeAllocator | undefined;
@@ -54,18 +57,18 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     const { pool, backend } = createPool({
       shape: model.shape,
       tokensPerBlock: model.tokensPerBlock,
-      blockCount: options.deviceBlocks,
-      hostBlockCount: options.hostBlocks,
+      blockCount: poolOptions.deviceBlocks,
+      hostBlockCount: poolOptions.hostBlocks,
       // An engine whose own cache is the hot tier (llama.cpp's, on the GPU with a CUDA build) has its pages
       // in host memory: no context held twice on the device, no copy a turn does not need (docs/engines.md).
-      backend: engine.needs.hostPool ? 'cpu' : options.backend,
-      device: options.device,
-      ...(options.deviceMemoryFraction !== undefined && !engine.needs.hostPool
-        ? { deviceMemoryFraction: options.deviceMemoryFraction }
+      backend: engine.needs.hostPool ? 'cpu' : poolOptions.backend,
+      device: poolOptions.device,
+      ...(poolOptions.deviceMemoryFraction !== undefined && !engine.needs.hostPool
+        ? { deviceMemoryFraction: poolOptions.deviceMemoryFraction }
         : {}),
     });
     openedPool = pool;
-    const keyRing = new KeyRing(options.keys, options.activeKeyId);
+    const keyRing = new KeyRing(keys.master, keys.activeMasterKeyId);
     const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing });
     openedCold = cold;
     const audit = new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
@@ -77,9 +80,9 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     const tiers = new TieredMemory({
       pool,
       cold,
-      orphanMinAgeMs: options.orphanMinAgeMs,
+      orphanMinAgeMs: chores.orphanMinAgeMs,
       mayWriteManifest: (contextId) => fences.stillHolder(contextId),
-      quotas: options.quotas ?? {}, // the defaults where not given: a worker always has tenant quotas
+      quotas: poolOptions.quotas ?? {}, // the defaults where not given: a worker always has tenant quotas
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed; retried later', { what, error: String(err) }),
     });
     // Per-tenant gauges name tenants as the agent memory knows them (sampled only once metrics start, after it exists).
@@ -90,10 +93,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     );
     // Public keys only: this process can check capabilities but never mint one.
     const capabilities = new CapabilityCheck(
-      new CapabilityVerifier(
-        options.trustedKeys,
-        options.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: options.maxCapabilityLifetimeS },
-      ),
+      new CapabilityVerifier(keys.trusted, keys.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: keys.maxCapabilityLifetimeS }),
       await EpochStore.open(join(options.tierDir, 'epochs'), records),
       audit,
       (action) => metrics.denied(action),
@@ -111,15 +111,17 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       tenantIds,
       engine,
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
+      prefixSalts: new TenantSalts(keyRing),
     });
-    const activities = createActivities({ memory, holder, runsWorkflows, ...(options.hooks ? { hooks: options.hooks } : {}) });
+    const hooks = activityHooksOf(options);
+    const activities = createActivities({ memory, holder, runsWorkflows, ...(hooks ? { hooks } : {}) });
     const modelCalls = new ModelCallMemory({
       tiers,
       cold,
       engine,
       tenantIds,
       carriedReplies: new CarriedReplyIds(keyRing),
-      idle: options.modelCallIdle ?? {
+      idle: chores.modelCallIdle ?? {
         toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
         toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,
       },
@@ -150,20 +152,20 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
 }
 
 /** The engine the options name, opened from the registry (src/engines/registry.ts). */
-function openEngine(options: KvFabricWorkerOptions): Promise<Engine> {
-  return engineNamed(options.engine)({
-    ...(options.model ? { model: options.model } : {}),
-    ...(options.modelFile ? { modelFile: options.modelFile } : {}),
-    contextLength: options.contextLength,
-    ...(options.engineBatchSize === undefined ? {} : { batchSize: options.engineBatchSize }),
-    backend: options.backend,
+function openEngine({ engine, pool }: KvFabricWorkerOptions): Promise<Engine> {
+  return engineNamed(engine.name)({
+    ...(engine.model ? { model: engine.model } : {}),
+    ...(engine.modelFile ? { modelFile: engine.modelFile } : {}),
+    contextLength: engine.contextLength,
+    ...(engine.batchSize === undefined ? {} : { batchSize: engine.batchSize }),
+    backend: pool.backend,
   });
 }
 
 /** The pool's shape: --model, which must then be the engine's, or the engine's own. */
 function poolModel(options: KvFabricWorkerOptions, engine: Engine): AgentModel {
   const { shape } = engine.fingerprint;
-  const named = options.model;
+  const named = options.engine.model;
   if (named && bytesPerTokenOf(named.shape) !== bytesPerTokenOf(shape)) {
     throw new Error(
       `--model ${named.name} (${bytesPerTokenOf(named.shape)} bytes per token) does not match the model file (${bytesPerTokenOf(shape)})`,

@@ -20,12 +20,13 @@
 // Agent workflow code: a worker with no workflows of its own gets kvfabric's bundle (workflow-bundle.ts:
 // built ahead of time, or once per process); one with a workflowsPath gets an entry that exports its
 // workflows and the agent workflow; one with its own workflowBundle must have bundled the agent workflow
-// into it (export { agentWorkflow } from kvfabric's workflows). One plugin instance serves one worker.
+// into it (export { agentWorkflow, workerLeaseWorkflow } from kvfabric's workflows). One plugin instance serves one worker.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import type { ConnectionLike } from '@temporalio/client';
+import { msToNumber } from '@temporalio/common/lib/time';
 import { Runtime, type Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
 import { withFailureCodes } from '../activities/failures';
@@ -47,13 +48,17 @@ import { HOLDER_CALLS_TAKEN, queuedCalls } from './holder-calls';
 import { startHousekeeping } from './housekeeping';
 import { HEARTBEAT_THROTTLE_MS, withLivenessDefaults } from './liveness';
 import { agentWorkflowBundle, modelCallTimeoutsPath, workflowsPath } from './workflow-bundle';
-import { workerLease, type WorkerLease } from './worker-lease';
+import { LEASE_NEWS_MS, workerLease, type WorkerLease } from './worker-lease';
 import { openWorkerMemory, type WorkerMemory } from './worker-memory';
 import type { KvFabricWorkerOptions } from './worker-options';
 
 /** The SDK's default activity slots, when the user's options name none. */
 const SDK_ACTIVITY_SLOTS = 100;
 
+/**
+ * The worker plugin's options: the memory's (KvFabricWorkerOptions) and whether it runs agent workflows.
+ * @experimental
+ */
 export interface KvFabricWorkerPluginOptions extends KvFabricWorkerOptions {
   /** Whether the worker also runs agent workflows (default true; GPU workers may leave them to others). */
   agentWorkflows?: boolean;
@@ -82,6 +87,10 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     return this.configured().holder;
   }
 
+  /**
+   * The worker's agent memory, for tests and operators' tools.
+   * @experimental
+   */
   get memory(): AgentMemory {
     return this.configured().memory.memory;
   }
@@ -90,12 +99,16 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
    * The worker's model as an AI SDK provider, for @temporalio/ai-sdk on the same worker:
    * `new AiSdkPlugin({ modelProvider: plugin.modelProvider() })` (docs/ai-sdk.md). Calls reach it once the
    * worker runs.
+   * @experimental Follows @temporalio/ai-sdk, itself experimental.
    */
   modelProvider(options: KvFabricProviderOptions = {}): KvFabricProvider {
     return new KvFabricProvider(() => this.configured().memory.modelCalls, options);
   }
 
-  /** What the drain at the end of `worker.run()` wrote; absent until then. */
+  /**
+   * What the drain at the end of `worker.run()` wrote; absent until then.
+   * @experimental
+   */
   get drained(): DrainReport | undefined {
     return this.drainReport;
   }
@@ -126,7 +139,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     this.holderQueue = holder;
     const refusals = refusalLog(
       Runtime.instance().logger,
-      this.options.codecKeys.map((key) => key.id),
+      this.options.keys.codec.map((key) => key.id),
     );
     const dataConverter = withKvFabricConverter(options.dataConverter, this.codec(), refusals);
     quietLongTurnWarnings();
@@ -142,7 +155,8 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       ...(options.namespace ? { namespace: options.namespace } : {}),
       ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
       maxConcurrentActivityTaskExecutions: Math.max(HOLDER_CALLS_TAKEN, running),
-      maxHeartbeatThrottleInterval: options.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE_MS,
+      // Its lease's news of what it holds reaches the server within LEASE_NEWS_MS (worker-lease.ts).
+      maxHeartbeatThrottleInterval: Math.min(msToNumber(options.maxHeartbeatThrottleInterval ?? HEARTBEAT_THROTTLE_MS), LEASE_NEWS_MS),
       taskQueue: holder,
       // The lease's heartbeat takes no call slot: it runs for as long as the worker does.
       activities: { ...queuedCalls(memory.activities.holder, running), ...lease.holderActivities },
@@ -213,16 +227,16 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
       model: memory.model.name,
       ...(memory.engine.modelFile ? { modelFile: memory.engine.modelFile } : {}),
       engine: `${memory.engine.fingerprint.engine} ${memory.engine.fingerprint.version}`,
-      deviceBlocks: this.options.deviceBlocks,
-      hostBlocks: this.options.hostBlocks,
+      deviceBlocks: this.options.pool.deviceBlocks,
+      hostBlocks: this.options.pool.hostBlocks,
       workflows: this.options.agentWorkflows !== false,
     });
     memory.metrics.start();
     const { modelCalls } = memory;
     const connection = holderOptions.connection;
     const housekeeping = startHousekeeping(memory.memory, {
-      intervalMs: this.options.housekeepingMs,
-      orphanMinAgeMs: this.options.orphanMinAgeMs,
+      intervalMs: this.options.chores.housekeepingMs,
+      orphanMinAgeMs: this.options.chores.orphanMinAgeMs,
       log: (message, meta) => logger.info(message, { holder, ...meta }),
       // With the user's connection only: a worker on the SDK's default one has no client to ask.
       ...(connection ? { releaseEndedRuns: releaseEndedRunsOf(modelCalls, connection) } : {}),
@@ -295,7 +309,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   }
 
   private codec(): CodecKeyRing {
-    return new CodecKeyRing(this.options.codecKeys, this.options.activeCodecKeyId);
+    return new CodecKeyRing(this.options.keys.codec, this.options.keys.activeCodecKeyId);
   }
 
   private configured(): Node {

@@ -14,7 +14,10 @@ export const PREBUILT_BUNDLE = join('build', 'workflow-bundle.js');
 
 let inProcess: Promise<{ code: string }> | undefined;
 
-/** `logger`: where webpack's report goes (a worker passes its runtime's, so it takes the worker's log format). */
+/**
+ * `logger`: where webpack's report goes (a worker passes its runtime's, so it takes the worker's log format).
+ * @experimental Where a prebuilt bundle is looked for may change.
+ */
 export async function agentWorkflowBundle(logger?: Logger): Promise<WorkflowBundleOption> {
   const prebuilt = prebuiltBundlePath();
   if (prebuilt) return { codePath: prebuilt };
@@ -22,7 +25,10 @@ export async function agentWorkflowBundle(logger?: Logger): Promise<WorkflowBund
   return inProcess;
 }
 
-/** The agent workflow with kvfabric's failure converter, which a bundle must carry (the worker cannot add it later). */
+/**
+ * The agent workflow with kvfabric's failure converter, which a bundle must carry (the worker cannot add it later).
+ * @experimental
+ */
 export async function buildAgentWorkflowBundle(logger?: Logger): Promise<{ code: string }> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: workflowsPath(),

@@ -3,8 +3,8 @@
 // still be someone's secret, and the log is read by more people than hold capabilities.
 import { dirname } from 'node:path';
 
-import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../tiers/cold/private-directory';
-import { appendToRegularFile } from '../tiers/cold/regular-file';
+import { openPrivateDirectory, PRIVATE_FILE_MODE } from '../blob-store/posix/private-directory';
+import { appendToRegularFile } from '../blob-store/posix/regular-file';
 import type { DenialReason } from './claims';
 
 export interface Denial {

@@ -2,7 +2,7 @@
 // (grants), which tokens are revoked (epochs), who holds it after a failover (fences), and which
 // allocator id each tenant has. Each is sealed with the workers' keys (record-seal.ts). Grants and tenant
 // ids are created once with link(2) and never replaced; epochs and fences only rise, kept as entry names
-// (rising-records.ts); every folder is the owner's alone (src/tiers/cold/private-directory.ts).
+// (rising-records.ts); every folder is the owner's alone (src/blob-store/posix/private-directory.ts).
 export { ContextRecords } from './context-records';
 export { EpochStore } from './epochs';
 export { GrantStore, type Grant } from './grant-store';

@@ -13,7 +13,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 import { FabricError } from '../fabric/errors';
 import type { KeyRing } from '../tiers/cold/key-ring';
-import { readRegularFile } from '../tiers/cold/regular-file';
+import { readRegularFile } from '../blob-store/posix/regular-file';
 
 const MAGIC = Buffer.from('KVFCREC\0', 'latin1');
 const FORMAT_VERSION = 1;

@@ -25,9 +25,9 @@ import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 
 import { FabricError } from '../fabric/errors';
-import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
-import { createOnce, syncDirectory } from '../tiers/cold/durable-file';
-import { openPrivateDirectory, PRIVATE_DIRECTORY_MODE } from '../tiers/cold/private-directory';
+import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
+import { createOnce, syncDirectory } from '../blob-store/posix/durable-file';
+import { openPrivateDirectory, PRIVATE_DIRECTORY_MODE } from '../blob-store/posix/private-directory';
 import type { RecordSeal } from './record-seal';
 
 /** Listings tried when the greatest entry listed is gone before it is read (a greater one was raised meanwhile). */

@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { FabricError } from '../fabric/errors';
 import type { TenantId } from '../fabric/types';
 import { checkTenantName } from '../identity/agent-identity';
-import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
-import { createOnce, syncDirectory } from '../tiers/cold/durable-file';
-import { openPrivateDirectory } from '../tiers/cold/private-directory';
+import { removeStaleTempFilesIn, STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
+import { createOnce, syncDirectory } from '../blob-store/posix/durable-file';
+import { openPrivateDirectory } from '../blob-store/posix/private-directory';
 import type { RecordSeal } from './record-seal';
 
 /** Ids tried after a name's first choice before giving up: far more than any real collision chain. */

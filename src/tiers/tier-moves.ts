@@ -1,5 +1,5 @@
 // Moves of one context between tiers, each under that context's lock and each returning the bytes that
-// changed tier: device to host (demote), host or disk to the device (restore), to disk (spill), and out
+// changed tier: device to host (demote), host or disk to the device (promote), to disk (spill), and out
 // of this process (drop). Room is made by the eviction policy, which logs what it pushed aside.
 import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
@@ -36,8 +36,11 @@ export class TierMoves {
     return (before.devicePages - stats().devicePages) * this.pool.layout.blockBytes;
   }
 
-  /** Back to the device from wherever the pages are; returns the bytes that arrived there. */
-  async restore(entry: ContextEntry, log: Eviction[]): Promise<number> {
+  /**
+   * Back to the device from wherever the pages are (disk-only pages filled from the durable copy); returns
+   * the bytes that arrived there.
+   */
+  async promote(entry: ContextEntry, log: Eviction[]): Promise<number> {
     const stats = () => this.pool.contextStats(entry.handle);
     const before = stats();
     if (before.resident) return 0;

@@ -8,7 +8,7 @@ import type { NativeAllocator } from '../fabric/native-allocator';
 import type { Tier } from '../fabric/tier';
 import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStats, TenantBlocks, TenantId } from '../fabric/types';
 import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
-import { STALE_TEMP_AGE_MS } from './cold/cold-directory';
+import { STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
 import { ContextRegistry, type ContextEntry } from './context-registry';
 import { DurableCopies } from './durable-copies';
 import { EvictionPolicy } from './eviction-policy';
@@ -136,7 +136,30 @@ export class TieredMemory {
   }
 
   /**
-   * Appends whole tokens; an offloaded context is restored first, and room is made by eviction. An
+   * The empty context `contextId` takes the first `blocks` full blocks of `holderId` (a prefix of its own
+   * tenant's, held for sharing: src/prefix-sharing) by reference, as a prefix fork (copy on write), with
+   * `attachment` as its note: the context's empty handle gives way to the fork. INVALID_STATE unless the
+   * context is empty and unpinned; PERMISSION_DENIED for another tenant's holder, whatever the caller's
+   * keys said; OUT_OF_RANGE past the holder's full blocks.
+   */
+  sharePrefix(contextId: string, holderId: string, blocks: number, attachment: ContextAttachment): Promise<void> {
+    return this.locked(contextId, (entry) =>
+      this.locked(holderId, async (holder) => {
+        if (holder.tenant !== entry.tenant) throw new FabricError('PERMISSION_DENIED', `context ${holderId} is another tenant's`);
+        const stats = this.pool.contextStats(entry.handle);
+        if (stats.tokens !== 0 || stats.pinCount !== 0) {
+          throw new FabricError('INVALID_STATE', `context ${contextId} must be empty and unpinned to take a shared prefix`);
+        }
+        const shared: ContextEntry = { ...entry, handle: this.pool.forkPrefix(holder.handle, blocks), attachment };
+        this.pool.release(entry.handle);
+        this.registry.remove(entry);
+        this.registry.add(shared);
+      }),
+    );
+  }
+
+  /**
+   * Appends whole tokens; an offloaded context is promoted first, and room is made by eviction. An
    * attachment given replaces the context's once the tokens are in, under the same lock, so no durable
    * copy ever pairs these pages with another note. `expectedHandle`: append only to that incarnation
    * of the id (STALE_HANDLE when it was freed, or made again, meanwhile). Returns the evictions it caused.
@@ -152,7 +175,7 @@ export class TieredMemory {
       unchangedSince(kv, bytes, contextId);
       this.registry.touch(contextId);
       const log: Eviction[] = [];
-      await this.moves.restore(entry, log);
+      await this.moves.promote(entry, log);
       await this.eviction.withRoom(
         'device',
         entry,
@@ -162,7 +185,7 @@ export class TieredMemory {
         'tier-and-pinned',
       );
       if (attachment) entry.attachment = attachment;
-      // The last manifest stays until the next offload or checkpoint replaces it: an older durable copy
+      // The last manifest stays until the next spill replaces it: an older durable copy
       // beats none if this process dies before then (the caller knows which version it trusts).
       await this.durable?.collectFreedDiskCopies();
       this.eviction.schedule();
@@ -170,31 +193,31 @@ export class TieredMemory {
     });
   }
 
-  /** Token-major bytes; pages only on disk are restored first. */
+  /** Token-major bytes; pages only on disk are filled into memory first. */
   read(contextId: string, startToken: number, tokenCount: number): Promise<Uint8Array> {
     return this.inMemory(contextId, (handle) => this.pool.readAsync(handle, startToken, tokenCount));
   }
 
   /**
    * Writes the context's first `tokenCount` tokens into `file` laid out by `pieces`, natively and checked
-   * page by page (NativeAllocator.writePlaneMajorAsync); pages only on disk are restored first. Resolves
+   * page by page (NativeAllocator.writePlaneMajorAsync); pages only on disk are filled into memory first. Resolves
    * with the file's length.
    */
   writePlaneMajor(contextId: string, file: MemoryFile, tokenCount: number, pieces: readonly PlaneMajorPiece[]): Promise<number> {
     return this.inMemory(contextId, (handle) => this.pool.writePlaneMajorAsync(handle, file, 0, tokenCount, pieces));
   }
 
-  /** Runs `use` under the context's lock once its pages are in memory (restored first when only on disk). */
+  /** Runs `use` under the context's lock once its pages are in memory (promoted first when only on disk). */
   private inMemory<T>(contextId: string, use: (handle: ContextHandle) => Promise<T>): Promise<T> {
     return this.locked(contextId, async (entry) => {
       this.registry.touch(contextId);
-      if (this.tierOf(entry) === 'disk') await this.moves.restore(entry, []);
+      if (this.tierOf(entry) === 'disk') await this.moves.promote(entry, []);
       return use(entry.handle);
     });
   }
 
-  /** Moves a context off the device: to host memory, or to disk (durably, with a manifest). */
-  offload(contextId: string, tier: 'host' | 'disk'): Promise<MoveReport> {
+  /** Demotes a context off the device: to host memory, or on to disk (spilled: durably, with a manifest). */
+  demote(contextId: string, tier: 'host' | 'disk'): Promise<MoveReport> {
     return this.locked(contextId, async (entry) => {
       const from = this.tierOf(entry);
       const evictions: Eviction[] = [];
@@ -206,20 +229,20 @@ export class TieredMemory {
     });
   }
 
-  /** Writes a durable copy (disk blocks and a manifest) while the context stays where it is. */
-  checkpoint(contextId: string): Promise<void> {
+  /** Spills: writes a durable copy (disk blocks and a manifest) while the context stays where it is. */
+  spill(contextId: string): Promise<void> {
     return this.locked(contextId, async (entry) => {
       await this.moves.spill(entry, false);
     });
   }
 
-  /** Brings a context back to the device from wherever its pages are. */
-  restore(contextId: string): Promise<MoveReport> {
+  /** Promotes a context to the device from wherever its pages are (filled from disk, promoted from host). */
+  promote(contextId: string): Promise<MoveReport> {
     return this.locked(contextId, async (entry) => {
       this.registry.touch(contextId);
       const from = this.tierOf(entry);
       const evictions: Eviction[] = [];
-      const bytes = await this.moves.restore(entry, evictions);
+      const bytes = await this.moves.promote(entry, evictions);
       this.eviction.schedule();
       return { from, to: this.tierOf(entry), bytes, evictions };
     });

@@ -10,7 +10,7 @@ import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import { wholeNumber } from '../client/whole-number';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
-import { STALE_TEMP_AGE_MS } from '../tiers/cold/cold-directory';
+import { STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
 import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import { modelNamed } from '../engines/models';
 import { engineNamed } from '../engines/registry';
@@ -21,7 +21,10 @@ import { LOG_FORMATS, isLogFormat, type LogFormat } from './log-format';
 export type { Backend } from '../fabric/types';
 export type { EngineKind, MasterKeySetting } from '../plugin/worker-options';
 
-/** The kvfabric worker plugin's options and the worker process's own: connection, queue, tuning. */
+/**
+ * The kvfabric worker plugin's options and the worker process's own: connection, queue, tuning.
+ * @experimental
+ */
 export interface WorkerConfig extends KvFabricWorkerOptions {
   temporal: TemporalSettings;
   /** The shared queue: agent workflows and placement activities. */
@@ -46,8 +49,14 @@ Temporal:   --profile name (TEMPORAL_PROFILE): a profile of temporal.toml (TEMPO
 Placement:  --task-queue name (KVFABRIC_TASK_QUEUE, default "kvfabric")
             --worker-id id (KVFABRIC_WORKER_ID, default host-pid-random; letters, digits, . _ -)
             --no-workflows      run memory activities only
-Memory:     --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
+Pool:       --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n (KVFABRIC_DEVICE, default 0)
             --device-memory-fraction f (KVFABRIC_DEVICE_MEMORY_FRACTION; CUDA: device tier = f x free memory)
+            --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
+            --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
+            --tenant-device-share f (KVFABRIC_TENANT_DEVICE_SHARE, default 0.75), --tenant-host-share f
+              (KVFABRIC_TENANT_HOST_SHARE, default 0.75), --tenant-pinned-share f (KVFABRIC_TENANT_PINNED_SHARE,
+              default 0.5, of the device blocks): the most of each any one tenant holds; past it, RESOURCE_EXHAUSTED
+            --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
 Engine:     --engine llama|synthetic|registered name (KVFABRIC_ENGINE, default llama): a model, or stand-in KV
               for tests (docs/engines.md#adding-an-engine)
             --model-file path.gguf (KVFABRIC_MODEL_FILE, default the cached SmolLM2-135M-Instruct)
@@ -56,12 +65,6 @@ Engine:     --engine llama|synthetic|registered name (KVFABRIC_ENGINE, default l
               a continued context's KV is bit for bit a whole evaluation's (docs/ai-sdk.md#identical-replies)
             --model smollm2-135m|llama-3-8b|tiny|LxHxDxB[/T] (KVFABRIC_MODEL): the pool's shape; default the
               model file's (llama), llama-3-8b (synthetic)
-            --device-blocks n (KVFABRIC_DEVICE_BLOCKS, default 1024)
-            --host-blocks n (KVFABRIC_HOST_BLOCKS, default 4096)
-            --tenant-device-share f (KVFABRIC_TENANT_DEVICE_SHARE, default 0.75), --tenant-host-share f
-              (KVFABRIC_TENANT_HOST_SHARE, default 0.75), --tenant-pinned-share f (KVFABRIC_TENANT_PINNED_SHARE,
-              default 0.5, of the device blocks): the most of each any one tenant holds; past it, RESOURCE_EXHAUSTED
-            --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
 Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRIC_KEY_FILE; one id=base64 per line)
             --active-key id (KVFABRIC_ACTIVE_KEY, default the first key)
             KVFABRIC_TRUSTED_KEYS="kid=base64 Ed25519 public key[,...]" (or KVFABRIC_TRUSTED_KEYS_FILE)
@@ -69,15 +72,15 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
             KVFABRIC_CODEC_ACTIVE_KEY (default the first)
             --max-capability-lifetime s (KVFABRIC_MAX_CAPABILITY_LIFETIME_S, default 604800): capabilities
               living longer, or expiring further ahead, are refused
+Chores:     --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
+            names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
+            --orphan-min-age-ms n (default ${STALE_TEMP_AGE_MS}): how old such a segment file must be
 Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json writes one object per line,
             {"ts", "level", "msg", "fields"}
             --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8): calls
               running at once on each queue (the worker's own queue takes more, queued inside)
             --shutdown-grace-ms n (default 30000): SIGTERM/SIGINT lets running calls finish this long,
               then drains held contexts to --tier-dir
-            --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
-            names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
-            --orphan-min-age-ms n (default ${STALE_TEMP_AGE_MS}): how old such a segment file must be
             -h, --help          this text`;
 
 /** Every flag kvfabric-worker takes: WORKER_USAGE names each one (test/worker/config.test.ts holds them equal). */
@@ -158,32 +161,40 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
     workerId: workerIdOf(values['worker-id'], env.KVFABRIC_WORKER_ID),
     workflows: !values['no-workflows'],
-    backend,
-    device: wholeNumber(values.device ?? env.KVFABRIC_DEVICE ?? '0', '--device', 0),
-    ...fraction(values['device-memory-fraction'] ?? env.KVFABRIC_DEVICE_MEMORY_FRACTION),
-    engine,
-    ...(modelFile ? { modelFile } : {}),
-    contextLength: wholeNumber(values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096', '--context-length'),
-    ...engineBatchSize(values['engine-batch-size'] ?? env.KVFABRIC_ENGINE_BATCH_SIZE),
-    ...(modelName ? { model: modelNamed(modelName) } : {}),
-    deviceBlocks: wholeNumber(values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024', '--device-blocks'),
-    hostBlocks: wholeNumber(values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', '--host-blocks', 0),
-    ...tenantQuotas(values, env),
     tierDir,
-    keys,
-    activeKeyId,
-    trustedKeys,
-    maxCapabilityLifetimeS: wholeNumber(
-      values['max-capability-lifetime'] ?? env.KVFABRIC_MAX_CAPABILITY_LIFETIME_S ?? String(DEFAULT_MAX_CAPABILITY_LIFETIME_S),
-      '--max-capability-lifetime',
-    ),
-    codecKeys,
-    activeCodecKeyId,
+    pool: {
+      backend,
+      device: wholeNumber(values.device ?? env.KVFABRIC_DEVICE ?? '0', '--device', 0),
+      ...fraction(values['device-memory-fraction'] ?? env.KVFABRIC_DEVICE_MEMORY_FRACTION),
+      deviceBlocks: wholeNumber(values['device-blocks'] ?? env.KVFABRIC_DEVICE_BLOCKS ?? '1024', '--device-blocks'),
+      hostBlocks: wholeNumber(values['host-blocks'] ?? env.KVFABRIC_HOST_BLOCKS ?? '4096', '--host-blocks', 0),
+      ...tenantQuotas(values, env),
+    },
+    engine: {
+      name: engine,
+      ...(modelFile ? { modelFile } : {}),
+      contextLength: wholeNumber(values['context-length'] ?? env.KVFABRIC_CONTEXT_LENGTH ?? '4096', '--context-length'),
+      ...engineBatchSize(values['engine-batch-size'] ?? env.KVFABRIC_ENGINE_BATCH_SIZE),
+      ...(modelName ? { model: modelNamed(modelName) } : {}),
+    },
+    keys: {
+      master: keys,
+      activeMasterKeyId: activeKeyId,
+      trusted: trustedKeys,
+      maxCapabilityLifetimeS: wholeNumber(
+        values['max-capability-lifetime'] ?? env.KVFABRIC_MAX_CAPABILITY_LIFETIME_S ?? String(DEFAULT_MAX_CAPABILITY_LIFETIME_S),
+        '--max-capability-lifetime',
+      ),
+      codec: codecKeys,
+      activeCodecKeyId,
+    },
+    chores: {
+      housekeepingMs: wholeNumber(values['housekeeping-ms'] ?? '600000', '--housekeeping-ms', 0),
+      orphanMinAgeMs: wholeNumber(values['orphan-min-age-ms'] ?? String(STALE_TEMP_AGE_MS), '--orphan-min-age-ms', 0),
+    },
     ...(metricsAddress ? { metricsAddress } : {}),
     maxConcurrentActivities: wholeNumber(values['max-concurrent-activities'] ?? '8', '--max-concurrent-activities'),
     shutdownGraceMs: wholeNumber(values['shutdown-grace-ms'] ?? '30000', '--shutdown-grace-ms', 0),
-    housekeepingMs: wholeNumber(values['housekeeping-ms'] ?? '600000', '--housekeeping-ms', 0),
-    orphanMinAgeMs: wholeNumber(values['orphan-min-age-ms'] ?? String(STALE_TEMP_AGE_MS), '--orphan-min-age-ms', 0),
     logFormat,
   };
 }
@@ -231,6 +242,6 @@ function fraction(text: string | undefined): { deviceMemoryFraction?: number } {
 }
 
 /** --engine-batch-size: llama.cpp's default when absent. */
-function engineBatchSize(text: string | undefined): { engineBatchSize?: number } {
-  return text === undefined ? {} : { engineBatchSize: wholeNumber(text, '--engine-batch-size') };
+function engineBatchSize(text: string | undefined): { batchSize?: number } {
+  return text === undefined ? {} : { batchSize: wholeNumber(text, '--engine-batch-size') };
 }

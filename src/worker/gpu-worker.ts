@@ -4,7 +4,6 @@
 // only the plugin's first user: the worker process's connection and tuning.
 import { NativeConnection, Worker } from '@temporalio/worker';
 
-import type { ActivityHooks } from '../activities';
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import type { DrainReport } from '../plugin/drain';
 import { KvFabricWorkerPlugin } from '../plugin/worker-plugin';
@@ -14,13 +13,14 @@ import type { WorkerConfig } from './config';
 
 export { workflowsPath } from '../plugin/workflow-bundle';
 
+/** @experimental */
 export interface GpuWorkerOptions {
   config: WorkerConfig;
   /** Reuse a connection (tests run several workers in one process); otherwise one is opened from config. */
   connection?: NativeConnection;
-  hooks?: ActivityHooks;
 }
 
+/** @experimental */
 export interface GpuWorker {
   /** This worker's own task queue. */
   readonly holder: string;
@@ -30,8 +30,8 @@ export interface GpuWorker {
   shutdown(): void;
 }
 
-export async function createGpuWorker({ config, connection, hooks }: GpuWorkerOptions): Promise<GpuWorker> {
-  const plugin = new KvFabricWorkerPlugin({ ...config, agentWorkflows: config.workflows, ...(hooks ? { hooks } : {}) });
+export async function createGpuWorker({ config, connection }: GpuWorkerOptions): Promise<GpuWorker> {
+  const plugin = new KvFabricWorkerPlugin({ ...config, agentWorkflows: config.workflows });
   const ownConnection = connection === undefined;
   const conn = connection ?? (await reachTemporal(config.temporal, () => NativeConnection.connect(connectionOptionsOf(config.temporal))));
   let worker: Worker;

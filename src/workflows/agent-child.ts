@@ -11,6 +11,10 @@ import { initialState, memoOf, searchAttributesOf } from './agent-state';
 import { AGENT_WORKFLOW_TYPE, type AgentInput, type AgentWorkflow } from './definitions';
 import { AGENT_WORKFLOW_TASK_TIMEOUT_MS } from './task-timeout';
 
+/**
+ * Starts the agent as a child of the calling workflow (see above).
+ * @experimental Its options may grow (a child's id reuse policy, a priority).
+ */
 export function startAgentChild(
   input: AgentInput,
   options: { parentClosePolicy?: ParentClosePolicy; taskQueue?: string } = {},

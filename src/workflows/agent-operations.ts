@@ -1,5 +1,5 @@
 // What each operation does to an agent: the updates' bodies (turn, suspend, resume, fork, pin, unpin,
-// release, renew), the allocation at start and the timers' demotion. Each runs alone in the run's queue
+// release, renew), the allocation at start and the timers' suspends. Each runs alone in the run's queue
 // (AgentRun.operation), acts with the caller's capability (the timers and allocation with the agent's
 // custodian token), and records only counts and digests.
 import { log } from '@temporalio/workflow';
@@ -9,7 +9,7 @@ import { agentWorkflowId } from '../identity/agent-identity';
 import { startAgentChild } from './agent-child';
 import type { AgentRun } from './agent-run';
 import { initialState, statusOf } from './agent-state';
-import { bringBack, prefetch } from './bring-back';
+import { prefetch, resume } from './resume';
 import type {
   AgentInput,
   AgentStatus,
@@ -48,13 +48,13 @@ export class AgentOperations {
     });
     run.place(placed);
     run.recordPages(placed.digest);
-    run.absorb(placed);
+    run.recordSnapshot(placed);
   }
 
   async turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
     const { run } = this;
     const { state } = run;
-    if (state.tier !== 'device') await bringBack(run, this.calls, capability);
+    if (state.tier !== 'device') await resume(run, this.calls, capability);
     run.move('turn-started');
     let reply: TurnReply | undefined;
     try {
@@ -66,10 +66,12 @@ export class AgentOperations {
         before: state.digest,
         tail: state.tail,
         checkpoint: this.durable,
+        // Only a first turn reads it; sent only when it is not the worker's default.
+        ...(run.input.config.sharing === 'none' ? { sharing: 'none' as const } : {}),
       });
       reply = result.reply;
       run.recordPages(result.digest, result.added);
-      run.absorb(result);
+      run.recordSnapshot(result);
       state.turns++;
       if (result.durable === false) {
         state.durableCopyStale = true;
@@ -92,14 +94,14 @@ export class AgentOperations {
   async suspend({ capability, tier }: SuspendArgs): Promise<AgentStatus> {
     const event = tier === 'host' ? 'suspended-host' : 'suspended-disk';
     if (!canTake(this.run.state.phase, event)) return this.run.status(); // already there, or deeper
-    await this.demote(capability, tier, event);
+    await this.suspendTo(capability, tier, event);
     return this.run.status();
   }
 
   async resume({ capability }: Credentials): Promise<AgentStatus> {
     // Even a resident context goes through the worker: the caller's capability is checked there, and a
     // resume always answers with bytes verified against the recorded digest.
-    await bringBack(this.run, this.calls, capability);
+    await resume(this.run, this.calls, capability);
     this.run.touch();
     return this.run.status();
   }
@@ -119,7 +121,7 @@ export class AgentOperations {
       }),
     );
     run.recordPages(forked.digest);
-    run.absorb(forked.parent);
+    run.recordSnapshot(forked.parent);
     const childInput: AgentInput = {
       agentId: childId,
       tenant: input.tenant,
@@ -143,7 +145,7 @@ export class AgentOperations {
       // No workflow will ever own the child context: give its blocks back (with the parent's capability:
       // the child's is bound to the workflow that did not start), then report.
       try {
-        run.absorb(
+        run.recordSnapshot(
           await this.calls.call((holder) =>
             holder.unfork({ ...run.request(capability), childId, childCapability, childCustodian, checkpoint: false }),
           ),
@@ -160,8 +162,8 @@ export class AgentOperations {
 
   async pin({ capability }: Credentials): Promise<AgentStatus> {
     const { run } = this;
-    if (run.state.tier !== 'device') await bringBack(run, this.calls, capability);
-    run.absorb(await this.calls.call((holder) => holder.pin(run.request(capability))));
+    if (run.state.tier !== 'device') await resume(run, this.calls, capability);
+    run.recordSnapshot(await this.calls.call((holder) => holder.pin(run.request(capability))));
     run.timerEpoch++;
     run.touch();
     return run.status();
@@ -170,7 +172,7 @@ export class AgentOperations {
   async unpin({ capability }: Credentials): Promise<AgentStatus> {
     const { run } = this;
     if (!run.state.pinned) return run.status();
-    run.absorb(await this.calls.call((holder) => holder.unpin(run.request(capability))));
+    run.recordSnapshot(await this.calls.call((holder) => holder.unpin(run.request(capability))));
     run.timerEpoch++;
     run.touch();
     return run.status();
@@ -207,12 +209,12 @@ export class AgentOperations {
     return run.status();
   }
 
-  /** A timer's demotion, with the agent's custodian token: idle -> host, warm -> disk. */
-  async demoteOnTimer(timer: 'idle-timeout' | 'warm-timeout', due: () => boolean): Promise<void> {
+  /** A timer's suspend, with the agent's custodian token: idle -> host, warm -> disk. */
+  async suspendOnTimer(timer: 'idle-timeout' | 'warm-timeout', due: () => boolean): Promise<void> {
     const { state } = this.run;
     // Re-checked under the queue: a turn or a suspend may have run since the timer fired.
     if (state.pinned || timerOf(state.phase) !== timer || !canTake(state.phase, timer) || !due()) return;
-    await this.demote(this.run.ownCapability(), timer === 'idle-timeout' ? 'host' : 'disk', timer);
+    await this.suspendTo(this.run.ownCapability(), timer === 'idle-timeout' ? 'host' : 'disk', timer);
   }
 
   /**
@@ -232,7 +234,7 @@ export class AgentOperations {
     await prefetch(run, this.calls);
   }
 
-  private async demote(capability: string, tier: 'host' | 'disk', event: LifecycleEvent): Promise<void> {
+  private async suspendTo(capability: string, tier: 'host' | 'disk', event: LifecycleEvent): Promise<void> {
     const { run } = this;
     const suspended = await this.calls.call(async (holder) =>
       // After a failover the context is already on disk: nothing to move.
@@ -242,7 +244,7 @@ export class AgentOperations {
     );
     if (suspended) {
       run.recordPages(suspended.digest);
-      run.absorb(suspended);
+      run.recordSnapshot(suspended);
     }
     if (tier === 'disk') delete run.state.durableCopyStale;
     run.move(event);

@@ -98,7 +98,7 @@ export class AgentRun {
   }
 
   /** A worker's snapshot: where the context is and how big (its pages, or the conversation when longer). */
-  absorb(snapshot: ContextSnapshot): void {
+  recordSnapshot(snapshot: ContextSnapshot): void {
     const { state } = this;
     state.tier = snapshot.tier;
     state.tokens = Math.max(snapshot.tokens, state.digest.tokens + state.tail.length);

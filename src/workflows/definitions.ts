@@ -34,6 +34,7 @@ export interface AgentTimeouts {
   operationMs: number;
 }
 
+/** @experimental `durability`'s values may be renamed (docs/agents.md#glossary-one-word-per-step). */
 export interface AgentConfig {
   timers: AgentTimers;
   timeouts: AgentTimeouts;
@@ -45,6 +46,14 @@ export interface AgentConfig {
    */
   durability: 'every-turn' | 'on-offload';
   maxTurnTokens: number;
+  /**
+   * `tenant` (default): the agent's first turn takes the KV of the longest prompt prefix (whole blocks)
+   * that agents of its own tenant hold on the worker, and offers its own; never another tenant's
+   * (docs/tiers.md#prefix-sharing). The default because it changes no reply and saves the prefill, and a
+   * tenant's agents already share its quota. `none`: the agent prefills all of its prompt itself, so its
+   * first turn's time tells nothing of what its co-tenants sent (docs/security.md).
+   */
+  sharing?: 'tenant' | 'none';
 }
 
 export const DEFAULT_AGENT_CONFIG: AgentConfig = {
@@ -56,6 +65,7 @@ export const DEFAULT_AGENT_CONFIG: AgentConfig = {
   timeouts: { holderLossMs: 10_000, attemptMs: 10 * 60_000, heartbeatMs: 10_000, operationMs: 30 * 60_000 },
   durability: 'every-turn',
   maxTurnTokens: 131_072,
+  sharing: 'tenant',
 };
 
 /** Where an agent's context sits; `none` before allocation and after release. */
@@ -146,6 +156,7 @@ export interface AgentInput {
   carried?: AgentState;
 }
 
+/** @experimental Its fields may grow as the workflow reports more. */
 export interface AgentStatus {
   agentId: string;
   tenant: string;

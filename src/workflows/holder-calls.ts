@@ -101,10 +101,10 @@ export class HolderCalls {
       minVersion: state.durableVersion,
     });
     run.place(placed);
-    run.absorb(placed);
+    run.recordSnapshot(placed);
     state.failovers++;
     // The pin died with the old holder (pins hold at any tier).
-    if (wasPinned) run.absorb(await this.on(placed.holder).pin(run.request(run.ownCapability())));
+    if (wasPinned) run.recordSnapshot(await this.on(placed.holder).pin(run.request(run.ownCapability())));
     if (canTake(state.phase, 'holder-lost')) run.move('holder-lost');
     log.info('context adopted from the cold tier', { agentId: run.agentId, holder: placed.holder });
   }

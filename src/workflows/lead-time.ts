@@ -19,6 +19,6 @@ export function leadTimeMs(input: AgentInput, state: AgentState): number {
 }
 
 /** Learns from a resume's figures: only one that moved bytes says how fast this agent's context comes back. */
-export function learnRestore(state: AgentState, resumed: ResumeFigures): void {
+export function learnResumeSpeed(state: AgentState, resumed: ResumeFigures): void {
   if (resumed.bytes > 0) state.restore = { bytes: resumed.bytes, ms: resumed.transferMs + resumed.verifyMs + resumed.engineLoadMs };
 }

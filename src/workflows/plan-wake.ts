@@ -9,15 +9,24 @@ import { getExternalWorkflowHandle, sleep } from '@temporalio/workflow';
 import { agentWorkflowId } from '../identity/agent-identity';
 import { type AgentInput, custodyProof, wakeSignal } from './definitions';
 
-/** The agent, as the workflow that started it knows it: its id and its custodian token. */
+/**
+ * The agent, as the workflow that started it knows it: its id and its custodian token.
+ * @experimental
+ */
 export type OwnedAgent = Pick<AgentInput, 'agentId' | 'capability'>;
 
-/** Plans the agent's wake-up at `at` (workflow time, ms), replacing any earlier plan; null cancels it. */
+/**
+ * Plans the agent's wake-up at `at` (workflow time, ms), replacing any earlier plan; null cancels it.
+ * @experimental
+ */
 export function planWake(agent: OwnedAgent, at: number | null): Promise<void> {
   return getExternalWorkflowHandle(agentWorkflowId(agent.agentId)).signal(wakeSignal, { at, proof: custodyProof(agent.capability) });
 }
 
-/** Sleeps `duration`; the agent's context is brought back so that it is in the engine when the sleep ends. */
+/**
+ * Sleeps `duration`; the agent's context is brought back so that it is in the engine when the sleep ends.
+ * @experimental
+ */
 export async function sleepThenWake(agent: OwnedAgent, duration: Duration): Promise<void> {
   await planWake(agent, Date.now() + msToNumber(duration));
   await sleep(duration);

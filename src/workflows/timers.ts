@@ -38,11 +38,11 @@ export async function runTimers(run: AgentRun, operations: AgentOperations): Pro
     }
     if (timer === undefined) continue;
     await run
-      .operation(() => operations.demoteOnTimer(timer, () => Date.now() >= dueAt(run, timer)))
+      .operation(() => operations.suspendOnTimer(timer, () => Date.now() >= dueAt(run, timer)))
       .catch((err: unknown) => {
         // Try again one period later rather than spin; the failure is in the history and the log.
         state.lastUseAt = state.phaseSince = Date.now();
-        log.warn('timed demotion failed', { agentId: run.agentId, timer, error: String(err) });
+        log.warn('timed suspend failed', { agentId: run.agentId, timer, error: String(err) });
       });
   }
 }

@@ -3,16 +3,13 @@
 // turn as a marker, so a hot turn adds six events to the history: docs/agents.md#a-turns-history), else
 // through the holder's queue, where heartbeats, failover and retries apply. Either way the worker admits
 // the turn alike and applies it at most once per operation id (its journal), which both ways share.
-import type { ContextRequest, TurnRequest, TurnResult } from '../activities/types';
+import type { TurnFields, TurnRequest, TurnResult } from '../activities/types';
 import type { AgentRun } from './agent-run';
-import { resumeOn } from './bring-back';
+import { resumeOnHolder } from './resume';
 import type { HolderCalls } from './holder-calls';
 
-/** What the turn asks for and how: the request's fields that are the turn's own. */
-export type TurnAsked = Omit<TurnRequest, keyof ContextRequest>;
-
-/** The turn's result from whichever worker ran it; the caller absorbs it. */
-export async function turnOnHolder(run: AgentRun, calls: HolderCalls, capability: string, asked: TurnAsked): Promise<TurnResult> {
+/** The turn's result from whichever worker ran it; the caller records it. */
+export async function turnOnHolder(run: AgentRun, calls: HolderCalls, capability: string, asked: TurnFields): Promise<TurnResult> {
   const { state } = run;
   const request = (): TurnRequest => ({ ...run.request(capability), ...asked });
   // The local attempt's request goes on to the holder's queue unchanged: a local turn that applied and then
@@ -27,7 +24,7 @@ export async function turnOnHolder(run: AgentRun, calls: HolderCalls, capability
   }
   return calls.call(async (on) => {
     // After a failover the context is on disk at its new holder; the turn may already be in it.
-    if (state.tier !== 'device') await resumeOn(run, on, capability, asked.tokens ?? 'any');
+    if (state.tier !== 'device') await resumeOnHolder(run, on, capability, asked.tokens ?? 'any');
     // A failover's re-run on the new holder is a new call (AgentRun.request).
     const next = first ?? request();
     first = undefined;

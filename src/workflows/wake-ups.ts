@@ -3,7 +3,7 @@
 // workflow cannot update another. Either is admitted only with the proof of the custodian token the
 // agent's workflow carries (as holderLeft), which the workflow that started the agent holds. The timers
 // (timers.ts) then wait for the earlier of their own due time and the wake-up less its lead time
-// (lead-time.ts), and the prefetch runs the resume path with the custodian token (bring-back.ts): on the
+// (lead-time.ts), and the prefetch runs the resume path with the custodian token (resume.ts): on the
 // holder, or on whichever worker adopts the context when the holder is gone. A prefetched context nobody
 // uses falls back under the idle timers from the planned instant; a plan cancelled or moved after its
 // prefetch lets the context fall back from then. One plan at a time: a new one replaces the old.

@@ -34,13 +34,12 @@ beforeAll(async () => {
   cluster = await startCluster();
   plainEngine = await LlamaEngine.open({ contextLength: CONTEXT_LENGTH, hotContexts: 1 });
   const config = cluster.workerConfig({
-    engine: 'llama',
-    model: undefined,
-    contextLength: CONTEXT_LENGTH,
-    deviceBlocks: 1024,
-    hostBlocks: 1024,
-    housekeepingMs: 1000, // the sweep that frees ended runs' KV
-    modelCallIdle: { toHostMs: 1500, toDiskMs: 1000 }, // a second and a half idle, and a run's KV leaves the engine
+    engine: { name: 'llama', model: undefined, contextLength: CONTEXT_LENGTH },
+    pool: { deviceBlocks: 1024, hostBlocks: 1024 },
+    chores: {
+      housekeepingMs: 1000, // the sweep that frees ended runs' KV
+      modelCallIdle: { toHostMs: 1500, toDiskMs: 1000 }, // a second and a half idle, and a run's KV leaves the engine
+    },
   });
   kvfabric = new KvFabricWorkerPlugin({ ...config, agentWorkflows: false });
   const modelProvider = kvfabric.modelProvider({ fallback: providerOf(plainModelCalls(plainEngine)) });

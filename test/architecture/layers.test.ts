@@ -11,9 +11,10 @@ const SRC = join(__dirname, '..', '..', 'src');
 /** Lowest first. Folders on one rank do not import each other. */
 const LAYERS: readonly (readonly string[])[] = [
   ['fabric'],
-  ['identity', 'operations'],
+  ['identity', 'operations', 'blob-store'],
   ['tiers'],
   ['security', 'shared-directory', 'engines'],
+  ['prefix-sharing'],
   ['agent-memory'],
   ['activities'],
   ['workflows', 'ai-sdk'],

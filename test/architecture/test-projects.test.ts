@@ -19,6 +19,7 @@ const NEEDS_MORE: readonly [RegExp, string][] = [
   [/\bLlamaEngine\b|\bgetLlama\(|model-memory-fixture|model-call-fixture|\bmodelFile\(/, 'the real model'],
   [/\bnpm['"]?,\s*\[?['"]pack\b|npm pack\b/, 'npm pack'],
   [/playwright|chromium/i, 'a browser'],
+  [/\bstartSeaweedfs\(/, 'an S3 server'],
 ];
 
 /** Relative imports of test helpers and scripts (src/ is the code under test: every project loads it). */

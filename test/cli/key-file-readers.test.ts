@@ -55,7 +55,7 @@ function expectRefusal(read: () => unknown, setting: string, path: string, fix: 
 
 describe('key files that others can read or change', () => {
   it("reads keygen's files (0600) in the worker, the client and the codec server", () => {
-    expect(worker().keys).toHaveLength(1);
+    expect(worker().keys.master).toHaveLength(1);
     expect(client().issuer).toBeDefined();
     expect(codecServerTokenFromEnv({ KVFABRIC_CODEC_SERVER_TOKEN_FILE: file('codec-server.token') })).toMatch(/^[A-Za-z0-9_-]{43}$/);
   });
@@ -91,7 +91,7 @@ describe('key files that others can read or change', () => {
 
   it('lets anyone read the trusted public keys, and refuses them when the group or others can change them', () => {
     chmodSync(file('trusted.keys'), 0o644);
-    expect(worker().trustedKeys).toHaveLength(1);
+    expect(worker().keys.trusted).toHaveLength(1);
     for (const mode of [0o664, 0o646, 0o666]) {
       chmodSync(file('trusted.keys'), mode);
       expectRefusal(() => worker(), 'KVFABRIC_TRUSTED_KEYS_FILE', file('trusted.keys'), 'chmod go-w');
@@ -101,7 +101,7 @@ describe('key files that others can read or change', () => {
   it('follows a symlink and checks the file it reaches (secret mounts are links)', () => {
     const link = join(scratch, 'linked-master.keys');
     symlinkSync(file('master.keys'), link);
-    expect(worker(['--key-file', link]).keys).toEqual(worker().keys);
+    expect(worker(['--key-file', link]).keys.master).toEqual(worker().keys.master);
     chmodSync(file('master.keys'), 0o644);
     expectRefusal(() => worker(['--key-file', link]), '--key-file', link, 'chmod 600');
   });

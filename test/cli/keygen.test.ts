@@ -87,16 +87,16 @@ describe('kvfabric keygen', () => {
   it("signs with the signing key a worker verifies with the trusted-key file; another set's worker refuses it", () => {
     const { issuer } = clientSecurityFromEnv(clientEnv(first.dir));
     const token = issuer!.mint({ tenant: 'acme', agentId: 'planner', workflowId: 'kvfabric-agent-planner' });
-    expect(new CapabilityVerifier(workerConfigOf(first.dir).trustedKeys).verify(token)).toMatchObject({ ten: 'acme', sub: 'planner' });
-    expect(() => new CapabilityVerifier(workerConfigOf(second.dir).trustedKeys).verify(token)).toThrow(CapabilityDenied);
+    expect(new CapabilityVerifier(workerConfigOf(first.dir).keys.trusted).verify(token)).toMatchObject({ ten: 'acme', sub: 'planner' });
+    expect(() => new CapabilityVerifier(workerConfigOf(second.dir).keys.trusted).verify(token)).toThrow(CapabilityDenied);
   });
 
   it("decodes in the worker what the client's codec key sealed; another set's key cannot", async () => {
     const sealed = await new EncryptionCodec(clientSecurityFromEnv(clientEnv(first.dir)).codec).encode([
       defaultPayloadConverter.toPayload({ reply: 'Ada' }),
     ]);
-    const { codecKeys, activeCodecKeyId } = workerConfigOf(first.dir);
-    const [opened] = await new EncryptionCodec(new CodecKeyRing(codecKeys, activeCodecKeyId)).decode(sealed);
+    const { codec, activeCodecKeyId } = workerConfigOf(first.dir).keys;
+    const [opened] = await new EncryptionCodec(new CodecKeyRing(codec, activeCodecKeyId)).decode(sealed);
     expect(defaultPayloadConverter.fromPayload(opened!)).toEqual({ reply: 'Ada' });
     await expect(new EncryptionCodec(clientSecurityFromEnv(clientEnv(second.dir)).codec).decode(sealed)).rejects.toThrow(
       /which this process does not hold/,
@@ -106,7 +106,11 @@ describe('kvfabric keygen', () => {
   it("opens the cold store with the master key file: a segment written reads back; another set's ring cannot read it", async () => {
     const config = workerConfigOf(first.dir);
     const directory = join(first.dir, 'tier', 'cold');
-    const store = await ColdStore.open({ directory, keyRing: new KeyRing(config.keys, config.activeKeyId), cryptoThreads: 1 });
+    const store = await ColdStore.open({
+      directory,
+      keyRing: new KeyRing(config.keys.master, config.keys.activeMasterKeyId),
+      cryptoThreads: 1,
+    });
     const owner = { tenant: 1, contextId: 'planner', version: 1 };
     const block = Buffer.alloc(4096, 7);
     let refs: ColdBlockRef[] = [];
@@ -117,7 +121,11 @@ describe('kvfabric keygen', () => {
       await store.close();
     }
     const other = workerConfigOf(second.dir);
-    const stranger = await ColdStore.open({ directory, keyRing: new KeyRing(other.keys, other.activeKeyId), cryptoThreads: 1 });
+    const stranger = await ColdStore.open({
+      directory,
+      keyRing: new KeyRing(other.keys.master, other.keys.activeMasterKeyId),
+      cryptoThreads: 1,
+    });
     try {
       await expect(stranger.readBlocks(refs, 1)).rejects.toThrow();
     } finally {

@@ -43,8 +43,7 @@ beforeAll(async () => {
       taskQueue,
       tierDir,
       workerId: 'w-sa',
-      deviceBlocks: 64,
-      hostBlocks: 64,
+      pool: { deviceBlocks: 64, hostBlocks: 64 },
       maxConcurrentActivities: 4,
     }),
   });

@@ -54,7 +54,7 @@ class PooledContext {
   }
 
   /** The engine's save of everything after the pages, appended to them. */
-  absorb(saved: ContextKv): void {
+  appendSaved(saved: ContextKv): void {
     pool.append(this.handle, saved.kv);
     const tokens = new Uint32Array(this.tokens.length + saved.tokens.length);
     tokens.set(this.tokens);
@@ -84,7 +84,7 @@ async function turn(key: string, context: PooledContext, input: string): Promise
   // The save hands over everything after the pages: an unsaved tail, then exactly the turn's tokens.
   expect(Array.from(saved.tokens.subarray(context.tail.length))).toEqual(Array.from(result.added));
   expect(saved.kv.length).toBe(saved.tokens.length * 23_040);
-  context.absorb(saved);
+  context.appendSaved(saved);
   return { ...result, saved };
 }
 

@@ -101,7 +101,7 @@ beforeAll(async () => {
     return engine;
   });
   cluster = await startCluster();
-  await cluster.startWorker({ config: { engine: 'shouting', model: TINY } });
+  await cluster.startWorker({ config: { engine: { name: 'shouting', model: TINY } } });
 });
 
 afterAll(async () => {

@@ -81,6 +81,7 @@ describe('native addon fuzz', () => {
       ['readAsync', () => [handle(), count(), count()]],
       ['readBlock', () => [handle(), count()]],
       ['fork', () => [handle()]],
+      ['forkPrefix', () => [handle(), random() < 0.8 ? int(4) : count()]],
       ['pin', () => [handle()]],
       ['unpin', () => [handle()]],
       ['release', () => [handle()]],
@@ -130,7 +131,10 @@ describe('native addon fuzz', () => {
         if (inFlight.length > 32) await Promise.all(inFlight.splice(0, 16));
         continue;
       }
-      if ((method === 'createContext' || method === 'fork' || method === 'importContext') && typeof result === 'number')
+      if (
+        (method === 'createContext' || method === 'fork' || method === 'forkPrefix' || method === 'importContext') &&
+        typeof result === 'number'
+      )
         contexts.push(result);
       if (method === 'release') {
         const [h] = args() as [number];

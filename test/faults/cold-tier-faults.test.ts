@@ -15,9 +15,16 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { AgentClient } from '../../src/client/agent-client';
-import type { WorkerConfig } from '../../src/worker/config';
 import type { GpuWorker } from '../../src/worker/gpu-worker';
-import { TEST_AGENT_CONFIG, TINY, eventually, expectedDigest, startCluster, type TestCluster } from '../temporal/harness';
+import {
+  TEST_AGENT_CONFIG,
+  TINY,
+  eventually,
+  expectedDigest,
+  startCluster,
+  type TestCluster,
+  type TestWorkerOverrides,
+} from '../temporal/harness';
 import { BASELINE, contextFiles, poolBaseline } from './fault-checks';
 
 const run = promisify(execFile);
@@ -36,7 +43,7 @@ afterAll(async () => {
 });
 
 /** A worker (workflows included) on a queue and tier directory of its own, and a client for that queue. */
-async function isolated(name: string, config: Partial<WorkerConfig> = {}, tierDir = join(scratch, name)) {
+async function isolated(name: string, config: TestWorkerOverrides = {}, tierDir = join(scratch, name)) {
   const queue = `cold-${name}-${randomBytes(3).toString('hex')}`;
   const worker = await cluster.startWorker({ config: { taskQueue: queue, tierDir, ...config } });
   return { agents: new AgentClient(cluster.client, queue, cluster.agents.security), worker, tierDir };
@@ -160,7 +167,7 @@ it.concurrent('a full disk: turns go on in memory (status says the durable copy 
 
 it.concurrent('a host tier too small for what is suspended to it: the oldest go on to disk and every byte comes back verified', async () => {
   // 8 host blocks; each agent holds 3 blocks (40 tokens of 16 per block): the third suspension spills the first.
-  const { agents, worker, tierDir } = await isolated('small-host', { hostBlocks: 8 });
+  const { agents, worker, tierDir } = await isolated('small-host', { pool: { hostBlocks: 8 } });
   const ids = ['small-host-0', 'small-host-1', 'small-host-2'];
   const handles = await Promise.all(
     ids.map((agentId) => agents.start({ agentId, tenant: 'acme', model: TINY, config: TEST_AGENT_CONFIG })),

@@ -62,7 +62,9 @@ async function killOnceStopped(worker: WorkerProcess, flag: string, what: string
 describe('a llama worker killed', () => {
   it("during a turn's write-behind save: the next turn, on another worker, evaluates the lost turn again from its token ids", async () => {
     const flag = join(flags, 'save.paused');
-    const doomed = await doomedWorker('llama-save-doomed', 'save', flag, 1);
+    // Two saves go through: the first turn's prompt blocks (published for the tenant's next agents:
+    // src/prefix-sharing) and that turn's write-behind; the second turn's write-behind stops.
+    const doomed = await doomedWorker('llama-save-doomed', 'save', flag, 2);
     const agent = await start('killed-in-save');
     const replies = [await say(agent, CONVERSATION[0]!)];
     // The reply comes back before the save: the workflow has the turn's ids, the pages never get its KV.

@@ -72,7 +72,7 @@ async function killDuring<Outcome>(
   injected.push(`${activity} (${agentId})`);
 
   const survivor = await cluster.startWorker({
-    config: { taskQueue: queue, workflows: false, tierDir, housekeepingMs: 250, orphanMinAgeMs: 1000 },
+    config: { taskQueue: queue, workflows: false, tierDir, chores: { housekeepingMs: 250, orphanMinAgeMs: 1000 } },
   });
   const leftOver = (): string[] => contextFiles(tierDir);
   /** Every file of the agent gone (the orphan sweep included), or the files still there after 15 s. */

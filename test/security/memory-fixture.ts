@@ -17,6 +17,7 @@ import { EpochStore } from '../../src/shared-directory/epochs';
 import type { RawKey } from '../../src/security/key-list';
 import { ColdStore } from '../../src/tiers/cold';
 import { TieredMemory, type TenantQuotaShares } from '../../src/tiers/tiered-memory';
+import type { TenantSalts } from '../../src/prefix-sharing/prefix-keys';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { Engine } from '../../src/engines/engine';
 import { MODELS } from '../../src/engines/models';
@@ -54,6 +55,8 @@ export async function openMemory(
     engine?: Engine;
     /** Tenant quotas as a worker has them ({}: the worker's defaults); absent, none. */
     quotas?: Partial<TenantQuotaShares>;
+    /** The worker's tenant salts: its agents then share prompt prefixes within a tenant. */
+    prefixSalts?: TenantSalts;
   } = {},
 ): Promise<MemoryFixture> {
   // A model engine's own shape (its turns are messages), else the tiny synthetic one (token-count turns).
@@ -82,6 +85,7 @@ export async function openMemory(
     tenantIds: await TenantRegistry.open(join(dir, 'tenants'), records),
     ...(options.observer ? { observer: options.observer } : {}),
     engine: options.engine ?? new SyntheticEngine({ model, contextLength: 131_072 }),
+    ...(options.prefixSalts ? { prefixSalts: options.prefixSalts } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
   const call = (agentId: string, tenant: string, action: Operation, token: unknown): Presented => ({

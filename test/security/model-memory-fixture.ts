@@ -16,6 +16,7 @@ export interface SayOptions {
   tail?: number[];
   tenant?: string;
   maxTokens?: number;
+  sharing?: 'tenant' | 'none';
 }
 
 export interface ModelMemoryFixture {
@@ -30,17 +31,18 @@ export interface ModelMemoryFixture {
 
 export async function openModelMemory(
   name: string,
-  engineOptions: { contextLength: number; hotContexts: number },
+  engineOptions: { contextLength: number; hotContexts: number; threads?: number; batchSize?: number },
+  memoryOptions: Parameters<typeof openMemory>[1] = {},
 ): Promise<ModelMemoryFixture> {
   const dir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-`));
   const stateDir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-state-`));
   const engine = await LlamaEngine.open({ ...engineOptions, stateDir });
-  const fx = await openMemory(dir, { engine });
+  const fx = await openMemory(dir, { ...memoryOptions, engine });
   return {
     fx,
     engine,
     stateDir,
-    say: (agentId, token, message, { turn = 0, before = emptyDigest(), tail = [], tenant = 'acme', maxTokens = 8 } = {}) =>
+    say: (agentId, token, message, { turn = 0, before = emptyDigest(), tail = [], tenant = 'acme', maxTokens = 8, sharing } = {}) =>
       fx.memory.turn(fx.call(agentId, tenant, 'turn', token), {
         turn,
         message,
@@ -48,6 +50,7 @@ export async function openModelMemory(
         before,
         tail,
         checkpoint: false,
+        ...(sharing ? { sharing } : {}),
       }),
     async close() {
       await fx.close();

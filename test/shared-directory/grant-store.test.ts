@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { GrantStore } from '../../src/shared-directory/grant-store';
-import { tempFileName } from '../../src/tiers/cold/cold-directory';
+import { tempFileName } from '../../src/blob-store/posix/temp-files';
 import { Racers } from './fixtures/racers';
 import { testRecordSeal } from './fixtures/test-records';
 

@@ -15,7 +15,7 @@ import { GrantStore } from '../../src/shared-directory/grant-store';
 import { HolderFences } from '../../src/shared-directory/holder-fences';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
-import { openPrivateDirectory } from '../../src/tiers/cold/private-directory';
+import { openPrivateDirectory } from '../../src/blob-store/posix/private-directory';
 import { testRecordSeal } from './fixtures/test-records';
 
 const ROOT = process.getuid!() === 0;

@@ -18,6 +18,8 @@ import { syntheticKv } from '../../src/engines/synthetic/synthetic-kv';
 import { bytesPerTokenOf } from '../../src/fabric/layout';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import type { ActivityHooks } from '../../src/activities';
+import { withActivityHooks } from '../../src/plugin/activity-hooks';
+import type { WorkerChores, WorkerEngineOptions, WorkerKeys, WorkerPoolOptions } from '../../src/plugin/worker-options';
 import type { WorkerConfig } from '../../src/worker/config';
 import { createGpuWorker, workflowsPath, type GpuWorker } from '../../src/worker/gpu-worker';
 import { MODELS } from '../../src/engines/models';
@@ -63,35 +65,44 @@ export interface WorkerProcess extends SpawnedWorker {
 /** The data converter of every test client and worker: payloads sealed with the test codec key. */
 export const TEST_DATA_CONVERTER = dataConverterOf(new CodecKeyRing(TEST_CODEC_KEYS));
 
+/** Overrides of a test worker's configuration: whole top-level fields, and single fields of each group. */
+export type TestWorkerOverrides = Partial<Omit<WorkerConfig, 'pool' | 'engine' | 'keys' | 'chores'>> & {
+  pool?: Partial<WorkerPoolOptions>;
+  engine?: Partial<WorkerEngineOptions>;
+  keys?: Partial<WorkerKeys>;
+  chores?: Partial<WorkerChores>;
+};
+
 /**
  * A test worker's whole configuration: the synthetic engine on the tiny shape, the test keys, no
  * housekeeping; `address`, `taskQueue` and `tierDir` say where, anything else may be overridden.
  */
 export function testWorkerConfig({
   address,
+  pool,
+  engine,
+  keys,
+  chores,
   ...overrides
-}: Partial<WorkerConfig> & { address: string; taskQueue: string; tierDir: string }): WorkerConfig {
-  const keys = overrides.keys ?? [{ id: 'master', key: randomBytes(32) }];
+}: TestWorkerOverrides & { address: string; taskQueue: string; tierDir: string }): WorkerConfig {
+  const master = keys?.master ?? [{ id: 'master', key: randomBytes(32) }];
   return {
     temporal: { address, namespace: 'default' },
     workerId: `w-${randomBytes(3).toString('hex')}`,
     workflows: true,
-    backend: 'cpu',
-    device: 0,
-    engine: 'synthetic',
-    contextLength: 4096,
-    model: TINY,
-    deviceBlocks: 256,
-    hostBlocks: 256,
-    keys,
-    activeKeyId: keys[0]!.id,
-    trustedKeys: TEST_TRUSTED_KEYS,
-    codecKeys: TEST_CODEC_KEYS,
-    activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
+    pool: { backend: 'cpu', device: 0, deviceBlocks: 256, hostBlocks: 256, ...pool },
+    engine: { name: 'synthetic', contextLength: 4096, model: TINY, ...engine },
+    keys: {
+      master,
+      activeMasterKeyId: master[0]!.id,
+      trusted: TEST_TRUSTED_KEYS,
+      codec: TEST_CODEC_KEYS,
+      activeCodecKeyId: TEST_CODEC_KEYS[0]!.id,
+      ...keys,
+    },
+    chores: { housekeepingMs: 0, orphanMinAgeMs: 3_600_000, ...chores },
     maxConcurrentActivities: 8,
     shutdownGraceMs: 2000,
-    housekeepingMs: 0,
-    orphanMinAgeMs: 3_600_000,
     ...overrides,
   };
 }
@@ -110,7 +121,7 @@ export interface TestCluster {
   metricsAddress: string;
   workers: GpuWorker[];
   runs: Promise<unknown>[];
-  startWorker(options?: { hooks?: ActivityHooks; config?: Partial<WorkerConfig> }): Promise<GpuWorker>;
+  startWorker(options?: { hooks?: ActivityHooks; config?: TestWorkerOverrides }): Promise<GpuWorker>;
   /** A worker that runs agent workflows only (no memory), on `taskQueue` (default the cluster's). */
   startWorkflowWorker(taskQueue?: string): Promise<Worker>;
   /** A GPU worker in a child process (src/worker/main.ts), to be killed for real. */
@@ -122,7 +133,7 @@ export interface TestCluster {
     env?: Record<string, string>;
     entry?: string;
   }): Promise<WorkerProcess>;
-  workerConfig(overrides?: Partial<WorkerConfig>): WorkerConfig;
+  workerConfig(overrides?: TestWorkerOverrides): WorkerConfig;
   /**
    * Stops the dev server (SIGTERM: graceful; SIGKILL: at once) and starts it again on the same port and
    * SQLite file. Only for a cluster started with `persistent: true`.
@@ -156,14 +167,14 @@ export async function startCluster(
   const processes: ChildProcess[] = [];
   const runs: Promise<unknown>[] = [];
 
-  const workerConfig = (overrides: Partial<WorkerConfig> = {}): WorkerConfig =>
+  const workerConfig = (overrides: TestWorkerOverrides = {}): WorkerConfig =>
     testWorkerConfig({
       address: server.address,
       taskQueue,
       tierDir,
       workerId: `w${workers.length}-${randomBytes(3).toString('hex')}`,
-      keys: [{ id: keyId, key }],
       ...overrides,
+      keys: { master: [{ id: keyId, key }], ...overrides.keys },
     });
 
   return {
@@ -182,9 +193,8 @@ export async function startCluster(
     workerConfig,
     async startWorker(opts = {}) {
       const worker = await createGpuWorker({
-        config: workerConfig(opts.config),
+        config: withActivityHooks(workerConfig(opts.config), opts.hooks),
         connection: workerConnection,
-        ...(opts.hooks ? { hooks: opts.hooks } : {}),
       });
       workers.push(worker);
       runs.push(worker.run());

@@ -60,7 +60,7 @@ describe('TieredMemory with the disk tier', () => {
     await memory.append('child', tokenBytes(1, 2), { ids: [1, 2, 3, 4, 5, 6] });
     expect(memory.attachment('a')).toEqual({ ids: [1, 2, 3, 4, 5] });
     expect(memory.attachment('child')).toEqual({ ids: [1, 2, 3, 4, 5, 6] });
-    await memory.checkpoint('a');
+    await memory.spill('a');
     await memory.append('a', tokenBytes(1, 3), { ids: [1, 2, 3, 4, 5, 7] }); // not durable yet: the disk keeps the older pair
     first.close();
     await firstCold.close();
@@ -97,24 +97,24 @@ describe('TieredMemory with the disk tier', () => {
     const { pool, memory } = await open();
     memory.create('a', 1);
     await memory.append('a', tokenBytes(11, 1));
-    await memory.offload('a', 'host');
-    await memory.offload('a', 'disk');
+    await memory.demote('a', 'host');
+    await memory.demote('a', 'disk');
     expect(memory.residency('a')).toBe('disk');
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 0 }, diskOnlyBlocks: 3 });
-    await memory.restore('a');
+    await memory.promote('a');
     expect(memory.residency('a')).toBe('device');
     expectSameBytes(await memory.read('a', 0, 11), tokenBytes(11, 1));
 
     const version = memory.durableVersion('a');
-    await memory.offload('a', 'disk'); // device -> disk in one call; unchanged pages are not rewritten
+    await memory.demote('a', 'disk'); // device -> disk in one call; unchanged pages are not rewritten
     expect(memory.stats().disk.liveSegments).toBe(1);
     expect(memory.durableVersion('a')).toBe(version); // nothing changed: same durable copy
-    await memory.offload('a', 'disk'); // a repeated offload is a no-op
+    await memory.demote('a', 'disk'); // a repeated demotion is a no-op
     expect(memory.durableVersion('a')).toBe(version);
     expectSameBytes(await memory.read('a', 0, 11), tokenBytes(11, 1)); // a read restores
     await memory.append('a', tokenBytes(2, 9)); // the last durable copy stays until a newer one replaces it
     expect(memory.durableVersion('a')).toBe(version);
-    await memory.checkpoint('a'); // durable while staying resident
+    await memory.spill('a'); // durable while staying resident
     expect(memory.residency('a')).toBe('device');
     expect(memory.durableVersion('a')).toBe(version + 1);
     await memory.release('a');
@@ -128,11 +128,11 @@ describe('TieredMemory with the disk tier', () => {
     await memory.append('parent', tokenBytes(8, 1));
     await memory.fork('parent', 'child');
     await memory.append('child', tokenBytes(5, 2));
-    await memory.offload('parent', 'disk');
-    await memory.offload('child', 'disk');
+    await memory.demote('parent', 'disk');
+    await memory.demote('child', 'disk');
     expect(pool.stats()).toMatchObject({ diskOnlyBlocks: 4, diskCopies: 4, sharedBlocks: 2 });
-    await memory.restore('parent');
-    await memory.restore('child');
+    await memory.promote('parent');
+    await memory.promote('child');
     expect(pool.stats()).toMatchObject({ usedBlocks: 4, sharedBlocks: 2 });
     expectSameBytes(await memory.read('child', 0, 13), concatBytes(tokenBytes(8, 1), tokenBytes(5, 2)));
     await memory.release('parent');
@@ -145,10 +145,10 @@ describe('TieredMemory with the disk tier', () => {
     memory.create('parent', 1);
     await memory.append('parent', tokenBytes(8, 1));
     await memory.fork('parent', 'child');
-    await memory.offload('parent', 'disk');
+    await memory.demote('parent', 'disk');
     expect(memory.residency('parent')).toBe('device');
     expect(memory.durableVersion('parent')).toBeGreaterThan(0);
-    await memory.offload('child', 'host');
+    await memory.demote('child', 'host');
     expect(memory.residency('parent')).toBe('host');
   });
 
@@ -164,15 +164,15 @@ describe('TieredMemory with the disk tier', () => {
       const { memory: a } = await open();
       a.create('parent', 1);
       await a.append('parent', tokenBytes(8, 1));
-      await a.checkpoint('parent');
+      await a.spill('parent');
       await a.fork('parent', 'child');
       await a.append('child', tokenBytes(4, 2));
-      await a.checkpoint('child');
+      await a.spill('child');
       const b = await second();
       try {
         await b.memory.recover('parent');
         await b.memory.append('parent', tokenBytes(4, 3));
-        await b.memory.checkpoint('parent'); // replaces the manifest that named the shared prefix
+        await b.memory.spill('parent'); // replaces the manifest that named the shared prefix
         await b.memory.release('parent');
         await b.memory.recover('child');
         expectSameBytes(await b.memory.read('child', 0, 12), concatBytes(tokenBytes(8, 1), tokenBytes(4, 2)));
@@ -186,7 +186,7 @@ describe('TieredMemory with the disk tier', () => {
       const { memory: a, cold } = await open();
       a.create('parent', 1);
       await a.append('parent', tokenBytes(8, 1));
-      await a.checkpoint('parent');
+      await a.spill('parent');
       await a.fork('parent', 'child'); // shares the parent's disk copies, has no manifest of its own
       const b = await second();
       try {
@@ -196,8 +196,8 @@ describe('TieredMemory with the disk tier', () => {
         await b.close();
       }
       expect(await cold.listSegments()).toEqual([]);
-      await a.offload('child', 'disk');
-      await a.restore('child');
+      await a.demote('child', 'disk');
+      await a.promote('child');
       expectSameBytes(await a.read('child', 0, 8), tokenBytes(8, 1));
       const c = await second();
       try {
@@ -210,7 +210,7 @@ describe('TieredMemory with the disk tier', () => {
   });
 
   it('restores in a new process what a killed process wrote, from the manifests alone', async () => {
-    const fixture = path.join(__dirname, 'fixtures', 'offload-and-die.ts');
+    const fixture = path.join(__dirname, 'fixtures', 'spill-and-die.ts');
     const result = await run(process.execPath, ['--import', 'tsx', fixture, directory, key.toString('hex')], {
       cwd: path.resolve(__dirname, '../..'),
     }).then(
@@ -236,7 +236,7 @@ describe('TieredMemory with the disk tier', () => {
   });
 
   describe('damaged files give INTEGRITY naming the context, never wrong bytes, and lose nothing', () => {
-    async function offloadedPair() {
+    async function spilledPair() {
       const opened = await open();
       for (const [id, seed] of [
         ['left', 1],
@@ -244,20 +244,20 @@ describe('TieredMemory with the disk tier', () => {
       ] as const) {
         opened.memory.create(id, 1);
         await opened.memory.append(id, tokenBytes(8, seed));
-        await opened.memory.offload(id, 'disk');
+        await opened.memory.demote(id, 'disk');
       }
       return opened;
     }
 
     async function expectIntegrity(memory: TieredMemory, pool: NativeAllocator, id: string) {
       const before = pool.stats();
-      await expect(memory.restore(id)).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining(id) });
+      await expect(memory.promote(id)).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining(id) });
       expect(memory.residency(id)).toBe('disk');
       expect(pool.stats()).toEqual(before);
     }
 
     it('a flipped byte', async () => {
-      const { pool, memory } = await offloadedPair();
+      const { pool, memory } = await spilledPair();
       const [segment] = await segmentFiles();
       const bytes = await fsp.readFile(segment!);
       bytes[bytes.length - 5]! ^= 0x40;
@@ -265,7 +265,7 @@ describe('TieredMemory with the disk tier', () => {
       const outcomes: string[] = [];
       for (const id of ['left', 'right']) {
         outcomes.push(
-          await memory.restore(id).then(
+          await memory.promote(id).then(
             () => 'restored',
             (err: { code: string }) => err.code,
           ),
@@ -277,19 +277,19 @@ describe('TieredMemory with the disk tier', () => {
     });
 
     it('a truncated file', async () => {
-      const { pool, memory } = await offloadedPair();
+      const { pool, memory } = await spilledPair();
       for (const segment of await segmentFiles()) await fsp.truncate(segment, 100);
       await expectIntegrity(memory, pool, 'left');
     });
 
     it('a deleted file', async () => {
-      const { pool, memory } = await offloadedPair();
+      const { pool, memory } = await spilledPair();
       for (const segment of await segmentFiles()) await fsp.rm(segment);
       await expectIntegrity(memory, pool, 'right');
     });
 
     it('files swapped between contexts', async () => {
-      const { pool, memory } = await offloadedPair();
+      const { pool, memory } = await spilledPair();
       const [a, b] = await segmentFiles();
       const tmp = `${a}.swap`;
       await fsp.rename(a!, tmp);
@@ -305,7 +305,7 @@ describe('TieredMemory with the disk tier', () => {
     const bytes = tokenBytes(10, 4); // 3 pages of 4 tokens
     memory.create('a', 1);
     await memory.append('a', bytes);
-    await memory.offload('a', 'disk');
+    await memory.demote('a', 'disk');
     // A manifest (written by a key holder, so it opens) whose page 1 checksum is not the page's.
     const manifest = await store.readManifest('a');
     expect(manifest.pageChecksums).toHaveLength(3);
@@ -317,7 +317,7 @@ describe('TieredMemory with the disk tier', () => {
       pageChecksums: manifest.pageChecksums!.map((sum, i) => (i === 1 ? (sum ^ 1) >>> 0 : sum)),
     });
     await memory.recover('a');
-    await expect(memory.restore('a')).rejects.toMatchObject({
+    await expect(memory.promote('a')).rejects.toMatchObject({
       code: 'INTEGRITY',
       message: expect.stringMatching(/^context a: page 1 does not match its checksum/),
     });
@@ -326,7 +326,7 @@ describe('TieredMemory with the disk tier', () => {
     await memory.dropLocalCopy('a');
     await store.writeManifest({ ...manifest, version: manifest.version + 2 });
     await memory.recover('a');
-    await memory.restore('a');
+    await memory.promote('a');
     expectSameBytes(await memory.read('a', 0, 10), bytes);
     await memory.release('a');
   });
@@ -353,12 +353,12 @@ describe('TieredMemory with the disk tier', () => {
       const kv = tokenBytes(40, 3, pool.layout.bytesPerToken);
       memory.create('big', 1);
       await memory.append('big', kv);
-      await memory.offload('big', 'host');
-      await expect(memory.offload('big', 'disk')).rejects.toMatchObject({ code: 'STORAGE_FULL' });
+      await memory.demote('big', 'host');
+      await expect(memory.demote('big', 'disk')).rejects.toMatchObject({ code: 'STORAGE_FULL' });
       expect(memory.residency('big')).toBe('host');
       expect(pool.stats()).toMatchObject({ diskCopies: 0, host: { usedBlocks: 10 } });
       expect(await filesIn(mount)).toEqual([]); // no partial or temp file left behind
-      await memory.restore('big');
+      await memory.promote('big');
       expectSameBytes(await memory.read('big', 0, 40), kv);
       await memory.release('big');
       await cold.close();
@@ -375,9 +375,9 @@ describe('TieredMemory with the disk tier', () => {
       memory.create(id, 1);
       await memory.append(id, tokenBytes(8, id.charCodeAt(0)));
     }
-    await memory.offload('a', 'host');
-    await memory.offload('b', 'host');
-    await memory.offload('c', 'host'); // host holds 4 blocks: 'a' goes to disk
+    await memory.demote('a', 'host');
+    await memory.demote('b', 'host');
+    await memory.demote('c', 'host'); // host holds 4 blocks: 'a' goes to disk
     expect(memory.residency('a')).toBe('disk');
     expect(memory.residency('b')).toBe('host');
     expect(memory.residency('c')).toBe('host');
@@ -392,8 +392,8 @@ describe('TieredMemory with the disk tier', () => {
       memory.create(id, 1 + (i % 2));
       await memory.append(id, tokenBytes(9 + i, i));
     }
-    await Promise.all(ids.map((id) => memory.offload(id, 'disk')));
-    await Promise.all(ids.map((id, i) => (i % 2 ? memory.restore(id) : memory.read(id, 0, 1))));
+    await Promise.all(ids.map((id) => memory.demote(id, 'disk')));
+    await Promise.all(ids.map((id, i) => (i % 2 ? memory.promote(id) : memory.read(id, 0, 1))));
     for (const [i, id] of ids.entries()) expectSameBytes(await memory.read(id, 0, 9 + i), tokenBytes(9 + i, i));
     await Promise.all(ids.map((id) => memory.release(id)));
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 0 }, contexts: 0, diskCopies: 0 });
@@ -411,12 +411,12 @@ describe('TieredMemory: segment files nobody uses', () => {
     const stranger = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8 }), cold: foreign });
     stranger.create('foreign', 1);
     await stranger.append('foreign', tokenBytes(4, 9));
-    await stranger.checkpoint('foreign');
+    await stranger.spill('foreign');
     await foreign.close();
 
     memory.create('a', 1);
     await memory.append('a', tokenBytes(10, 1));
-    await memory.offload('a', 'disk');
+    await memory.demote('a', 'disk');
     const before = (await segmentFiles()).length;
     await memory.release('a');
     expect(errors).toEqual(['deleting 1 unused segment file(s)']);
@@ -435,10 +435,10 @@ describe('TieredMemory: segment files nobody uses', () => {
     const first = await open();
     first.memory.create('gone', 1);
     await first.memory.append('gone', tokenBytes(9, 2));
-    await first.memory.offload('gone', 'disk');
+    await first.memory.demote('gone', 'disk');
     first.memory.create('damaged', 1);
     await first.memory.append('damaged', tokenBytes(5, 3));
-    await first.memory.offload('damaged', 'disk');
+    await first.memory.demote('damaged', 'disk');
     // Another process (the first one's worker died): it never held either context.
     const other = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8 }), cold: first.cold });
     await other.discard('gone');
@@ -469,7 +469,7 @@ describe('TieredMemory: segment files nobody uses', () => {
     };
     memory.create('a', 1);
     await memory.append('a', tokenBytes(13, 4));
-    await memory.offload('a', 'disk');
+    await memory.demote('a', 'disk');
     expect(swept).toBe(true);
     const other = new TieredMemory({
       pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8, hostBlockCount: 8 }),

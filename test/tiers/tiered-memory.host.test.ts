@@ -15,15 +15,15 @@ function open(blockCount: number, hostBlockCount: number, extra: Partial<Constru
 }
 
 describe('TieredMemory across device and host', () => {
-  it('offloads to host and restores byte-exact, with accounting back to baseline', async () => {
+  it('demotes to host and promotes byte-exact, with accounting back to baseline', async () => {
     const { pool, memory } = open(8, 8);
     memory.create('a', 1);
     await memory.append('a', tokenBytes(10, 1));
-    await memory.offload('a', 'host');
+    await memory.demote('a', 'host');
     expect(memory.residency('a')).toBe('host');
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 3 } });
     expectSameBytes(await memory.read('a', 0, 10), tokenBytes(10, 1)); // readable from host
-    await memory.restore('a');
+    await memory.promote('a');
     expect(memory.residency('a')).toBe('device');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, host: { usedBlocks: 0 } });
     expectSameBytes(await memory.read('a', 0, 10), tokenBytes(10, 1));
@@ -37,14 +37,14 @@ describe('TieredMemory across device and host', () => {
     await memory.append('parent', tokenBytes(8, 1));
     await memory.fork('parent', 'child');
     await memory.append('child', tokenBytes(4, 2));
-    await memory.offload('parent', 'host');
+    await memory.demote('parent', 'host');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, host: { usedBlocks: 0 } }); // the child still uses the prefix
-    await memory.offload('child', 'host');
+    await memory.demote('child', 'host');
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 3 }, sharedBlocks: 2 });
-    await memory.restore('child');
+    await memory.promote('child');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, host: { usedBlocks: 0 }, sharedBlocks: 2 });
     expect(memory.residency('parent')).toBe('device'); // offloaded, but its pages came back with the child's
-    await memory.restore('parent');
+    await memory.promote('parent');
     expect(pool.stats()).toMatchObject({ usedBlocks: 3, sharedBlocks: 2 });
     expectSameBytes(await memory.read('parent', 0, 8), tokenBytes(8, 1));
     expectSameBytes(await memory.read('child', 0, 12), Buffer.concat([tokenBytes(8, 1), tokenBytes(4, 2)]));
@@ -84,9 +84,9 @@ describe('TieredMemory across device and host', () => {
     memory.create('a', 1);
     memory.create('b', 1);
     await memory.append('a', tokenBytes(8, 1)); // 2 of 4 blocks
-    expect(await memory.offload('a', 'host')).toEqual({ from: 'device', to: 'host', bytes: 2 * blockBytes, evictions: [] });
+    expect(await memory.demote('a', 'host')).toEqual({ from: 'device', to: 'host', bytes: 2 * blockBytes, evictions: [] });
     await memory.append('b', tokenBytes(16, 2)); // all 4 blocks; 'a' is already off the device
-    const restored = await memory.restore('a'); // needs 2 of 0 free: 'b' makes room
+    const restored = await memory.promote('a'); // needs 2 of 0 free: 'b' makes room
     expect(restored).toEqual({
       from: 'host',
       to: 'device',
@@ -94,7 +94,7 @@ describe('TieredMemory across device and host', () => {
       evictions: [{ contextId: 'b', from: 'device', to: 'host', bytes: 4 * blockBytes }],
     });
     expect(heard).toEqual([`b:device->host:${4 * blockBytes}`]);
-    expect(await memory.restore('a')).toEqual({ from: 'device', to: 'device', bytes: 0, evictions: [] });
+    expect(await memory.promote('a')).toEqual({ from: 'device', to: 'device', bytes: 0, evictions: [] });
   });
 
   it('demotes in the background when free device blocks fall below the low watermark', async () => {
@@ -112,14 +112,14 @@ describe('TieredMemory across device and host', () => {
     expect(heard[0]).toBe('c0:device->host'); // background evictions reach the listeners too
   });
 
-  it('refuses to offload when the host tier is full and there is no disk tier, changing nothing', async () => {
+  it('refuses to demote when the host tier is full and there is no disk tier, changing nothing', async () => {
     const { pool, memory } = open(4, 1);
     memory.create('a', 1);
     await memory.append('a', tokenBytes(8, 1));
-    await expect(memory.offload('a', 'host')).rejects.toBeInstanceOf(FabricError);
+    await expect(memory.demote('a', 'host')).rejects.toBeInstanceOf(FabricError);
     expect(memory.residency('a')).toBe('device');
     expect(pool.stats()).toMatchObject({ usedBlocks: 2, host: { usedBlocks: 0 } });
-    await expect(memory.offload('a', 'disk')).rejects.toMatchObject({ code: 'POOL_EXHAUSTED' });
+    await expect(memory.demote('a', 'disk')).rejects.toMatchObject({ code: 'POOL_EXHAUSTED' });
   });
 
   it('moves many contexts in both directions at once and returns to baseline', async () => {
@@ -130,9 +130,9 @@ describe('TieredMemory across device and host', () => {
       await memory.append(id, tokenBytes(13 + i, i));
     }
     const half = ids.slice(0, 12);
-    await Promise.all(half.map((id) => memory.offload(id, 'host')));
-    // Restore the first half while offloading the second half.
-    await Promise.all([...half.map((id) => memory.restore(id)), ...ids.slice(12).map((id) => memory.offload(id, 'host'))]);
+    await Promise.all(half.map((id) => memory.demote(id, 'host')));
+    // Promote the first half while demoting the second half.
+    await Promise.all([...half.map((id) => memory.promote(id)), ...ids.slice(12).map((id) => memory.demote(id, 'host'))]);
     for (const [i, id] of ids.entries()) expectSameBytes(await memory.read(id, 0, 13 + i), tokenBytes(13 + i, i));
     await Promise.all(ids.map((id) => memory.release(id)));
     expect(pool.stats()).toMatchObject({ usedBlocks: 0, host: { usedBlocks: 0 }, contexts: 0, sharedBlocks: 0 });
@@ -143,7 +143,7 @@ describe('TieredMemory across device and host', () => {
     memory.create('a', 1);
     expect(() => memory.create('a', 1)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => memory.create('', 1)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    await expect(memory.restore('nope')).rejects.toMatchObject({ code: 'STALE_HANDLE' });
+    await expect(memory.promote('nope')).rejects.toMatchObject({ code: 'STALE_HANDLE' });
     await expect(memory.fork('a', 'a')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(memory.recover('b')).rejects.toMatchObject({ code: 'INVALID_STATE' });
   });

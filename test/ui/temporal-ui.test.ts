@@ -98,8 +98,7 @@ async function runAgent(dev: DevServer): Promise<Runs> {
       taskQueue: TASK_QUEUE,
       tierDir: join(dir, 'tiers'),
       workerId: 'ui-worker',
-      deviceBlocks: 64,
-      hostBlocks: 64,
+      pool: { deviceBlocks: 64, hostBlocks: 64 },
       maxConcurrentActivities: 4,
     }),
   });

@@ -27,14 +27,11 @@ describe('worker configuration', () => {
     );
     expect(config).toMatchObject({
       tierDir: '/tmp/t',
-      deviceBlocks: 64,
-      hostBlocks: 32,
-      backend: 'cpu',
+      pool: { deviceBlocks: 64, hostBlocks: 32, backend: 'cpu' },
       workflows: false,
-      activeKeyId: 'k1',
-      activeCodecKeyId: 'test-codec-1',
+      keys: { activeMasterKeyId: 'k1', activeCodecKeyId: 'test-codec-1' },
     });
-    expect(config.trustedKeys.map((k) => k.id)).toEqual(['test-sign-1']);
+    expect(config.keys.trusted.map((k) => k.id)).toEqual(['test-sign-1']);
     expect(() =>
       parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_CODEC_KEYS: security.KVFABRIC_CODEC_KEYS }),
     ).toThrow(/KVFABRIC_TRUSTED_KEYS/);
@@ -42,14 +39,14 @@ describe('worker configuration', () => {
       parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: `k1=${key}`, KVFABRIC_TRUSTED_KEYS: security.KVFABRIC_TRUSTED_KEYS }),
     ).toThrow(/KVFABRIC_CODEC_KEYS/);
     expect(config.temporal).toEqual({ address: 'temporal:7233', namespace: 'default' });
-    expect(config.model).toBe(MODELS.tiny);
-    expect(config).not.toHaveProperty('engineBatchSize'); // llama.cpp's own default
+    expect(config.engine.model).toBe(MODELS.tiny);
+    expect(config.engine).not.toHaveProperty('batchSize'); // llama.cpp's own default
     const exact = parseWorkerConfig(['--tier-dir', '/tmp/t'], {
       ...security,
       KVFABRIC_KEYS: `k1=${key}`,
       KVFABRIC_ENGINE_BATCH_SIZE: '32',
     });
-    expect(exact.engineBatchSize).toBe(32);
+    expect(exact.engine.batchSize).toBe(32);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], {})).toThrow(/no master key/);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--backend', 'tpu'], { KVFABRIC_KEYS: `k1=${key}` })).toThrow(/backend/);
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t'], { KVFABRIC_KEYS: 'k1=c2hvcnQ=' })).toThrow(/32 bytes/);
@@ -100,8 +97,8 @@ describe('worker configuration', () => {
       KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
       KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
     };
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env)).toMatchObject({ housekeepingMs: 600_000, orphanMinAgeMs: 3_600_000 });
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env)).toMatchObject({
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env).chores).toEqual({ housekeepingMs: 600_000, orphanMinAgeMs: 3_600_000 });
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--housekeeping-ms', '0', '--orphan-min-age-ms', '5000'], env).chores).toEqual({
       housekeepingMs: 0,
       orphanMinAgeMs: 5000,
     });
@@ -116,13 +113,13 @@ describe('worker configuration', () => {
       KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
       KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
     };
-    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env).quotas).toBeUndefined();
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t'], env).pool.quotas).toBeUndefined();
     const config = parseWorkerConfig(['--tier-dir', '/tmp/t', '--tenant-pinned-share', '0.25'], {
       ...env,
       KVFABRIC_TENANT_PINNED_SHARE: '0.9',
       KVFABRIC_TENANT_DEVICE_SHARE: '1',
     });
-    expect(config.quotas).toEqual({ device: 1, pinned: 0.25 });
+    expect(config.pool.quotas).toEqual({ device: 1, pinned: 0.25 });
     for (const bad of ['0', '1.5', 'half']) {
       expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--tenant-host-share', bad], env)).toThrow(
         `--tenant-host-share must be a number in (0, 1], got '${bad}'`,
@@ -139,6 +136,24 @@ describe('the usage text', () => {
       .sort();
     const named = [...new Set(WORKER_USAGE.match(/--[a-z][a-z-]*/g))].filter((flag) => flag !== '--help').sort();
     expect(named).toEqual(parsed);
+  });
+
+  it("lists the flags under the plugin options' groups: pool, engine, keys, chores", () => {
+    const env = {
+      KVFABRIC_KEYS: `k1=${randomBytes(32).toString('base64')}`,
+      KVFABRIC_TRUSTED_KEYS: keyListText(TEST_TRUSTED_KEYS),
+      KVFABRIC_CODEC_KEYS: keyListText(TEST_CODEC_KEYS),
+    };
+    const config = parseWorkerConfig(['--tier-dir', '/tmp/t'], env);
+    for (const [group, heading] of [
+      ['pool', 'Pool'],
+      ['engine', 'Engine'],
+      ['keys', 'Keys'],
+      ['chores', 'Chores'],
+    ] as const) {
+      expect(config[group]).toBeTypeOf('object');
+      expect(WORKER_USAGE).toMatch(new RegExp(`^${heading}: `, 'm'));
+    }
   });
 
   it('names every KVFABRIC_ variable the settings read', () => {

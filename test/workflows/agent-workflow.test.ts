@@ -489,3 +489,15 @@ describe('local turn', () => {
     expect((await events(agent)).slice(before).filter((event) => event.activityTaskScheduledEventAttributes)).toEqual([]);
   });
 });
+
+describe('prefix sharing', () => {
+  it("sends an agent's sharing 'none' with its turns, and nothing for the default (the worker's 'tenant')", async () => {
+    const private_ = await startAgent('no-sharing', {}, { config: { ...CONFIG, sharing: 'none' } });
+    await turn(private_, { message: 'hello' });
+    const shared = await startAgent('default-sharing');
+    await turn(shared, { message: 'hello' });
+    const sent = (agentId: string) => (fabric.callsOf(agentId, 'turn').at(-1)!.request as unknown as TurnRequest).sharing;
+    expect(sent('no-sharing')).toBe('none');
+    expect(sent('default-sharing')).toBeUndefined();
+  });
+});

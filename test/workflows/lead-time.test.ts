@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { initialState } from '../../src/workflows/agent-state';
 import { DEFAULT_AGENT_CONFIG, type AgentInput } from '../../src/workflows/definitions';
-import { WAKE_LEAD_FLOOR_MS, WAKE_LEAD_MARGIN, learnRestore, leadTimeMs } from '../../src/workflows/lead-time';
+import { WAKE_LEAD_FLOOR_MS, WAKE_LEAD_MARGIN, learnResumeSpeed, leadTimeMs } from '../../src/workflows/lead-time';
 
 const INPUT: AgentInput = {
   agentId: 'a',
@@ -38,9 +38,9 @@ describe('leadTimeMs', () => {
 
   it('learns from a resume that moved bytes only', () => {
     const state = initialState(INPUT);
-    learnRestore(state, { bytes: 0, transferMs: 0, verifyMs: 1, engineLoadMs: 40, from: 'host' });
+    learnResumeSpeed(state, { bytes: 0, transferMs: 0, verifyMs: 1, engineLoadMs: 40, from: 'host' });
     expect(state.restore).toBeUndefined();
-    learnRestore(state, { bytes: 4_000_000, transferMs: 30, verifyMs: 2, engineLoadMs: 8, from: 'disk' });
+    learnResumeSpeed(state, { bytes: 4_000_000, transferMs: 30, verifyMs: 2, engineLoadMs: 8, from: 'disk' });
     expect(state.restore).toEqual({ bytes: 4_000_000, ms: 40 });
     // 3.2 M tokens of the tiny model (819 MB) at 100,000 bytes per ms: 8.2 s of restore, twice that ahead.
     expect(leadTimeMs(INPUT, { ...state, tokens: 3_200_000 })).toBe(Math.ceil((2 * 3_200_000 * BYTES_PER_TOKEN) / 100_000));

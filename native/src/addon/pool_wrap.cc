@@ -183,6 +183,7 @@ Napi::Function PoolWrap::define(Napi::Env env) {
                          InstanceMethod<&PoolWrap::readBlock>("readBlock"),
                          InstanceMethod<&PoolWrap::writePlaneMajorAsync>("writePlaneMajorAsync"),
                          InstanceMethod<&PoolWrap::fork>("fork"),
+                         InstanceMethod<&PoolWrap::forkPrefix>("forkPrefix"),
                          InstanceMethod<&PoolWrap::pin>("pin"),
                          InstanceMethod<&PoolWrap::unpin>("unpin"),
                          InstanceMethod<&PoolWrap::release>("release"),
@@ -396,6 +397,15 @@ Napi::Value PoolWrap::fork(const Napi::CallbackInfo& info) {
   auto pool = live(env);
   Handle child;
   check(env, pool->fork(handleArg(info, 0, "context"), &child));
+  return Napi::Number::New(env, static_cast<double>(child));
+}
+
+Napi::Value PoolWrap::forkPrefix(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto pool = live(env);
+  Handle child;
+  const Handle ctx = handleArg(info, 0, "context");
+  check(env, pool->forkPrefix(ctx, integerArg(info, 1, "blocks", 0, kMaxSafeInteger), &child));
   return Napi::Number::New(env, static_cast<double>(child));
 }
 

@@ -35,6 +35,7 @@ class PoolWrap : public Napi::ObjectWrap<PoolWrap> {
   // literal bytes or a block plane's rows of the tokens; every plane once (plane_major.h).
   Napi::Value writePlaneMajorAsync(const Napi::CallbackInfo& info);
   Napi::Value fork(const Napi::CallbackInfo& info);
+  Napi::Value forkPrefix(const Napi::CallbackInfo& info);
   Napi::Value pin(const Napi::CallbackInfo& info);
   Napi::Value unpin(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);

@@ -491,19 +491,30 @@ void PagedAllocator::endRead(ReadLease* lease) {
   }
 }
 
-Status PagedAllocator::fork(Handle ctx, Handle* child) {
+Status PagedAllocator::fork(Handle ctx, Handle* child) { return forkPages(ctx, nullptr, child); }
+
+Status PagedAllocator::forkPrefix(Handle ctx, uint64_t blocks, Handle* child) { return forkPages(ctx, &blocks, child); }
+
+Status PagedAllocator::forkPages(Handle ctx, const uint64_t* blocks, Handle* child) {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextSlot* parent = findLocked(ctx);
   if (!parent) return staleContext();
   if (parent->busy) return busyContext();
+  const uint64_t fullBlocks = parent->tokens / layout_.tokensPerBlock;
+  if (blocks && *blocks > fullBlocks) {
+    return Status(Code::kOutOfRange, "a prefix fork takes full blocks only: asked " + std::to_string(*blocks) +
+                                         ", the context has " + std::to_string(fullBlocks));
+  }
   std::vector<uint32_t> pages;
   try {
-    pages = parent->pages;  // copied before a slot is claimed, so a failed fork consumes nothing
+    // Copied before a slot is claimed, so a failed fork consumes nothing.
+    pages.assign(parent->pages.begin(),
+                 blocks ? parent->pages.begin() + static_cast<std::ptrdiff_t>(*blocks) : parent->pages.end());
   } catch (const std::bad_alloc&) {
     return outOfMemory();
   }
   const uint32_t tenant = parent->tenant;
-  const uint64_t tokens = parent->tokens;
+  const uint64_t tokens = blocks ? *blocks * layout_.tokensPerBlock : parent->tokens;
   const bool resident = parent->resident;
   Handle created;
   Status st = claimSlotLocked(tenant, &created);  // may reallocate contexts_: parent is invalid now

@@ -307,6 +307,9 @@ class PagedAllocator {
   Status beginRead(Handle ctx, uint64_t startToken, uint64_t tokenCount, ReadLease* lease);
   Status beginReadBlock(Handle ctx, uint64_t pageIndex, ReadLease* lease);
   Status fork(Handle ctx, Handle* child);
+  // A fork of the context's first `blocks` pages only, each full (kOutOfRange otherwise): a prefix shared
+  // without the pages after it, and never a block still being filled.
+  Status forkPrefix(Handle ctx, uint64_t blocks, Handle* child);
   Status pin(Handle ctx);
   Status unpin(Handle ctx);
   Status release(Handle ctx);
@@ -401,6 +404,8 @@ class PagedAllocator {
   const FrameArena& arena(Tier tier) const { return tier == Tier::kDevice ? device_ : host_; }
 
   ContextSlot* findLocked(Handle ctx);
+  // fork() of the first `blocks` pages (all of them when blocks is nullptr).
+  Status forkPages(Handle ctx, const uint64_t* blocks, Handle* child);
   const ContextSlot* findLocked(Handle ctx) const;
   Status claimSlotLocked(uint32_t tenant, Handle* out);
   // Makes room for `count` more block ids so creating them cannot throw midway through an operation.

@@ -13,23 +13,16 @@ import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
 import { forEachBounded, Limiter } from './bounded-parallel';
-import {
-  isTempFile,
-  prepareDirectory,
-  removeStaleTempFiles,
-  segmentFileName,
-  STALE_TEMP_AGE_MS,
-  segmentIdOfFile,
-  type ColdDirectory,
-} from './cold-directory';
+import { syncDirectory, writeAtomically } from '../../blob-store/posix/durable-file';
+import { errnoOf, ioError } from '../../blob-store/posix/io-errors';
+import { readRegularFile } from '../../blob-store/posix/regular-file';
+import { isTempFile, STALE_TEMP_AGE_MS } from '../../blob-store/posix/temp-files';
+import { prepareDirectory, removeStaleTempFiles, segmentFileName, segmentIdOfFile, type ColdDirectory } from './cold-directory';
 import { contextIdOfManifestFile, manifestFileName } from './context-names';
 import { CryptoPool } from './crypto-pool';
 import { directIoWorks } from './direct-io';
-import { syncDirectory, writeAtomically } from './durable-file';
-import { errnoOf, ioError } from './io-errors';
 import { KeyRing } from './key-ring';
 import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
-import { readRegularFile } from './regular-file';
 import type { SegmentContext } from './segment-context';
 import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';

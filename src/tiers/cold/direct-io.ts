@@ -8,7 +8,8 @@ import { constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
-import { tempFileName } from './cold-directory';
+import { newFileFlags } from '../../blob-store/posix/durable-file';
+import { tempFileName } from '../../blob-store/posix/temp-files';
 import { SLOT_BYTES, stagingArena, type StagingSlot } from './staging-arena';
 
 /** File offsets, lengths and buffer addresses of direct writes are multiples of this. */
@@ -17,12 +18,6 @@ export const DIRECT_IO_ALIGNMENT = 4096;
 /** Whether blocks of this size can move with O_DIRECT (given a file system that takes it). */
 export function directIoFits(blockBytes: number): boolean {
   return blockBytes % DIRECT_IO_ALIGNMENT === 0 && blockBytes <= SLOT_BYTES;
-}
-
-/** Flags for a new temp file: exclusive create, write only, direct when asked and available. */
-export function newFileFlags(direct: boolean): number {
-  const base = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL;
-  return direct ? base | fsConstants.O_DIRECT : base;
 }
 
 /** Whether an aligned O_DIRECT write and read work in `folder`. Any failure means no, and leaves nothing behind. */

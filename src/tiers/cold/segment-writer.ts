@@ -12,7 +12,7 @@ import { forEachBounded } from './bounded-parallel';
 import { segmentFileName } from './cold-directory';
 import type { SealItem } from './crypto-pool';
 import { directIoFits } from './direct-io';
-import { writeAtomically, writeFully } from './durable-file';
+import { writeAtomically, writeFully } from '../../blob-store/posix/durable-file';
 import { newDataKey } from './key-ring';
 import { encodeSegmentHeader, segmentGeometry } from './segment-header';
 import { SLOT_BYTES, stagingArena } from './staging-arena';

@@ -151,7 +151,7 @@ describe('attacks on AI SDK agents’ KV', () => {
       tokens: [1, 2, 3, 4],
       replies: [],
     } as never);
-    await fx.tiers.checkpoint(id);
+    await fx.tiers.spill(id);
     await fx.tiers.dropLocalCopy(id);
 
     const err = await callAs(target).catch((e: unknown) => e);

@@ -5,81 +5,35 @@
 // and the variable really act on the agent; each refusal happens before anything connects and leaves the
 // agent as it was; a file holding another agent's capability reaches the worker, which refuses and audits
 // it without the token.
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { spawnWorkerProcess, type WorkerProcess } from '../../../scripts/worker-process';
-import { keygen } from '../../../src/cli/keygen';
-import { AgentClient } from '../../../src/client/agent-client';
-import { clientSecurityFromEnv } from '../../../src/client/client-security';
-import { startDevServer, type DevServer } from '../../../src/dev-server/dev-server';
-import { runCli } from '../../cli/run-cli';
+import { startCliRig, type CliRig } from '../../cli/cli-rig';
 
-const TASK_QUEUE = 'cli-capability';
-const scratch = mkdtempSync(join(tmpdir(), 'kvfabric-cli-capability-'));
-const keys = join(scratch, 'keys');
-const tierDir = join(scratch, 'tier');
-keygen(['--out', keys], () => undefined);
-const CLIENT_KEYS = { KVFABRIC_SIGNING_KEYS_FILE: join(keys, 'signing.keys'), KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys') };
-const WORKER_KEYS = {
-  KVFABRIC_KEY_FILE: join(keys, 'master.keys'),
-  KVFABRIC_TRUSTED_KEYS_FILE: join(keys, 'trusted.keys'),
-  KVFABRIC_CODEC_KEYS_FILE: join(keys, 'codec.keys'),
-};
-
-let server: DevServer;
-let worker: WorkerProcess;
-let agents: AgentClient;
-/** The CLI's connection flags for this server and queue. */
-let connection: string[];
+let rig: CliRig;
 const capabilities: Record<string, string> = {};
 
 /** The CLI as a process with the client's key files; `env` adds to them. */
-const cli = (args: string[], env: Record<string, string> = {}) => runCli([...args, ...connection], { ...CLIENT_KEYS, ...env });
+const cli = (args: string[], env: Record<string, string> = {}) => rig.cli(args, env);
 
 let files = 0;
 function capabilityFile(text: string, mode: number): string {
-  const path = join(scratch, `capability-${files++}`);
+  const path = join(rig.scratch, `capability-${files++}`);
   writeFileSync(path, `${text}\n`, { mode });
   chmodSync(path, mode);
   return path;
 }
 
-const tokensOf = async (agentId: string) => (await agents.status(agentId)).tokens;
+const tokensOf = async (agentId: string) => (await rig.agents.status(agentId)).tokens;
 const auditLines = () => {
-  const dir = join(tierDir, 'audit');
+  const dir = join(rig.tierDir, 'audit');
   return existsSync(dir) ? readdirSync(dir).flatMap((name) => readFileSync(join(dir, name), 'utf8').split('\n').filter(Boolean)) : [];
 };
 
 beforeAll(async () => {
-  server = await startDevServer();
-  connection = ['--address', server.address, '--task-queue', TASK_QUEUE];
-  worker = await spawnWorkerProcess(
-    'cli-capability',
-    [
-      '--address',
-      server.address,
-      '--task-queue',
-      TASK_QUEUE,
-      '--engine',
-      'synthetic',
-      '--model',
-      'tiny',
-      '--backend',
-      'cpu',
-      '--device-blocks',
-      '64',
-      '--host-blocks',
-      '64',
-      '--tier-dir',
-      tierDir,
-    ],
-    WORKER_KEYS,
-  );
-  agents = await AgentClient.connect({ address: server.address, namespace: 'default' }, clientSecurityFromEnv(CLIENT_KEYS), TASK_QUEUE);
+  rig = await startCliRig('cli-capability');
   const started = await Promise.all(
     ['planner', 'other'].map((agentId) => cli(['start', agentId, '--tenant', 'acme', '--model', 'tiny', '--json'])),
   );
@@ -91,13 +45,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await agents?.close();
-  if (worker) {
-    worker.child.kill('SIGTERM');
-    await worker.exited;
-  }
-  await server?.stop();
-  rmSync(scratch, { recursive: true, force: true });
+  await rig?.stop();
 });
 
 describe('the CLI and an agent capability', () => {
@@ -113,14 +61,14 @@ describe('the CLI and an agent capability', () => {
     ]);
     expect(fromFile, fromFile.stderr).toMatchObject({ code: 0 });
     expect(JSON.parse(fromFile.stdout)).toMatchObject({ tokens: 20, turns: 1 });
-    expect(await agents.status('planner')).toMatchObject({ agentId: 'planner', tokens: 20, turns: 1 });
+    expect(await rig.agents.status('planner')).toMatchObject({ agentId: 'planner', tokens: 20, turns: 1 });
     const fromEnv = await cli(['turn', 'planner', '--tokens', '10', '--json'], { KVFABRIC_CAPABILITY: capabilities.planner! });
     expect(fromEnv, fromEnv.stderr).toMatchObject({ code: 0 });
     expect(JSON.parse(fromEnv.stdout)).toMatchObject({ tokens: 30, turns: 2 });
   }, 60_000);
 
   it('refuses --capability VALUE before connecting, exit 2, without repeating the token; the agent is as it was', async () => {
-    const before = await agents.status('planner');
+    const before = await rig.agents.status('planner');
     const token = capabilities.planner!;
     const runs = await Promise.all([
       cli(['turn', 'planner', '--tokens', '5', '--capability', token]),
@@ -136,7 +84,7 @@ describe('the CLI and an agent capability', () => {
         stderr: `kvfabric: ${command}: --capability is not taken on the command line, where ps shows it to every user: put the capability in a file only you can read (chmod 600) and pass --capability-file PATH, or set KVFABRIC_CAPABILITY (see kvfabric ${command} --help)\n`,
       });
     }
-    expect(await agents.status('planner')).toMatchObject({ tokens: before.tokens, turns: before.turns, phase: before.phase });
+    expect(await rig.agents.status('planner')).toMatchObject({ tokens: before.tokens, turns: before.turns, phase: before.phase });
   }, 60_000);
 
   it('refuses a capability file others can read, exit 1 PERMISSION_DENIED, naming the file and the fix; the agent is as it was', async () => {

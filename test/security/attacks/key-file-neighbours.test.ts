@@ -119,7 +119,7 @@ describe('attack: a neighbour owns or can change a key file', () => {
   it('a symlink to key files in a directory others can write: the target is judged, and refused', () => {
     const link = join(base, 'linked');
     symlinkSync(keys, link);
-    expect(worker(link).trustedKeys).toHaveLength(1); // a safe target through a link is fine (secret mounts are links)
+    expect(worker(link).keys.trusted).toHaveLength(1); // a safe target through a link is fine (secret mounts are links)
     chmodSync(keys, 0o777);
     expect(refusal(() => worker(link))).toMatchObject({
       code: 'PERMISSION_DENIED',
@@ -143,7 +143,7 @@ describe('attack: a neighbour owns or can change a key file', () => {
     const sticky = stickyDirectory('sticky');
     const link = join(sticky, 'keys');
     symlinkSync(keys, link);
-    expect(worker(link).trustedKeys).toHaveLength(1); // our own link in a sticky directory: nobody else can move it
+    expect(worker(link).keys.trusted).toHaveLength(1); // our own link in a sticky directory: nobody else can move it
     // A link is re-pointed by replacing it; its owner may do that even in a sticky directory.
     const theirs = join(sticky, 'theirs');
     symlinkSync(keys, theirs);
@@ -159,7 +159,7 @@ describe('attack: a neighbour owns or can change a key file', () => {
     const sticky = stickyDirectory('tmp-like');
     const inside = join(sticky, 'keys');
     renameSync(keys, inside);
-    expect(worker(inside).trustedKeys).toHaveLength(1);
+    expect(worker(inside).keys.trusted).toHaveLength(1);
     expect(client(inside).issuer).toBeDefined();
   });
 });

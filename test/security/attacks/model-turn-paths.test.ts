@@ -139,7 +139,7 @@ describe('model turns', () => {
     fx.tiers.create('paused-copy', 99);
     const theirs = new Uint8Array(rowBytes * 3).fill(7);
     await fx.tiers.append('paused-copy', theirs);
-    await fx.tiers.offload('paused-copy', 'host');
+    await fx.tiers.demote('paused-copy', 'host');
     await fx.memory.settled();
     // Their context stays where they put it, as they wrote it.
     expect(fx.tiers.residency('paused-copy')).toBe('host');

@@ -3,7 +3,7 @@
 // timeout (a blocking open waits for a writer forever, and holds one of libuv's four threads); a manifest
 // symlinked to /dev/zero was read past 1 GiB. Every reader of the directory now opens with O_NOFOLLOW
 // (no link is expected there) and O_NONBLOCK, checks the descriptor is a regular file and caps its size by
-// the file's kind before reading (src/tiers/cold/regular-file.ts): INTEGRITY otherwise, at once.
+// the file's kind before reading (src/blob-store/posix/regular-file.ts): INTEGRITY otherwise, at once.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, constants, mkdtempSync, openSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';

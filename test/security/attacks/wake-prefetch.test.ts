@@ -67,14 +67,15 @@ describe('attack: a prefetch of a context that is not its own', () => {
     const sibling = await agent('sibling', 'acme', 8, 'device');
     const calls = fx.tierCalls.length;
 
+    // One at a time, so the audit log's order is the attempts' order.
     const refused = [
-      prefetch('victim', mallory.custodian, victim.digest),
-      prefetch('victim', sibling.custodian, victim.digest),
-      prefetch('victim', victim.token, victim.digest),
-      prefetch('victim', victim.custodian, victim.digest, agentWorkflowId('mallory')),
-      prefetch('ghost', sibling.custodian, victim.digest),
+      () => prefetch('victim', mallory.custodian, victim.digest),
+      () => prefetch('victim', sibling.custodian, victim.digest),
+      () => prefetch('victim', victim.token, victim.digest),
+      () => prefetch('victim', victim.custodian, victim.digest, agentWorkflowId('mallory')),
+      () => prefetch('ghost', sibling.custodian, victim.digest),
     ];
-    for (const attempt of refused) await expect(attempt).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    for (const attempt of refused) await expect(attempt()).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
     expect(auditedReasons()).toEqual(['wrong-tenant', 'wrong-context', 'missing-right', 'wrong-workflow', 'wrong-context']);
     expect(fx.tierCalls.slice(calls).filter((name) => name === 'restore')).toEqual([]);
     expect(fx.memory.snapshot('victim').tier).toBe('disk');
@@ -83,7 +84,7 @@ describe('attack: a prefetch of a context that is not its own', () => {
     // The owner's own prefetch, with the custodian its workflow carries: back on the device, checked.
     const resumed = await prefetch('victim', victim.custodian, victim.digest);
     expect(resumed).toMatchObject({ tier: 'device', from: 'disk', digest: victim.digest });
-    expect(outcomes).toEqual(['restored']);
+    expect(outcomes).toEqual(['resumed']);
   });
 });
 

@@ -78,15 +78,13 @@ describe('attack: a worker id that is a path, or worse', () => {
     const tierDir = join(root, 'a', 'b', 'tier');
     const outside = join(root, 'outside');
     mkdirSync(outside, { mode: 0o755 });
+    const parsed = config([]);
     const options = {
-      ...config([]),
+      ...parsed,
       tierDir,
       workerId: 'x/../../../../../outside/pwned',
-      engine: 'synthetic' as const,
-      model: MODELS.tiny!,
-      deviceBlocks: 8,
-      hostBlocks: 8,
-      backend: 'cpu' as const,
+      engine: { ...parsed.engine, name: 'synthetic', model: MODELS.tiny! },
+      pool: { ...parsed.pool, deviceBlocks: 8, hostBlocks: 8, backend: 'cpu' as const },
     };
     const opened = await openWorkerMemory(options, 'kvfabric@pwned', false).then(
       async (memory) => {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FabricError } from '../../../src/fabric/errors';
-import { ioError } from '../../../src/tiers/cold/io-errors';
+import { ioError } from '../../../src/blob-store/posix/io-errors';
 import { KeyRing } from '../../../src/tiers/cold';
 import {
   blocksOf,

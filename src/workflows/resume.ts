@@ -1,16 +1,16 @@
-// Bringing an agent's context back to the device, wherever it is: in the workflow task itself when the
+// Resuming an agent's context: back to the device, wherever it is: in the workflow task itself when the
 // worker running the task holds it in memory, else through the holder's queue (failover included). The
 // worker verifies what came back against the digest the workflow recorded; the workflow checks the count.
 import type { HolderActivities, ResumeRequest, ResumeResult } from '../activities/types';
 import type { AgentRun } from './agent-run';
 import { refusal } from './failures';
 import type { HolderCalls } from './holder-calls';
-import { learnRestore } from './lead-time';
+import { learnResumeSpeed } from './lead-time';
 import { canTake } from './lifecycle';
 
 /** Whatever the tier -> resident, verified; the phase moves to `resumed` where the lifecycle has one. */
-export async function bringBack(run: AgentRun, calls: HolderCalls, capability: string): Promise<void> {
-  if (!(await resumeLocally(run, calls, capability))) await calls.call((holder) => resumeOn(run, holder, capability, 0));
+export async function resume(run: AgentRun, calls: HolderCalls, capability: string): Promise<void> {
+  if (!(await resumeLocally(run, calls, capability))) await calls.call((holder) => resumeOnHolder(run, holder, capability, 0));
   if (canTake(run.state.phase, 'resumed')) run.move('resumed');
 }
 
@@ -22,10 +22,10 @@ export async function bringBack(run: AgentRun, calls: HolderCalls, capability: s
 export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void> {
   const resumed = await calls.call((holder) => holder.wake(resumeRequest(run, run.ownCapability())));
   if (resumed.tier !== 'device') {
-    run.absorb(resumed);
+    run.recordSnapshot(resumed);
     return;
   }
-  accept(run, resumed, 0);
+  recordResumed(run, resumed, 0);
   if (canTake(run.state.phase, 'resumed')) run.move('resumed');
 }
 
@@ -33,8 +33,13 @@ export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void>
  * Resumes on `holder`. The context may hold `inFlightTokens` more than recorded: a turn whose worker was
  * lost after the turn reached the durable copy; the turn's own activity then checks them.
  */
-export async function resumeOn(run: AgentRun, holder: HolderActivities, capability: string, inFlightTokens: number | 'any'): Promise<void> {
-  accept(run, await holder.resume(resumeRequest(run, capability)), inFlightTokens);
+export async function resumeOnHolder(
+  run: AgentRun,
+  holder: HolderActivities,
+  capability: string,
+  inFlightTokens: number | 'any',
+): Promise<void> {
+  recordResumed(run, await holder.resume(resumeRequest(run, capability)), inFlightTokens);
 }
 
 /** False when the worker running this task is not the holder, or the context is not in memory. */
@@ -45,7 +50,7 @@ async function resumeLocally(run: AgentRun, calls: HolderCalls, capability: stri
   if (holder === null || !state.holderRunsWorkflows || (state.tier !== 'device' && state.tier !== 'host')) return false;
   const resumed = await calls.locally((local) => local.resumeIfHolder({ ...resumeRequest(run, capability), holder }));
   if (resumed === null) return false;
-  accept(run, resumed, 0);
+  recordResumed(run, resumed, 0);
   return true;
 }
 
@@ -54,11 +59,11 @@ function resumeRequest(run: AgentRun, capability: string): ResumeRequest {
 }
 
 /**
- * Takes a resume's result: its token count against the recorded one, then its snapshot and figures. Pages
- * longer than recorded by at most the tail have caught up with it (the worker checked the ids); longer by
- * a turn in flight, the turn's own activity checks them, so the record stays.
+ * Records a resume's result: its token count checked against the recorded one, then its snapshot and
+ * figures. Pages longer than recorded by at most the tail have caught up with it (the worker checked the
+ * ids); longer by a turn in flight, the turn's own activity checks them, so the record stays.
  */
-function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | 'any'): void {
+function recordResumed(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | 'any'): void {
   const { state } = run;
   const extra = resumed.tokens - state.digest.tokens;
   const caughtUp = extra >= 0 && extra <= state.tail.length;
@@ -66,7 +71,7 @@ function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | '
     throw refusal('INTEGRITY', `context came back with ${resumed.tokens} tokens; the workflow recorded ${state.digest.tokens}`);
   }
   if (caughtUp) run.recordPages(resumed.digest);
-  run.absorb(resumed);
+  run.recordSnapshot(resumed);
   state.lastResume = {
     bytes: resumed.bytes,
     transferMs: resumed.transferMs,
@@ -74,5 +79,5 @@ function accept(run: AgentRun, resumed: ResumeResult, inFlightTokens: number | '
     engineLoadMs: resumed.engineLoadMs,
     from: resumed.from,
   };
-  learnRestore(state, state.lastResume);
+  learnResumeSpeed(state, state.lastResume);
 }

@@ -1,17 +1,22 @@
-// Durable file primitives of the cold tier: atomic replacement (temp file in the same directory, write,
+// Durable file primitives of the POSIX blob store and the shared directory: atomic replacement (temp file in the same directory, write,
 // fsync, rename, fsync the directory) so a crash leaves the old file or the new one, never a torn one
 // under the real name; and positional reads and writes that finish or fail, never stop short silently.
 
 import { randomBytes } from 'node:crypto';
-import { promises as fsp } from 'node:fs';
+import { constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 import { FabricError } from '../../fabric/errors';
-import { tempFileName } from './cold-directory';
-import { newFileFlags } from './direct-io';
 import { errnoOf, ioError } from './io-errors';
 import { PRIVATE_FILE_MODE } from './private-directory';
+import { tempFileName } from './temp-files';
+
+/** Flags for a new temp file: exclusive create, write only, O_DIRECT when asked (see tiers/cold/direct-io.ts). */
+export function newFileFlags(direct: boolean): number {
+  const base = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL;
+  return direct ? base | fsConstants.O_DIRECT : base;
+}
 
 /**
  * Creates `finalName` in `directory` with what `write` puts in a fresh temp file (opened with O_DIRECT

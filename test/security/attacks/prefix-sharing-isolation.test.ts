@@ -1,0 +1,90 @@
+// Attack: a tenant probes for another tenant's prompts through prefix sharing (vLLM's CVE-2025-46570:
+// a hit's first token comes sooner than a miss's). Tenant "victim" holds its prompts on the worker;
+// attackers send the very same prompts. Their first turns must look exactly like true misses (prompts
+// nobody holds): the same tokens evaluated, none shared, for every probe, while the victim's own
+// repeats hit. Evaluated-token counts make it deterministic; first-turn times are printed for the record.
+// A salt cannot be forged or copied: it is never an input (the call names a tenant its capability must
+// carry), and even a holder named directly is refused across tenants by the tier layer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { openSharingMemory, SHARED, type SharingMemory } from '../../prefix-sharing/sharing-memory-fixture';
+
+let opened: SharingMemory;
+
+beforeAll(async () => {
+  opened = await openSharingMemory('prefix-isolation');
+});
+afterAll(async () => {
+  await opened?.close();
+});
+
+const PROBES = 4;
+const victimPrompt = (i: number) => `${SHARED} Case ${i}: which header declares the allocator's leases?`;
+const missPrompt = (i: number) => `Unshared ${i}: which header declares the allocator's leases? ${SHARED}`;
+
+type Kind = 'hit' | 'cross-tenant' | 'miss';
+interface Probe {
+  kind: Kind;
+  prompt: number;
+  shared: number;
+  evaluated: number;
+  ms: number;
+}
+
+describe('prefix sharing across tenants (attack)', () => {
+  it("cross-tenant probes of the victim's exact prompts are indistinguishable from misses", async () => {
+    const held: { agentId: string; tenant: string; token: string }[] = [];
+    const probe = async (kind: Kind, agentId: string, tenant: string, message: string): Promise<Probe> => {
+      const started = performance.now();
+      const { token } = await opened.firstTurn(agentId, tenant, message);
+      const ms = performance.now() - started;
+      held.push({ agentId, tenant, token });
+      const figures = opened.prefills.get(agentId)!;
+      return { kind, prompt: opened.promptOf(message).length, shared: figures.sharedTokens, evaluated: figures.evaluatedTokens, ms };
+    };
+    for (let i = 0; i < PROBES; i++) await probe('miss', `victim-${i}`, 'victim', victimPrompt(i)); // the victim's own first turns
+    const probes: Probe[] = [];
+    for (let i = 0; i < PROBES; i++) {
+      // Each attacker and each miss in a tenant of its own, so nothing it sent before can be found.
+      probes.push(await probe('cross-tenant', `attacker-${i}`, `attacker-${i}`, victimPrompt(i)));
+      probes.push(await probe('miss', `stranger-${i}`, `stranger-${i}`, missPrompt(i)));
+      probes.push(await probe('hit', `victim-again-${i}`, 'victim', victimPrompt(i)));
+    }
+    const unshared = (kind: Kind) =>
+      probes.filter((p) => p.kind === kind).map((p) => ({ shared: p.shared, uncached: p.prompt - p.evaluated }));
+    const misses = unshared('miss');
+    expect(unshared('cross-tenant')).toEqual(misses);
+    expect(new Set(misses.map((m) => JSON.stringify(m)))).toEqual(new Set([JSON.stringify({ shared: 0, uncached: 0 })]));
+    for (const hit of probes.filter((p) => p.kind === 'hit')) {
+      expect(hit.shared).toBeGreaterThanOrEqual(64);
+      expect(hit.evaluated).toBe(hit.prompt - hit.shared);
+    }
+    const median = (kind: Kind) => {
+      const times = probes
+        .filter((p) => p.kind === kind)
+        .map((p) => p.ms)
+        .sort((a, b) => a - b);
+      return times[Math.floor(times.length / 2)]!.toFixed(0);
+    };
+    console.log(
+      `first-turn ms (median of ${PROBES}): hit ${median('hit')}, cross-tenant ${median('cross-tenant')}, miss ${median('miss')}`,
+    );
+    for (const { agentId, tenant, token } of held) await opened.release(agentId, tenant, token);
+    expect(opened.fx.memory.stats().usedBlocks).toBe(0);
+  });
+
+  it("a call naming the victim's tenant is refused, and a holder named directly is refused across tenants", async () => {
+    const { token } = await opened.firstTurn('victim-held', 'victim', victimPrompt(9));
+    const holder = opened.fx.tiers.contextIds().find((id) => id.startsWith('prefix-'))!;
+    expect(holder).toBeDefined();
+    // The attacker's capability names its own tenant: claiming the victim's is refused before any lookup.
+    const thief = opened.fx.token('thief', 'attacker');
+    await opened.fx.allocate('thief', thief, { tenant: 'attacker' });
+    await expect(opened.say('thief', thief, victimPrompt(9), { tenant: 'victim' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    // Below the keys: the tier layer refuses another tenant's holder whatever a lookup said.
+    await expect(opened.fx.tiers.sharePrefix('thief', holder, 1, {})).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect(opened.fx.tiers.contextStats('thief').tokens).toBe(0);
+    await opened.release('thief', 'attacker', thief);
+    await opened.release('victim-held', 'victim', token);
+  });
+});
