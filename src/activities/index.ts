@@ -160,10 +160,7 @@ export function createActivities(options: {
     },
 
     wake(request: ResumeRequest): Promise<ResumeResult> {
-      const progress = { phase: 'wake', tokens: request.expected.tokens };
-      return runOperation({ operation: 'wake', progress }, request, (call, run) =>
-        memory.resume(call, { ...request, roomOnly: true }, run),
-      );
+      return wake('wake', request);
     },
 
     suspend(request: SuspendRequest): Promise<SuspendResult> {
@@ -222,11 +219,23 @@ export function createActivities(options: {
       if (request.holder !== holder || !memory.holds(request.agentId) || memory.snapshot(request.agentId).tier !== 'device') return null;
       return turn('turnIfHolder', request);
     },
+
+    async wakeIfHolder(request: LocalResumeRequest): Promise<ResumeResult | null> {
+      if (request.holder !== holder || !memory.holds(request.agentId)) return null;
+      return wake('wakeIfHolder', request);
+    },
   };
 
   function turn(activity: string, request: TurnRequest): Promise<TurnResult> {
     const progress = { phase: 'turn', turn: request.turn, ...(request.tokens === undefined ? {} : { tokens: request.tokens }) };
     return runOperation({ operation: 'turn', activity, progress }, request, (call, run) => memory.turn(call, request, run));
+  }
+
+  function wake(activity: string, request: ResumeRequest): Promise<ResumeResult> {
+    const progress = { phase: 'wake', tokens: request.expected.tokens };
+    return runOperation({ operation: 'wake', activity, progress }, request, (call, run) =>
+      memory.resume(call, { ...request, roomOnly: true }, run),
+    );
   }
 
   function resume(activity: string, request: ResumeRequest): Promise<ResumeResult> {

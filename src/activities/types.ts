@@ -124,6 +124,12 @@ export interface LocalActivities {
    * holder's queue after a failed local attempt) gets the recorded result.
    */
   turnIfHolder(request: LocalTurnRequest): Promise<TurnResult | null>;
+  /**
+   * A planned wake-up's prefetch (the holder's `wake`) when this worker holds the context, from any tier:
+   * the prefetch is best-effort (a failed one is only logged; the call brings the context back), so it
+   * needs no heartbeats, and in the workflow task it costs one marker instead of an activity's events.
+   */
+  wakeIfHolder(request: LocalResumeRequest): Promise<ResumeResult | null>;
 }
 
 /** Run on the holder's worker-specific task queue: one method per operation whose row says `queue: 'holder'`. */

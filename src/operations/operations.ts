@@ -68,7 +68,7 @@ export const OPERATIONS = {
    * of it with its custodian token (the activity: a resume that never evicts to make room). Moves bytes
    * within the worker only, like recover: no caller's right (src/workflows/wake-ups.ts).
    */
-  wake: { update: true, queue: 'holder', right: 'custody', custody: true },
+  wake: { update: true, queue: 'holder', right: 'custody', custody: true, local: 'wakeIfHolder' },
 } as const satisfies Record<string, OperationRow>;
 
 export type Operation = keyof typeof OPERATIONS;

@@ -16,11 +16,16 @@ export async function resume(run: AgentRun, calls: HolderCalls, capability: stri
 
 /**
  * A planned wake-up's prefetch (wake-ups.ts), with the agent's custodian token: the holder's `wake`, a
- * resume that makes no room, on the holder or, when it is gone, on the worker that adopts the context.
+ * resume that makes no room: in the workflow task when the worker running it holds the context, else
+ * through the holder's queue or, when the holder is gone, on the worker that adopts the context.
  * Without room on the device nothing came back: the context stays where it is, and so does the record.
  */
 export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void> {
-  const resumed = await calls.call((holder) => holder.wake(resumeRequest(run, run.ownCapability())));
+  const request = resumeRequest(run, run.ownCapability());
+  const holder = run.state.holder;
+  const local =
+    holder !== null && run.state.holderRunsWorkflows ? await calls.locally((l) => l.wakeIfHolder({ ...request, holder })) : null;
+  const resumed = local ?? (await calls.call((onHolder) => onHolder.wake(request)));
   if (resumed.tier !== 'device') {
     run.recordSnapshot(resumed);
     return;

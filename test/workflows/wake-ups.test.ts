@@ -112,6 +112,26 @@ describe('a planned wake-up', () => {
     expect(fabric.callsOf('wake-nap', 'resume')).toEqual([]);
   });
 
+  it('prefetches in the workflow task when the worker running it holds the context: one marker, no activity task', async () => {
+    const agent = await agentOnDisk('wake-local', { holder: HOLDER_A, holderRunsWorkflows: true });
+    const at = (await env.currentTimeMs()) + 2 * HOUR;
+    await planWake(agent, at);
+    const before = (await events(agent)).length;
+    await skip(agent, 2 * HOUR);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'resumed', tier: 'device', lastResume: { from: 'disk' } });
+    expect(fabric.callsOf('wake-local', 'wakeIfHolder')).toMatchObject([{ queue: 'local', request: { capability: CUSTODIAN } }]);
+    expect(fabric.callsOf('wake-local', 'wake')).toEqual([]);
+    expect(kindsOf((await events(agent)).slice(before))).toEqual([
+      'timerFired',
+      'workflowTaskScheduled',
+      'workflowTaskStarted',
+      'workflowTaskCompleted',
+      'markerRecorded',
+      'upsertWorkflowSearchAttributes',
+      'timerStarted',
+    ]);
+  });
+
   it('lets a prefetched context nobody uses fall back under the idle timers, counted from the planned instant', async () => {
     const agent = await agentOnDisk('wake-unused');
     const at = (await env.currentTimeMs()) + 2 * HOUR;
