@@ -36,6 +36,7 @@ import type { Engine } from '../src/engines/engine';
 import { LlamaEngine } from '../src/engines/llama/llama-engine';
 import { MODELS } from '../src/engines/models';
 import { NativeAllocator } from '../src/fabric';
+import { PosixBlobStore } from '../src/blob-store/posix/posix-blob-store';
 import { RecordSeal } from '../src/shared-directory/record-seal';
 import { TenantRegistry } from '../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
@@ -442,7 +443,7 @@ async function main(): Promise<void> {
   const keyRing = new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
   const cold = await ColdStore.open({ directory: path.join(dir, 'cold'), keyRing });
   const tiers = new TieredMemory({ pool, cold });
-  const tenantIds = await TenantRegistry.open(path.join(dir, 'tenants'), new RecordSeal(keyRing));
+  const tenantIds = await TenantRegistry.open(await PosixBlobStore.open(dir), 'tenants/', new RecordSeal(keyRing));
   // One engine under both loops, with one clock: the loops never run at once.
   const clocks = clockedEngine(engine);
   const memory = new ModelCallMemory({

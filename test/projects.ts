@@ -29,7 +29,15 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
   {
     name: 's3',
     needs: 'a real S3 server (SeaweedFS, built by npm run setup:tests) that tests start and stop',
-    include: ['test/blob-store/s3-blob-store.test.ts', 'test/blob-store/fence-race.test.ts'],
+    include: [
+      'test/blob-store/s3-blob-store.test.ts',
+      'test/blob-store/fence-race.test.ts',
+      'test/shared-directory/records-on-s3.test.ts',
+      'test/security/attacks/records-bucket.test.ts',
+      'test/tiers/cold-tier-s3.test.ts',
+      'test/plugin/worker-memory-s3.test.ts',
+      'test/security/attacks/cold-tier-bucket-swap.test.ts',
+    ],
   },
   {
     name: 'faults',

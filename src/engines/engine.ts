@@ -178,6 +178,8 @@ export interface Engine {
   /**
    * Continues the longest prefix of `prompt` the engine or the pages hold, evaluates the rest and
    * generates a reply: what a caller that sends the whole conversation every time (the AI SDK) needs.
+   * An agent's first turn may run as complete() of renderConversation([{ role: 'user', content }]) (prefix
+   * sharing): for one message the two give the same reply and token ids.
    * Same errors as turn(); INVALID_ARGUMENT when `context` is not a prefix of `prompt` shorter than it.
    */
   complete(request: EngineCompletionRequest): Promise<EngineCompletionResult>;

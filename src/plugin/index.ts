@@ -12,6 +12,7 @@ export type {
   WorkerEngineOptions,
   WorkerKeys,
   WorkerPoolOptions,
+  WorkerS3Settings,
 } from './worker-options';
 export type { DrainReport } from './drain';
 export { agentWorkflowBundle, buildAgentWorkflowBundle, workflowsPath } from './workflow-bundle';

@@ -13,6 +13,7 @@ import { AgentMemory, CapabilityCheck } from '../agent-memory';
 import type { NamedTenantBlocks } from '../agent-memory/agent-memory';
 import { checkWorkerId } from '../identity/worker-id';
 import { TenantSalts } from '../prefix-sharing/prefix-keys';
+import type { BlobStore } from '../blob-store';
 import { EpochStore, GrantStore, HolderFences, RecordSeal, TenantRegistry } from '../shared-directory';
 import { AuditLog, CapabilityVerifier } from '../security';
 import { ColdStore, KeyRing } from '../tiers/cold';
@@ -25,6 +26,7 @@ import type { BackendInfo, ModelShape } from '../fabric/types';
 import { DEFAULT_AGENT_CONFIG, type AgentModel } from '../workflows/definitions';
 import { MODELS } from '../engines/models';
 import { activityHooksOf } from './activity-hooks';
+import { openSharedStore, tierLocationOf } from './tier-location';
 import { createPool } from './backend';
 import { WorkerMetrics } from './metrics';
 import type { KvFabricWorkerOptions } from './worker-options';
@@ -46,12 +48,14 @@ export interface WorkerMemory {
 export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: string, runsWorkflows: boolean): Promise<WorkerMemory> {
   // It names the audit file below: a path in it would put that file, and the folder's mode, elsewhere.
   checkWorkerId(options.workerId, 'workerId');
+  const tier = tierLocationOf(options);
   const logger = Runtime.instance().logger;
   const { pool: poolOptions, keys, chores } = options;
   const engine = await openEngine(options);
   // What has opened so far, released if a later step fails: a loaded model and a pool are large.
   let openedPool: NativeAllocator | undefined;
   let openedCold: ColdStore | undefined;
+  let openedShared: BlobStore | undefined;
   try {
     const model = poolModel(options, engine);
     const { pool, backend } = createPool({
@@ -69,14 +73,20 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     });
     openedPool = pool;
     const keyRing = new KeyRing(keys.master, keys.activeMasterKeyId);
-    const cold = await ColdStore.open({ directory: join(options.tierDir, 'cold'), keyRing });
+    // The shared tier (tier-location.ts); the record stores below (grants, fences, epochs, tenant ids) use it too.
+    const sharedStore = await openSharedStore(tier, options.s3);
+    openedShared = sharedStore;
+    // A directory's cold tier keeps its own files there (O_DIRECT); a bucket's goes through the store.
+    const cold = await ColdStore.open(
+      tier.directory !== undefined ? { directory: join(tier.directory, 'cold'), keyRing } : { store: sharedStore, keyRing },
+    );
     openedCold = cold;
-    const audit = new AuditLog(join(options.tierDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
+    const audit = new AuditLog(join(tier.scratchDir, 'audit', `denials-${options.workerId}.jsonl`), options.workerId);
     await audit.open(); // a folder it must refuse stops the worker now, not each denial's line later
     // Grants, epochs, fences and tenant ids are sealed with the master keys; one that is not is audited.
     const records = new RecordSeal(keyRing, audit);
-    const grants = await GrantStore.open(join(options.tierDir, 'grants'), records);
-    const fences = await HolderFences.open(join(options.tierDir, 'fences'), holder, records);
+    const grants = await GrantStore.open(sharedStore, 'grants/', records);
+    const fences = await HolderFences.open(sharedStore, 'fences/', holder, records);
     const tiers = new TieredMemory({
       pool,
       cold,
@@ -94,11 +104,11 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
     // Public keys only: this process can check capabilities but never mint one.
     const capabilities = new CapabilityCheck(
       new CapabilityVerifier(keys.trusted, keys.maxCapabilityLifetimeS === undefined ? {} : { maxLifetimeS: keys.maxCapabilityLifetimeS }),
-      await EpochStore.open(join(options.tierDir, 'epochs'), records),
+      await EpochStore.open(sharedStore, 'epochs/', records),
       audit,
       (action) => metrics.denied(action),
     );
-    const tenantIds = await TenantRegistry.open(join(options.tierDir, 'tenants'), records);
+    const tenantIds = await TenantRegistry.open(sharedStore, 'tenants/', records);
     const memory = new AgentMemory({
       tiers,
       layout: pool.layout,
@@ -139,12 +149,14 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
         await memory.settled();
         await modelCalls.settled();
         await cold.close();
+        await sharedStore.close();
         await engine.close();
         pool.close();
       },
     };
   } catch (err) {
     await openedCold?.close().catch(() => undefined);
+    await openedShared?.close().catch(() => undefined);
     openedPool?.close();
     await engine.close().catch(() => undefined);
     throw err;

@@ -26,12 +26,40 @@ export interface MasterKeySetting {
 export interface KvFabricWorkerOptions {
   /** Unique per process start; names this worker's own queue `${taskQueue}@${workerId}`. */
   workerId: string;
-  /** Shared by every worker: the cold tier (`cold/`), grants (`grants/`) and the other shared records. */
-  tierDir: string;
+  /**
+   * The directory every worker shares: the cold tier (`cold/`), grants (`grants/`) and the other shared
+   * records. The short form of a file:// `tierUrl`; give one of the two.
+   */
+  tierDir?: string;
+  /**
+   * The shared tier as a URL: `file:///path` (as tierDir) or `s3://bucket/prefix` for workers on many
+   * machines that share nothing but the bucket (`s3` says which server; docs/cold-tier.md#blob-stores).
+   */
+  tierUrl?: string;
+  /** The S3 server of an s3:// tierUrl. Credentials come only from the AWS SDK's chain (environment, profile, role). */
+  s3?: WorkerS3Settings;
+  /**
+   * A local directory for what is this worker's alone (its audit log, `audit/`). Default: tierDir (or a
+   * file:// tierUrl's directory); required with an s3:// tierUrl, whose bucket holds only shared state.
+   */
+  scratchDir?: string;
   pool: WorkerPoolOptions;
   engine: WorkerEngineOptions;
   keys: WorkerKeys;
   chores: WorkerChores;
+}
+
+/**
+ * Which S3 server an s3:// tierUrl names a bucket of; all absent: AWS, the region from the SDK's chain.
+ * @experimental
+ */
+export interface WorkerS3Settings {
+  /** Another server than AWS's, e.g. http://127.0.0.1:8333. */
+  endpoint?: string;
+  /** Default: the SDK's chain (AWS_REGION, the profile); us-east-1 with an endpoint and none set. */
+  region?: string;
+  /** The bucket in the path (endpoint/bucket/key): most servers other than AWS want it. */
+  forcePathStyle?: boolean;
 }
 
 /**

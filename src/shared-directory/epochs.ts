@@ -1,8 +1,9 @@
 // Per-context revocation: the lowest epoch a worker still accepts for a context. Release and hand-off
 // raise it past the epoch of the token that did them, revoking every token minted before. Kept in the
-// directory all workers share (next to the grants) and kept after release: a replayed token of a
+// store all workers share (next to the grants) and kept after release: a replayed token of a
 // released context stays refused. Raising is a monotonic maximum that holds across processes and
 // machines (rising-records.ts): two raises at once, 2000 and 1000, leave 2000, never 1000.
+import type { BlobStore } from '../blob-store/blob-store';
 import { FabricError } from '../fabric/errors';
 import type { RecordSeal } from './record-seal';
 import { RisingRecords, type RisingValue } from './rising-records';
@@ -20,11 +21,15 @@ const EPOCHS: RisingValue<number> = {
 export class EpochStore {
   private constructor(private readonly records: RisingRecords<number>) {}
 
-  static async open(directory: string, seal: RecordSeal): Promise<EpochStore> {
-    return new EpochStore(await RisingRecords.open(directory, 'epoch', EPOCHS, seal));
+  /** The epochs under `prefix` ("epochs/") of `store`. */
+  static async open(store: BlobStore, prefix: string, seal: RecordSeal): Promise<EpochStore> {
+    return new EpochStore(await RisingRecords.open(store, prefix, 'epoch', EPOCHS, seal));
   }
 
-  /** 0 for a context never revoked. One directory listing, every time: another worker may have raised it. */
+  /**
+   * 0 for a context never revoked. One listing, every time: another worker may have raised it.
+   * INTEGRITY when the value fell below one this process read before (an entry was deleted).
+   */
   async minimum(contextId: string): Promise<number> {
     return (await this.records.highest(contextId)) ?? 0;
   }

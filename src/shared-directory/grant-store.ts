@@ -1,9 +1,10 @@
-// Grants live beside the cold tier, in a directory every worker reaches, so a worker that adopts a
-// context after another one died can still check who may touch it. One small sealed record per context
+// Grants live beside the cold tier, in the store every worker reaches (a directory or a bucket), so a
+// worker that adopts a context after another one died can still check who may touch it. One small sealed record per context
 // (ContextRecords, record-seal.ts: a grant no worker wrote is refused), created once: a grant is never
 // replaced, so two workers creating the same context id at once cannot leave the second one's grant over
 // the first one's context. A grant names the context's tenant and owning agent and holds no secret:
 // capabilities are checked against it (src/agent-memory/capability-check.ts).
+import type { BlobStore } from '../blob-store/blob-store';
 import { FabricError } from '../fabric/errors';
 import { ContextRecords } from './context-records';
 import type { RecordSeal } from './record-seal';
@@ -20,8 +21,9 @@ export interface Grant {
 export class GrantStore {
   private constructor(private readonly records: ContextRecords<Grant>) {}
 
-  static async open(directory: string, seal: RecordSeal): Promise<GrantStore> {
-    return new GrantStore(await ContextRecords.open(directory, 'grant', parseGrant, seal));
+  /** The grants under `prefix` ("grants/") of `store`. */
+  static async open(store: BlobStore, prefix: string, seal: RecordSeal): Promise<GrantStore> {
+    return new GrantStore(await ContextRecords.open(store, prefix, 'grant', parseGrant, seal));
   }
 
   /**

@@ -2,7 +2,7 @@
 // dead: its agents' workflows fail over and another worker adopts their contexts from the cold tier.
 // If the old holder wakes up mid-operation it must not write a manifest over the new holder's newer one.
 // Each adoption claims the context with the failover's epoch (the workflow's failover count) and the
-// activity attempt in a fence record in the shared directory (a later claim wins: a timed-out attempt of
+// activity attempt in a fence record in the shared store (a later claim wins: a timed-out attempt of
 // the adoption that a frozen worker runs late must not take the context back from the attempt that
 // succeeded); a holder checks that no other holder claimed the context after it
 // before every manifest write, and drops a context it has lost. Contexts never adopted have no fence.
@@ -12,6 +12,7 @@
 // system still leaves a window of one manifest write; the fence is not a lock.
 import { createHash } from 'node:crypto';
 
+import type { BlobStore } from '../blob-store/blob-store';
 import { FabricError } from '../fabric/errors';
 import type { RecordSeal } from './record-seal';
 import { RisingRecords, type RisingValue } from './rising-records';
@@ -21,7 +22,7 @@ interface Fence {
   epoch: number;
   /** ...and the attempt of its adoption activity that did. */
   attempt: number;
-  /** The holder's task queue, hashed: entry names hold no arbitrary strings. It breaks ties only. */
+  /** The holder's task queue, hashed: entry keys hold no arbitrary strings. It breaks ties only. */
   holderTag: string;
 }
 
@@ -53,8 +54,9 @@ export class HolderFences {
     this.holderTag = tagOf(holder);
   }
 
-  static async open(directory: string, holder: string, seal: RecordSeal): Promise<HolderFences> {
-    return new HolderFences(await RisingRecords.open(directory, 'fence', FENCES, seal), holder);
+  /** The fences under `prefix` ("fences/") of `store`, for the holder `holder`. */
+  static async open(store: BlobStore, prefix: string, holder: string, seal: RecordSeal): Promise<HolderFences> {
+    return new HolderFences(await RisingRecords.open(store, prefix, 'fence', FENCES, seal), holder);
   }
 
   /**
@@ -80,7 +82,7 @@ export class HolderFences {
     );
   }
 
-  /** Whether this worker still holds the context: no fence, or the latest fence names this worker. One directory listing. */
+  /** Whether this worker still holds the context: no fence, or the latest fence names this worker. One listing. */
   async stillHolder(contextId: string): Promise<boolean> {
     const fence = await this.records.highest(contextId);
     return fence === undefined || fence.holderTag === this.holderTag;

@@ -1,19 +1,22 @@
-// The format of every record that decides access in the directory the workers share: grants, epochs,
-// fences, tenant ids (docs/security.md, "Shared-directory records"). Whoever can write the directory (a
-// user who can write the tier root, a shared mount, an object store) can put any file there, so a record
-// counts only when it carries a MAC under a key derived from the workers' master keys, over its kind and
-// its context (which grant, of which context): a record planted, altered, or moved to another context or
-// kind is INTEGRITY, audited `forged-record`, and trusted by no one. It is not encrypted: a record holds
-// no secret. Replay of an older record of the same kind and context, and deletion, are not caught here.
+// The format of every record that decides access in the store the workers share: grants, epochs,
+// fences, tenant ids (docs/security.md, "Shared-directory records"). Whoever can write that store (a user
+// who can write the tier root, a shared mount, anyone with write access to the bucket) can put any blob
+// there, so a record counts only when it carries a MAC under a key derived from the workers' master keys,
+// over its kind and its context (which grant, of which context; which tenant id): a record planted,
+// altered, or moved to another context or kind is INTEGRITY, audited `forged-record`, and trusted by no
+// one. With the value an entry of a rising record names inside its body (rising-records.ts), this binds
+// each record to the one key it may live under. It is not encrypted: a record holds no secret. Replay of
+// an older record of the same kind and context, and deletion, are not caught here (see rising-records.ts
+// for what a reader does catch).
 //
 // Layout (big-endian): magic `KVFCREC\0` (8) | format version (2) | key id length K (2) | body length L
 // (4) | master key id (K) | body (L) | HMAC-SHA256 (32). The MAC covers
 // "kvfabric.record.v1\0" || kind length (u16) || kind || context length (u32) || context || bytes [0, 16+K+L).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-import { FabricError } from '../fabric/errors';
+import type { BlobStore } from '../blob-store/blob-store';
+import { FabricError, isFabricError } from '../fabric/errors';
 import type { KeyRing } from '../tiers/cold/key-ring';
-import { readRegularFile } from '../blob-store/posix/regular-file';
 
 const MAGIC = Buffer.from('KVFCREC\0', 'latin1');
 const FORMAT_VERSION = 1;
@@ -79,13 +82,23 @@ export class RecordSeal {
     return bytes.toString('utf8', FIXED_BYTES + keyIdLength, signedEnd);
   }
 
-  /** The body of the record in `file` (a regular file, at most MAX_RECORD_BYTES); undefined when there is none. */
-  async read(file: string, kind: string, context: string): Promise<string | undefined> {
+  /**
+   * The body of the record under `key` in `store`; undefined when there is none. `size`, when a listing
+   * gave it, saves asking the store. At most MAX_RECORD_BYTES are ever read, so a huge blob planted under
+   * a record's key costs nothing; it, a link or a device in its place, and a record that changed while it
+   * was read (records are never rewritten) are INTEGRITY, audited.
+   */
+  async read(store: BlobStore, key: string, kind: string, context: string, size?: number): Promise<string | undefined> {
     let bytes: Buffer | undefined;
     try {
-      bytes = await readRegularFile(file, `the ${kind} record of ${context}`, MAX_RECORD_BYTES);
+      const length = size ?? (await store.head(key))?.size;
+      if (length === undefined) return undefined;
+      if (length < 1 || length > MAX_RECORD_BYTES) throw new FabricError('INTEGRITY', `has ${length} bytes, no record has`);
+      // Ranged to the size seen: whatever replaces the blob meanwhile, no more than that is read.
+      bytes = (await store.get(key, { offset: 0, length }))?.bytes;
     } catch (err) {
-      if (err instanceof FabricError && err.code === 'INTEGRITY') throw await this.forged(kind, context, err.message);
+      if (isFabricError(err, 'OUT_OF_RANGE')) throw await this.forged(kind, context, 'shrank while it was read: it was replaced');
+      if (isFabricError(err, 'INTEGRITY')) throw await this.forged(kind, context, err.message);
       throw err;
     }
     return bytes === undefined ? undefined : this.open(kind, context, bytes);

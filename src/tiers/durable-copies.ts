@@ -2,6 +2,7 @@
 // (spill), reading them back into frames (fill), adopting a context from its manifest alone, and the
 // disk ledger that deletes a segment exactly when nothing uses it any more, here or in any manifest of
 // the shared directory. Every method that takes a ContextEntry runs under that context's lock.
+import { isPreconditionFailed } from '../blob-store/blob-errors';
 import { FabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { ContextHandle, TenantId } from '../fabric/types';
@@ -105,7 +106,11 @@ export class DurableCopies {
       createdAt: new Date().toISOString(),
       ...(entry.attachment ? { attachment: entry.attachment } : {}),
     };
-    await this.cold.writeManifest(manifest);
+    // In a blob store only over the manifest this copy last wrote or adopted: a late write of a copy
+    // another worker took over since is refused there, as the fence above refuses it here.
+    await this.cold.writeManifest(manifest, { replaces: entry.manifest ? entry.version : 'none' }).catch((err: unknown) => {
+      throw isPreconditionFailed(err) ? new ContextFenced() : err;
+    });
     this.ledger.retainManifest(pages);
     const previous = entry.manifest;
     entry.manifest = pages;

@@ -10,6 +10,7 @@ import { readProtectedFile } from '../security/protected-file';
 import { TEMPORAL_FLAG_OPTIONS, temporalSettingsFromFlags, type TemporalSettings } from '../client/temporal-settings';
 import { wholeNumber } from '../client/whole-number';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
+import { tierLocationOf } from '../plugin/tier-location';
 import { STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
 import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import { modelNamed } from '../engines/models';
@@ -56,7 +57,13 @@ Pool:       --backend auto|cpu|cuda (KVFABRIC_BACKEND, default auto), --device n
             --tenant-device-share f (KVFABRIC_TENANT_DEVICE_SHARE, default 0.75), --tenant-host-share f
               (KVFABRIC_TENANT_HOST_SHARE, default 0.75), --tenant-pinned-share f (KVFABRIC_TENANT_PINNED_SHARE,
               default 0.5, of the device blocks): the most of each any one tenant holds; past it, RESOURCE_EXHAUSTED
-            --tier-dir path (KVFABRIC_TIER_DIR, required: shared by all workers)
+Tier:       --tier-dir path (KVFABRIC_TIER_DIR): the directory all workers share, or
+            --tier-url file:///path|s3://bucket/prefix (KVFABRIC_TIER_URL): one of the two is required; with
+              s3://, workers on many machines share only the bucket (credentials: the AWS SDK's chain only)
+            --s3-endpoint url (KVFABRIC_S3_ENDPOINT, default AWS), --s3-region r (KVFABRIC_S3_REGION, default
+              the SDK's AWS_REGION or profile), --s3-path-style (KVFABRIC_S3_PATH_STYLE=1): most non-AWS servers
+            --scratch-dir path (KVFABRIC_SCRATCH_DIR; default the tier directory, required with s3://): this
+              worker's own local files (its audit log)
 Engine:     --engine llama|synthetic|registered name (KVFABRIC_ENGINE, default llama): a model, or stand-in KV
               for tests (docs/engines.md#adding-an-engine)
             --model-file path.gguf (KVFABRIC_MODEL_FILE, default the cached SmolLM2-135M-Instruct)
@@ -103,6 +110,11 @@ export const WORKER_FLAGS = {
   'tenant-host-share': { type: 'string' },
   'tenant-pinned-share': { type: 'string' },
   'tier-dir': { type: 'string' },
+  'tier-url': { type: 'string' },
+  's3-endpoint': { type: 'string' },
+  's3-region': { type: 'string' },
+  's3-path-style': { type: 'boolean' },
+  'scratch-dir': { type: 'string' },
   'key-file': { type: 'string' },
   'active-key': { type: 'string' },
   metrics: { type: 'string' },
@@ -134,8 +146,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
   const backend = values.backend ?? env.KVFABRIC_BACKEND ?? 'auto';
   if (backend !== 'auto' && backend !== 'cpu' && backend !== 'cuda')
     throw new Error(`--backend must be auto, cpu or cuda, got '${backend}'`);
-  const tierDir = values['tier-dir'] ?? env.KVFABRIC_TIER_DIR;
-  if (!tierDir) throw new Error('--tier-dir (or KVFABRIC_TIER_DIR) is required: the directory all workers share for the cold tier');
+  const tier = tierSettings(values, env);
   const keyFile =
     values['key-file'] !== undefined
       ? { path: values['key-file'], setting: '--key-file' }
@@ -161,7 +172,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     taskQueue: values['task-queue'] ?? env.KVFABRIC_TASK_QUEUE ?? 'kvfabric',
     workerId: workerIdOf(values['worker-id'], env.KVFABRIC_WORKER_ID),
     workflows: !values['no-workflows'],
-    tierDir,
+    ...tier,
     pool: {
       backend,
       device: wholeNumber(values.device ?? env.KVFABRIC_DEVICE ?? '0', '--device', 0),
@@ -197,6 +208,39 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     shutdownGraceMs: wholeNumber(values['shutdown-grace-ms'] ?? '30000', '--shutdown-grace-ms', 0),
     logFormat,
   };
+}
+
+/** --tier-dir or --tier-url (a flag over either variable), the S3 server's settings, --scratch-dir; checked as the plugin checks them. */
+function tierSettings(
+  values: { [flag in 'tier-dir' | 'tier-url' | 's3-endpoint' | 's3-region' | 'scratch-dir']?: string } & { 's3-path-style'?: boolean },
+  env: NodeJS.ProcessEnv,
+): Pick<WorkerConfig, 'tierDir' | 'tierUrl' | 's3' | 'scratchDir'> {
+  const flagged = values['tier-dir'] !== undefined || values['tier-url'] !== undefined;
+  const tierDir = values['tier-dir'] ?? (flagged ? undefined : env.KVFABRIC_TIER_DIR || undefined);
+  const tierUrl = values['tier-url'] ?? (flagged ? undefined : env.KVFABRIC_TIER_URL || undefined);
+  if (tierDir === undefined && tierUrl === undefined) {
+    throw new Error(
+      '--tier-dir (or KVFABRIC_TIER_DIR) is required, or --tier-url (KVFABRIC_TIER_URL): where all workers share the cold tier and records',
+    );
+  }
+  if (tierDir !== undefined && tierUrl !== undefined) throw new Error('--tier-dir and --tier-url name the same thing: give one');
+  const scratchDir = values['scratch-dir'] ?? (env.KVFABRIC_SCRATCH_DIR || undefined);
+  const endpoint = values['s3-endpoint'] ?? (env.KVFABRIC_S3_ENDPOINT || undefined);
+  const region = values['s3-region'] ?? (env.KVFABRIC_S3_REGION || undefined);
+  const pathStyle = values['s3-path-style'] ?? (env.KVFABRIC_S3_PATH_STYLE ? env.KVFABRIC_S3_PATH_STYLE === '1' : undefined);
+  const s3 = {
+    ...(endpoint !== undefined ? { endpoint } : {}),
+    ...(region !== undefined ? { region } : {}),
+    ...(pathStyle !== undefined ? { forcePathStyle: pathStyle } : {}),
+  };
+  const settings = {
+    ...(tierDir !== undefined ? { tierDir } : { tierUrl }),
+    ...(Object.keys(s3).length > 0 ? { s3 } : {}),
+    ...(scratchDir !== undefined ? { scratchDir } : {}),
+  };
+  tierLocationOf(settings); // s3:// without --scratch-dir, or a URL of another kind, stops the worker here
+  if (Object.keys(s3).length > 0 && !tierUrl?.startsWith('s3://')) throw new Error('--s3-* settings go with an s3:// --tier-url');
+  return settings;
 }
 
 function parseKeys(inline: string | undefined, file: { path: string; setting: string } | undefined): MasterKeySetting[] {

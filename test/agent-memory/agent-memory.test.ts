@@ -16,7 +16,7 @@ import { NativeAllocator } from '../../src/fabric/native-allocator';
 import { MODELS } from '../../src/engines/models';
 import { GrantStore } from '../../src/shared-directory/grant-store';
 import { openMemory, type MemoryFixture } from '../security/memory-fixture';
-import { testRecordSeal } from '../shared-directory/fixtures/test-records';
+import { posixStore, testRecordSeal } from '../shared-directory/fixtures/test-records';
 
 const SHAPE = MODELS.tiny!.shape;
 const BPT = 256; // the tiny model's bytes per token
@@ -149,7 +149,7 @@ describe('AgentMemory over tiered memory', () => {
       code: 'PERMISSION_DENIED',
     });
     // The manifest names its tenant: another tenant cannot adopt it, whatever the grant file says.
-    const grants = await GrantStore.open(join(dir, 'grants'), testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), 'grants/', testRecordSeal());
     await grants.delete('ctx');
     await grants.put({ contextId: 'ctx', tenant: 'globex', agentId: 'ctx' });
     const c = await open(dir);

@@ -17,7 +17,7 @@ import { MODELS } from '../../src/engines/models';
 import { NativeAllocator } from '../../src/fabric';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { ColdStore } from '../../src/tiers/cold';
-import { TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
+import { posixStore, TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
 import { TieredMemory } from '../../src/tiers/tiered-memory';
 
 export interface ModelCallFixture {
@@ -38,7 +38,7 @@ export async function openModelCalls(name: string): Promise<ModelCallFixture> {
   const pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: 256, hostBlockCount: 64 });
   const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: TEST_KEY_RING });
   const tiers = new TieredMemory({ pool, cold });
-  const tenantIds = await TenantRegistry.open(join(dir, 'tenants'), testRecordSeal());
+  const tenantIds = await TenantRegistry.open(await posixStore(dir), 'tenants/', testRecordSeal());
   const memory = new ModelCallMemory({ tiers, cold, engine, tenantIds, carriedReplies: new CarriedReplyIds(TEST_KEY_RING) });
   return {
     engine,

@@ -58,16 +58,20 @@ class ShoutingEngine implements Engine {
     );
   }
 
-  async complete(request: EngineCompletionRequest): Promise<EngineCompletionResult> {
-    this.hot.set(request.key, request.prompt.slice());
+  /** The whole prompt upper-cased: a first turn taken as a completion (prefix sharing) answers as turn() does. */
+  async complete({ key, context, prompt }: EngineCompletionRequest): Promise<EngineCompletionResult> {
+    const text = String.fromCodePoint(...prompt).toUpperCase();
+    const reply = Uint32Array.from(text, (char) => char.codePointAt(0)!);
+    const tokens = Uint32Array.from([...prompt, ...reply]);
+    this.hot.set(key, tokens);
     return {
-      text: '',
-      reply: new Uint32Array(0),
-      reusedTokens: request.context.tokens.length,
-      evaluatedTokens: request.prompt.length - request.context.tokens.length,
+      text,
+      reply,
+      reusedTokens: context.tokens.length,
+      evaluatedTokens: prompt.length - context.tokens.length,
       finish: 'stop',
-      tokens: request.prompt.slice(),
-      resumedFrom: 'stored',
+      tokens,
+      resumedFrom: context.tokens.length === 0 ? 'empty' : 'stored',
     };
   }
 

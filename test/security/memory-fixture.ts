@@ -19,10 +19,11 @@ import { ColdStore } from '../../src/tiers/cold';
 import { TieredMemory, type TenantQuotaShares } from '../../src/tiers/tiered-memory';
 import type { TenantSalts } from '../../src/prefix-sharing/prefix-keys';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
+import type { BlobStore } from '../../src/blob-store/blob-store';
 import type { Engine } from '../../src/engines/engine';
 import { MODELS } from '../../src/engines/models';
 import { SyntheticEngine } from '../../src/engines/synthetic/synthetic-engine';
-import { TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
+import { posixStore, TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
 import { TEST_SIGNING_KEYS, TEST_TRUSTED_KEYS } from './test-keys';
 
 export interface MemoryFixture {
@@ -57,6 +58,8 @@ export async function openMemory(
     quotas?: Partial<TenantQuotaShares>;
     /** The worker's tenant salts: its agents then share prompt prefixes within a tenant. */
     prefixSalts?: TenantSalts;
+    /** Where grants, epochs and tenant ids are kept (a bucket); absent, the POSIX store rooted at `dir`. */
+    records?: BlobStore;
   } = {},
 ): Promise<MemoryFixture> {
   // A model engine's own shape (its turns are messages), else the tiny synthetic one (token-count turns).
@@ -67,10 +70,11 @@ export async function openMemory(
   const audit = new AuditLog(auditFile, 'test-worker');
   // The worker's records are sealed with its cold tier's ring, and a forged one audited (src/plugin/worker-memory.ts).
   const records = testRecordSeal(audit);
-  const grants = await GrantStore.open(join(dir, 'grants'), records);
+  const shared = options.records ?? (await posixStore(dir));
+  const grants = await GrantStore.open(shared, 'grants/', records);
   const capabilities = new CapabilityCheck(
     new CapabilityVerifier(options.trusted ?? TEST_TRUSTED_KEYS, options.clock ? { clock: options.clock } : {}),
-    await EpochStore.open(join(dir, 'epochs'), records),
+    await EpochStore.open(shared, 'epochs/', records),
     audit,
     (action) => options.observer?.denied(action),
   );
@@ -82,7 +86,7 @@ export async function openMemory(
     grants,
     capabilities,
     cold,
-    tenantIds: await TenantRegistry.open(join(dir, 'tenants'), records),
+    tenantIds: await TenantRegistry.open(shared, 'tenants/', records),
     ...(options.observer ? { observer: options.observer } : {}),
     engine: options.engine ?? new SyntheticEngine({ model, contextLength: 131_072 }),
     ...(options.prefixSalts ? { prefixSalts: options.prefixSalts } : {}),

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { EpochStore } from '../../src/shared-directory/epochs';
 import { Racers } from './fixtures/racers';
-import { testRecordSeal } from './fixtures/test-records';
+import { posixStore, testRecordSeal } from './fixtures/test-records';
 
 let root: string;
 beforeAll(() => {
@@ -28,21 +28,21 @@ function entriesOf(dir: string): string[] {
 describe('epoch store', () => {
   it('starts at 0, rises, never falls, and keeps one entry', async () => {
     const dir = join(root, 'basic');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     expect(await epochs.minimum('planner')).toBe(0);
     await epochs.raise('planner', 5);
     await epochs.raise('planner', 3);
     expect(await epochs.minimum('planner')).toBe(5);
     await epochs.raise('planner', 2 ** 53); // a release of a token at epoch 2^53 - 1
     expect(await epochs.minimum('planner')).toBe(2 ** 53);
-    expect(await (await EpochStore.open(dir, testRecordSeal())).minimum('planner')).toBe(2 ** 53); // another worker sees it
+    expect(await (await EpochStore.open(await posixStore(dir), '', testRecordSeal())).minimum('planner')).toBe(2 ** 53); // another worker sees it
     expect(entriesOf(dir)).toEqual([String(2 ** 53)]); // lower entries pruned
     expect(await epochs.minimum('critic')).toBe(0); // per context
   });
 
   it('refuses an epoch that is no integer in [0, 2^53] with INVALID_ARGUMENT and changes nothing', async () => {
     const dir = join(root, 'bad-values');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     await epochs.raise('planner', 7);
     for (const bad of [-1, 1.5, Number.NaN, Infinity, 2 ** 53 + 2, '9' as unknown as number]) {
       await expect(epochs.raise('planner', bad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
@@ -53,7 +53,7 @@ describe('epoch store', () => {
 
   it('fails closed (INTEGRITY) on an entry no raise made, and ignores dot files (NFS silly renames)', async () => {
     const dir = join(root, 'foreign');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     await epochs.raise('planner', 9);
     const folder = join(dir, readdirSync(dir)[0]!);
     writeFileSync(join(folder, '.nfs0000000000001234'), '');
@@ -66,7 +66,7 @@ describe('epoch store', () => {
 
   it('keeps every folder and file to its owner: 0700 and 0600', async () => {
     const dir = join(root, 'modes');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     await epochs.raise('planner', 11);
     const folder = join(dir, readdirSync(dir)[0]!);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
@@ -77,7 +77,7 @@ describe('epoch store', () => {
   it('after any interleaving of raises by several workers, the record is the greatest epoch raised', async () => {
     const dir = join(root, 'property');
     // Several stores on one directory: several workers, each with its own view of it.
-    const stores = await Promise.all([1, 2, 3].map(() => EpochStore.open(dir, testRecordSeal())));
+    const stores = await Promise.all([1, 2, 3].map(async () => EpochStore.open(await posixStore(dir), '', testRecordSeal())));
     let trial = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -110,7 +110,7 @@ describe('epoch store across processes', () => {
 
   it('two processes raising 2000 and 1000 at one instant leave 2000, in every one of 200 trials', async () => {
     const dir = join(root, 'two-processes');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     const lost: number[] = [];
     for (let trial = 0; trial < 200; trial++) {
       const contextId = `ctx-${trial}`;
@@ -125,7 +125,7 @@ describe('epoch store across processes', () => {
 
   it('three processes raising random epochs at one instant leave the greatest, in every one of 100 trials', async () => {
     const dir = join(root, 'three-processes');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.integer({ min: 1, max: 2 ** 53 }), { minLength: 3, maxLength: 3 }),

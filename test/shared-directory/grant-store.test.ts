@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrantStore } from '../../src/shared-directory/grant-store';
 import { tempFileName } from '../../src/blob-store/posix/temp-files';
 import { Racers } from './fixtures/racers';
-import { testRecordSeal } from './fixtures/test-records';
+import { posixStore, testRecordSeal } from './fixtures/test-records';
 
 let root: string;
 beforeAll(() => {
@@ -21,7 +21,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe('grant store', () => {
   it('creates a grant once: the same grant again is a retry, another one is PERMISSION_DENIED and changes nothing', async () => {
     const dir = join(root, 'basic');
-    const grants = await GrantStore.open(dir, testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     const planner = { contextId: 'planner', tenant: 'acme', agentId: 'planner' };
     expect(await grants.put(planner)).toBe(true);
     expect(await grants.put(planner)).toBe(false);
@@ -41,7 +41,7 @@ describe('grant store', () => {
 
   it('reads a malformed or swapped grant file as INTEGRITY', async () => {
     const dir = join(root, 'malformed');
-    const grants = await GrantStore.open(dir, testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     await grants.put({ contextId: 'critic', tenant: 'acme', agentId: 'critic' });
     const file = join(dir, readdirSync(dir)[0]!);
     writeFileSync(file, JSON.stringify({ contextId: 'planner', tenant: 'acme', agentId: 'critic' })); // another context's
@@ -52,11 +52,11 @@ describe('grant store', () => {
 
   it('removes the temp files of a writer that died (this host, no such process)', async () => {
     const dir = join(root, 'stale');
-    await GrantStore.open(dir, testRecordSeal());
+    await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     const dead = 2 ** 22 + 12345; // above Linux's default pid_max: no such process
     const stale = tempFileName('abc').replace(`-${process.pid}-`, `-${dead}-`);
     writeFileSync(join(dir, stale), '{');
-    await GrantStore.open(dir, testRecordSeal());
+    await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     expect(readdirSync(dir)).toEqual([]);
   });
 });
@@ -70,7 +70,7 @@ describe('grant store across processes', () => {
 
   it('two processes granting one context id to two tenants at one instant: exactly one wins and its grant stays, in 100 trials', async () => {
     const dir = join(root, 'processes');
-    const grants = await GrantStore.open(dir, testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     for (let trial = 0; trial < 100; trial++) {
       const contextId = `ctx-${trial}`;
       const tenants = trial % 2 === 0 ? ['acme', 'globex'] : ['globex', 'acme'];

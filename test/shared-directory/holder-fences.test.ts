@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { HolderFences } from '../../src/shared-directory/holder-fences';
 import { Racers } from './fixtures/racers';
-import { testRecordSeal } from './fixtures/test-records';
+import { posixStore, testRecordSeal } from './fixtures/test-records';
 
 let root: string;
 beforeAll(() => {
@@ -21,7 +21,10 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe('holder fences', () => {
   it('lets a later claim win, refuses an earlier one with STALE_HANDLE naming the holder, and changes nothing then', async () => {
     const dir = join(root, 'basic');
-    const [a, b] = [await HolderFences.open(dir, 'worker-a', testRecordSeal()), await HolderFences.open(dir, 'worker-b', testRecordSeal())];
+    const [a, b] = [
+      await HolderFences.open(await posixStore(dir), '', 'worker-a', testRecordSeal()),
+      await HolderFences.open(await posixStore(dir), '', 'worker-b', testRecordSeal()),
+    ];
     expect(await a.stillHolder('planner')).toBe(true); // never adopted: no fence
     await a.claim('planner', 1, 1);
     await a.claim('planner', 1, 1); // a retry of the same claim
@@ -40,7 +43,7 @@ describe('holder fences', () => {
   });
 
   it('refuses counts that are not positive integers with INVALID_ARGUMENT', async () => {
-    const fences = await HolderFences.open(join(root, 'bad'), 'worker-a', testRecordSeal());
+    const fences = await HolderFences.open(await posixStore(join(root, 'bad')), '', 'worker-a', testRecordSeal());
     for (const [epoch, attempt] of [
       [0, 1],
       [1, 0],
@@ -55,7 +58,7 @@ describe('holder fences', () => {
   it('after any interleaving of claims by several workers, the holder is the one of the latest claim', async () => {
     const dir = join(root, 'property');
     const holders = ['worker-a', 'worker-b', 'worker-c'];
-    const fences = await Promise.all(holders.map((holder) => HolderFences.open(dir, holder, testRecordSeal())));
+    const fences = await Promise.all(holders.map(async (holder) => HolderFences.open(await posixStore(dir), '', holder, testRecordSeal())));
     let trial = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -98,8 +101,8 @@ describe('holder fences across processes', () => {
   it("a late attempt's claim racing the later failover's never takes the context back, in every one of 150 trials", async () => {
     const dir = join(root, 'processes');
     const [frozen, adopter] = [
-      await HolderFences.open(dir, 'worker-frozen', testRecordSeal()),
-      await HolderFences.open(dir, 'worker-new', testRecordSeal()),
+      await HolderFences.open(await posixStore(dir), '', 'worker-frozen', testRecordSeal()),
+      await HolderFences.open(await posixStore(dir), '', 'worker-new', testRecordSeal()),
     ];
     const lost: number[] = [];
     for (let trial = 0; trial < 150; trial++) {

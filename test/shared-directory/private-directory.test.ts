@@ -16,7 +16,7 @@ import { HolderFences } from '../../src/shared-directory/holder-fences';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { ColdStore, KeyRing } from '../../src/tiers/cold';
 import { openPrivateDirectory } from '../../src/blob-store/posix/private-directory';
-import { testRecordSeal } from './fixtures/test-records';
+import { posixStore, testRecordSeal } from './fixtures/test-records';
 
 const ROOT = process.getuid!() === 0;
 const STRANGER = 12345;
@@ -27,10 +27,10 @@ const modeOf = (path: string) => statSync(path).mode & 0o7777;
 
 /** Each folder of a tier directory that names agent ids, and the real code a worker opens it with. */
 const OPENERS: { folder: string; open: (tierDir: string) => Promise<unknown> }[] = [
-  { folder: 'grants', open: (tier) => GrantStore.open(join(tier, 'grants'), testRecordSeal()) },
-  { folder: 'epochs', open: (tier) => EpochStore.open(join(tier, 'epochs'), testRecordSeal()) },
-  { folder: 'fences', open: (tier) => HolderFences.open(join(tier, 'fences'), 'worker-a', testRecordSeal()) },
-  { folder: 'tenants', open: (tier) => TenantRegistry.open(join(tier, 'tenants'), testRecordSeal()) },
+  { folder: 'grants', open: async (tier) => GrantStore.open(await posixStore(tier), 'grants/', testRecordSeal()) },
+  { folder: 'epochs', open: async (tier) => EpochStore.open(await posixStore(tier), 'epochs/', testRecordSeal()) },
+  { folder: 'fences', open: async (tier) => HolderFences.open(await posixStore(tier), 'fences/', 'worker-a', testRecordSeal()) },
+  { folder: 'tenants', open: async (tier) => TenantRegistry.open(await posixStore(tier), 'tenants/', testRecordSeal()) },
   {
     folder: 'cold/manifests',
     open: async (tier) =>
@@ -124,7 +124,7 @@ describe('private folders of the shared directory', () => {
     const tier = tierDir();
     mkdirSync(tier);
     writeFileSync(join(tier, 'grants'), '');
-    await expect(GrantStore.open(join(tier, 'grants'), testRecordSeal())).rejects.toMatchObject({
+    await expect(GrantStore.open(await posixStore(tier), 'grants/', testRecordSeal())).rejects.toMatchObject({
       code: 'UNAVAILABLE',
       message: expect.stringContaining('EEXIST'),
     });
@@ -144,7 +144,7 @@ describe('private folders of the shared directory', () => {
     const listAsStranger = () => spawnSync('ls', [join(tier, 'grants')], { uid: STRANGER, gid: STRANGER, encoding: 'utf8' });
     try {
       expect(listAsStranger()).toMatchObject({ status: 0, stdout: 'planner.grant.json\n' });
-      await GrantStore.open(join(tier, 'grants'), testRecordSeal());
+      await GrantStore.open(await posixStore(tier), 'grants/', testRecordSeal());
       const refused = listAsStranger();
       expect(refused.status).not.toBe(0);
       expect(refused.stderr).toContain('Permission denied');

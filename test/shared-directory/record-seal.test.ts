@@ -14,7 +14,7 @@ import { EpochStore } from '../../src/shared-directory/epochs';
 import { GrantStore } from '../../src/shared-directory/grant-store';
 import { MAX_RECORD_BYTES, RecordSeal } from '../../src/shared-directory/record-seal';
 import { KeyRing } from '../../src/tiers/cold';
-import { TEST_KEY_RING, testRecordSeal } from './fixtures/test-records';
+import { posixStore, TEST_KEY_RING, testRecordSeal } from './fixtures/test-records';
 
 let root: string;
 beforeAll(() => {
@@ -92,9 +92,9 @@ describe('record seal', () => {
     const openUs = ((performance.now() - start) * 1000) / rounds;
 
     // What admission reads (AgentMemory.admit): the grant, and the epoch (a listing and its greatest entry).
-    const grants = await GrantStore.open(join(root, 'grants'), seal);
+    const grants = await GrantStore.open(await posixStore(root), 'grants/', seal);
     await grants.put({ contextId: 'planner', tenant: 'acme', agentId: 'planner' });
-    const epochs = await EpochStore.open(join(root, 'epochs'), seal);
+    const epochs = await EpochStore.open(await posixStore(root), 'epochs/', seal);
     await epochs.raise('planner', 5);
     const grantFile = join(root, 'grants', readdirSync(join(root, 'grants'))[0]!);
     const timed = async (what: () => Promise<unknown>) => {

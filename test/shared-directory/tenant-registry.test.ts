@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { TenantRegistry, preferredTenantId } from '../../src/shared-directory/tenant-registry';
 import { FabricError } from '../../src/fabric/errors';
-import { testRecordSeal } from './fixtures/test-records';
+import { posixStore, testRecordSeal } from './fixtures/test-records';
 
 describe('tenant ids', () => {
   /** Two names whose first-choice ids collide (32-bit hashes: found among ~100k names). */
@@ -26,13 +26,16 @@ describe('tenant ids', () => {
     const [first, second] = collidingNames();
     expect(preferredTenantId(first)).toBe(preferredTenantId(second));
     // Two registries (two workers) on one directory, asking at once.
-    const [a, b] = [await TenantRegistry.open(dir, testRecordSeal()), await TenantRegistry.open(dir, testRecordSeal())];
+    const [a, b] = [
+      await TenantRegistry.open(await posixStore(dir), '', testRecordSeal()),
+      await TenantRegistry.open(await posixStore(dir), '', testRecordSeal()),
+    ];
     const [idA1, idB2, idA2, idB1] = await Promise.all([a.idOf(first), b.idOf(second), a.idOf(second), b.idOf(first)]);
     expect(idA1).toBe(idB1);
     expect(idA2).toBe(idB2);
     expect(idA1).not.toBe(idA2);
     expect([idA1, idA2]).toContain(preferredTenantId(first)); // whoever came first kept the hash
-    expect(await (await TenantRegistry.open(dir, testRecordSeal())).idOf('acme')).toBe(preferredTenantId('acme'));
+    expect(await (await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme')).toBe(preferredTenantId('acme'));
     await expect(a.idOf('')).rejects.toBeInstanceOf(FabricError);
     await expect(a.idOf('../etc')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     rmSync(dir, { recursive: true, force: true });

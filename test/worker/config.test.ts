@@ -134,7 +134,7 @@ describe('the usage text', () => {
     const parsed = Object.keys(WORKER_FLAGS)
       .map((name) => `--${name}`)
       .sort();
-    const named = [...new Set(WORKER_USAGE.match(/--[a-z][a-z-]*/g))].filter((flag) => flag !== '--help').sort();
+    const named = [...new Set(WORKER_USAGE.match(/--[a-z][a-z0-9-]*/g))].filter((flag) => flag !== '--help').sort();
     expect(named).toEqual(parsed);
   });
 

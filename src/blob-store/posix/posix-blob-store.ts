@@ -1,7 +1,8 @@
 // The blob store as a POSIX directory (file://), possibly a mount several processes share: a key is a file
-// path under the root. Every write goes to a synced temp file in the key's folder, renamed over the key
-// while holding a claim of the key's current version (version-claims.ts: the compare of compare-and-swap,
-// across processes), then the folder is synced: a crash leaves the old blob or the new one, never a torn
+// path under the root. Every write goes to a synced temp file in the key's folder, then: a create-only
+// put links it to the key (link(2) fails on an existing name, atomically); any other is renamed over the
+// key while holding a claim of the key's current version (version-claims.ts: the compare of
+// compare-and-swap, across processes); then the folder is synced: a crash leaves the old blob or the new one, never a torn
 // one. Files are read with O_NOFOLLOW and checked to be regular files (regular-file.ts), so a link, FIFO
 // or device planted under a key is INTEGRITY, never followed or blocked on.
 import { randomBytes } from 'node:crypto';
@@ -31,10 +32,16 @@ export class PosixBlobStore implements BlobStore {
     this.location = `file://${root}`;
   }
 
-  /** Opens (creating it 0700 when missing) the directory `root`; see private-directory.ts for the checks. */
-  static async open(root: string): Promise<PosixBlobStore> {
+  /**
+   * Opens (creating it 0700 when missing) the directory `root`; see private-directory.ts for the checks.
+   * `rootAsIs`: an existing root only has to be a directory, its owner and mode left as they are: a shared
+   * tier directory may be a mount point the operator owns (even 1777), and the folders below it are what
+   * their stores check (record-prefix.ts, the cold tier's cold-directory.ts).
+   */
+  static async open(root: string, options: { rootAsIs?: boolean } = {}): Promise<PosixBlobStore> {
     const resolved = path.resolve(root);
-    await openPrivateDirectory(resolved, 'the blob directory');
+    if (options.rootAsIs === true) await openDirectoryAsIs(resolved);
+    else await openPrivateDirectory(resolved, 'the blob directory');
     return new PosixBlobStore(resolved);
   }
 
@@ -54,6 +61,7 @@ export class PosixBlobStore implements BlobStore {
       handle = await fsp.open(temp, 'wx', PRIVATE_FILE_MODE);
       await writeFully(handle, bytes, 0);
       await handle.sync();
+      if (condition !== undefined && 'ifNoneMatch' in condition) return await this.createOnce(handle, temp, file, key);
       for (;;) {
         const expected =
           condition === undefined ? ((await this.head(key))?.version ?? ABSENT) : 'ifMatch' in condition ? condition.ifMatch : ABSENT;
@@ -82,6 +90,23 @@ export class PosixBlobStore implements BlobStore {
       await handle?.close().catch(() => undefined);
       await fsp.rm(temp, { force: true }).catch(() => undefined);
     }
+  }
+
+  /**
+   * A create-only put: link(2) of the synced temp file to the key, which fails when the key exists,
+   * atomically on the file server (NFS too), so it needs no claim and no stale-claim rule. The version is
+   * read after the temp name is gone, since each link and unlink changes the inode's ctime.
+   */
+  private async createOnce(handle: FileHandle, temp: string, file: string, key: string): Promise<BlobVersion> {
+    try {
+      await fsp.link(temp, file);
+    } catch (err) {
+      if (errnoOf(err) === 'EEXIST') throw this.refusal(key, { ifNoneMatch: '*' });
+      throw err;
+    }
+    await fsp.rm(temp, { force: true });
+    await syncDirectory(path.dirname(file), `writing blob ${key}`);
+    return versionOf(await handle.stat({ bigint: true }));
   }
 
   async get(key: string, range?: ByteRange): Promise<BlobRead | undefined> {
@@ -221,5 +246,15 @@ export class PosixBlobStore implements BlobStore {
 
   private throughBlob(key: string): FabricError {
     return new FabricError('INVALID_ARGUMENT', `blob ${key}: a key and a folder of keys share a name`);
+  }
+}
+
+/** Creates `directory` 0700 when missing; an existing one must be a directory and is otherwise left alone. */
+async function openDirectoryAsIs(directory: string): Promise<void> {
+  try {
+    await fsp.mkdir(directory, { recursive: true, mode: PRIVATE_DIRECTORY_MODE });
+    if (!(await fsp.stat(directory)).isDirectory()) throw new Error('not a directory');
+  } catch (err) {
+    throw new FabricError('UNAVAILABLE', `the blob directory ${directory}: ${(err as Error).message}`);
   }
 }

@@ -1,28 +1,28 @@
-// The disk tier of the KV-cache tiers: encrypted, checksummed, crash-safe segment and manifest files in
-// one directory, possibly a shared mount, from which any process holding the master key restores a
-// context after the process that wrote it died. Layout, formats and guarantees: docs/cold-tier.md.
+// The disk tier of the KV-cache tiers: encrypted, checksummed, crash-safe segments and manifests in one
+// directory, possibly a shared mount, or in a blob store (an S3 bucket) that workers on many machines
+// share, from which any process holding the master key restores a context after the process that wrote it
+// died. Layout, formats and guarantees: docs/cold-tier.md. Sealing and checking stay here; the storage
+// (cold-storage.ts) only keeps ciphertext.
 //
-// The store owns a crypto thread pool and a directory; it does not decide what moves when (the tier
+// The store owns a crypto thread pool and its storage; it does not decide what moves when (the tier
 // orchestration does). Every failure is a FabricError; nothing here throws anything else or crashes the
 // process, and no message carries key material.
 
-import { promises as fsp } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
 import { forEachBounded, Limiter } from './bounded-parallel';
-import { syncDirectory, writeAtomically } from '../../blob-store/posix/durable-file';
-import { errnoOf, ioError } from '../../blob-store/posix/io-errors';
-import { readRegularFile } from '../../blob-store/posix/regular-file';
-import { isTempFile, STALE_TEMP_AGE_MS } from '../../blob-store/posix/temp-files';
-import { prepareDirectory, removeStaleTempFiles, segmentFileName, segmentIdOfFile, type ColdDirectory } from './cold-directory';
-import { contextIdOfManifestFile, manifestFileName } from './context-names';
+import { PreconditionFailed } from '../../blob-store/blob-errors';
+import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
+import { ioError } from '../../blob-store/posix/io-errors';
+import { STALE_TEMP_AGE_MS } from '../../blob-store/posix/temp-files';
+import { BlobColdStorage } from './blob-cold-storage';
+import type { ColdStorage } from './cold-storage';
 import { CryptoPool } from './crypto-pool';
-import { directIoWorks } from './direct-io';
+import { FileColdStorage } from './file-cold-storage';
 import { KeyRing } from './key-ring';
-import { MAX_MANIFEST_FILE_BYTES, openManifest, sealManifest } from './manifest-file';
+import { openManifest, sealManifest } from './manifest-file';
 import type { SegmentContext } from './segment-context';
 import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';
@@ -33,6 +33,7 @@ import type {
   OrphanSegmentOptions,
   ReadManifestOptions,
   SegmentOwner,
+  WriteManifestOptions,
   WriteSegmentOptions,
 } from './types';
 import {
@@ -48,19 +49,25 @@ import {
 } from './validation';
 
 export interface ColdStoreOptions {
-  /** Created if missing. May be shared by several processes and machines. */
-  directory: string;
+  /** A directory, created if missing; may be shared by several processes and machines. Or `store`. */
+  directory?: string;
+  /**
+   * A blob store (an S3 bucket) instead of a directory: segments and manifests under `cold/`, manifests
+   * written conditionally (writeManifest's `replaces`). Left open by close(): its opener owns it.
+   */
+  store?: BlobStore;
   keyRing: KeyRing;
   /** Crypto worker threads, 1 to 64; default min(2, CPUs). */
   cryptoThreads?: number;
   /**
-   * Temp files older than this are removed by open() whoever wrote them (default one hour). Temp files of
-   * dead processes on this machine are removed at any age.
+   * A directory's temp files older than this are removed by open() whoever wrote them (default one hour).
+   * Temp files of dead processes on this machine are removed at any age.
    */
   staleTempAgeMs?: number;
   /**
-   * Write and read segment blocks with O_DIRECT where the file system supports it and blocks are 4 KiB
-   * multiples (default true). Saves the kernel's page-cache copy of every byte; off uses the page cache.
+   * A directory's segment blocks are written and read with O_DIRECT where the file system supports it
+   * and blocks are 4 KiB multiples (default true). Saves the kernel's page-cache copy of every byte; off
+   * uses the page cache.
    */
   directIo?: boolean;
   /**
@@ -78,34 +85,43 @@ export class ColdStore {
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly jobs: Limiter;
+  /**
+   * The stored version of each manifest this store last wrote or was asked to read, with its manifest's
+   * version: what a conditional replace (writeManifest's `replaces`) names without reading it again.
+   */
+  private readonly manifestVersions = new Map<string, { version: number; stored: BlobVersion }>();
 
   private constructor(
-    private readonly directory: ColdDirectory,
+    private readonly storage: ColdStorage,
     private ring: KeyRing,
     private readonly crypto: CryptoPool,
-    private readonly directIo: boolean,
   ) {
     this.jobs = new Limiter(crypto.size * JOBS_PER_THREAD + 1);
   }
 
   /** What segment writes and reads need: the key ring as it is now (rotation replaces it). */
   private segmentContext(): SegmentContext {
-    return { directory: this.directory, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, directIo: this.directIo };
+    return { storage: this.storage, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs };
   }
 
-  /** Creates the directory if needed and removes stale temp files of crashed writers. */
+  /** Opens the directory (created if needed, stale temp files of crashed writers removed) or the blob store. */
   static async open(options: ColdStoreOptions): Promise<ColdStore> {
     if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
     const {
       directory,
+      store,
       keyRing,
       cryptoThreads = Math.min(2, os.availableParallelism()),
       staleTempAgeMs = STALE_TEMP_AGE_MS,
       directIo = true,
       inPlaceCrypto = true,
     } = options;
-    if (typeof directory !== 'string' || directory.length === 0)
+    if ((directory === undefined) === (store === undefined))
+      throw new FabricError('INVALID_ARGUMENT', 'give the cold tier a directory or a blob store (store), not both or neither');
+    if (directory !== undefined && (typeof directory !== 'string' || directory.length === 0))
       throw new FabricError('INVALID_ARGUMENT', `directory must be a non-empty path, got ${describe(directory)}`);
+    if (store !== undefined && (typeof store !== 'object' || store === null || typeof store.put !== 'function'))
+      throw new FabricError('INVALID_ARGUMENT', `store must be a BlobStore, got ${describe(store)}`);
     if (!(keyRing instanceof KeyRing)) throw new FabricError('INVALID_ARGUMENT', 'keyRing must be a KeyRing');
     if (!Number.isSafeInteger(cryptoThreads) || cryptoThreads < 1 || cryptoThreads > 64) {
       throw new FabricError('INVALID_ARGUMENT', `cryptoThreads must be an integer in [1, 64], got ${describe(cryptoThreads)}`);
@@ -118,10 +134,8 @@ export class ColdStore {
       throw new FabricError('INVALID_ARGUMENT', `inPlaceCrypto must be a boolean, got ${describe(inPlaceCrypto)}`);
     if (typeof zlib.crc32 !== 'function')
       throw new FabricError('UNAVAILABLE', `the cold tier needs Node.js >= 20.15 (zlib.crc32); this is ${process.version}`);
-    const dir = await prepareDirectory(directory);
-    await removeStaleTempFiles(dir, staleTempAgeMs);
-    const direct = directIo && (await directIoWorks(dir.segments));
-    return new ColdStore(dir, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto), direct);
+    const storage = store !== undefined ? new BlobColdStorage(store) : await FileColdStorage.open(directory!, staleTempAgeMs, directIo);
+    return new ColdStore(storage, keyRing, new CryptoPool(cryptoThreads, inPlaceCrypto));
   }
 
   get keyRing(): KeyRing {
@@ -137,7 +151,7 @@ export class ColdStore {
 
   /**
    * Encrypts `blocks` (equal sizes; or a source that copies each block into the store's staging memory)
-   * into one new segment file, written atomically, and returns a ref per block. Array blocks must stay
+   * into one new segment, written atomically, and returns a ref per block. Array blocks must stay
    * unchanged until the promise settles.
    */
   writeSegment(owner: SegmentOwner, blocks: Uint8Array[] | BlockSource, options: WriteSegmentOptions = {}): Promise<ColdBlockRef[]> {
@@ -182,25 +196,33 @@ export class ColdStore {
     });
   }
 
-  /** Removes a segment file; removing one that is already gone is not an error. */
+  /** Removes a segment; removing one that is already gone is not an error. */
   deleteSegment(segmentId: string): Promise<void> {
     return this.track(async () => {
       const id = checkSegmentId(segmentId);
-      await fsp.rm(path.join(this.directory.segments, segmentFileName(id)), { force: true }).catch((err: unknown) => {
+      await this.storage.deleteSegment(id).catch((err: unknown) => {
         throw ioError(err, `deleting segment ${id}`);
       });
     });
   }
 
-  /** Writes (or atomically replaces) the manifest of `manifest.contextId`. */
-  writeManifest(manifest: ContextManifest): Promise<void> {
+  /**
+   * Writes (or atomically replaces) the manifest of `manifest.contextId`. With `replaces`, in a blob store,
+   * only if the stored manifest is still that one (PreconditionFailed, STALE_HANDLE, otherwise); a
+   * directory writes regardless.
+   */
+  writeManifest(manifest: ContextManifest, options: WriteManifestOptions = {}): Promise<void> {
     return this.track(async () => {
       const checked = checkManifest(manifest);
+      if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
+      const { replaces } = options;
+      if (replaces !== undefined && replaces !== 'none') checkVersion(replaces, 'replaces');
+      const id = checked.contextId;
       const bytes = await sealManifest(checked, this.ring, this.crypto);
-      const what = `writing the manifest of context '${checked.contextId}' (version ${checked.version})`;
-      await writeAtomically(this.directory.manifests, manifestFileName(checked.contextId), what, async (file) => {
-        await file.writeFile(bytes);
-      });
+      const what = `writing the manifest of context '${id}' (version ${checked.version})`;
+      const condition = replaces === undefined || !this.storage.versioned ? undefined : await this.conditionFor(id, replaces);
+      const stored = await this.storage.writeManifest(id, bytes, what, condition);
+      if (stored !== undefined) this.manifestVersions.set(id, { version: checked.version, stored });
     });
   }
 
@@ -215,8 +237,10 @@ export class ColdStore {
       if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
       const expectedTenant = options.expectedTenant === undefined ? undefined : checkTenant(options.expectedTenant, 'expectedTenant');
       const minVersion = options.minVersion === undefined ? undefined : checkVersion(options.minVersion, 'minVersion');
-      const manifest = await this.loadManifest(id);
-      if (manifest === undefined) throw new FabricError('INTEGRITY', `context '${id}': manifest is missing from the cold tier`);
+      const loaded = await this.loadManifest(id);
+      if (loaded === undefined) throw new FabricError('INTEGRITY', `context '${id}': manifest is missing from the cold tier`);
+      const { manifest, stored } = loaded;
+      if (stored !== undefined) this.manifestVersions.set(id, { version: manifest.version, stored });
       if (expectedTenant !== undefined && manifest.tenant !== expectedTenant) {
         throw new FabricError('PERMISSION_DENIED', `context '${id}' belongs to tenant ${manifest.tenant}, not to tenant ${expectedTenant}`);
       }
@@ -231,50 +255,26 @@ export class ColdStore {
   }
 
   hasManifest(contextId: string): Promise<boolean> {
-    return this.track(async () => {
-      const file = path.join(this.directory.manifests, manifestFileName(checkContextId(contextId)));
-      try {
-        await fsp.stat(file);
-        return true;
-      } catch (err) {
-        if (errnoOf(err) === 'ENOENT') return false;
-        throw ioError(err, `looking for the manifest of context '${contextId}'`);
-      }
-    });
+    return this.track(async () => this.storage.hasManifest(checkContextId(contextId)));
   }
 
   /** Removes a context's manifest (durably: it must not reappear after a crash once its segments are gone). */
   deleteManifest(contextId: string): Promise<void> {
     return this.track(async () => {
       const id = checkContextId(contextId);
-      const what = `deleting the manifest of context '${id}'`;
-      await fsp.rm(path.join(this.directory.manifests, manifestFileName(id)), { force: true }).catch((err: unknown) => {
-        throw ioError(err, what);
-      });
-      await syncDirectory(this.directory.manifests, what);
+      await this.storage.deleteManifest(id, `deleting the manifest of context '${id}'`);
+      this.manifestVersions.delete(id);
     });
   }
 
   /** Context ids with a manifest, sorted. */
   listManifests(): Promise<string[]> {
-    return this.track(async () => {
-      const names = await this.listFolder(this.directory.manifests);
-      return names
-        .map(contextIdOfManifestFile)
-        .filter((id): id is string => id !== undefined)
-        .sort();
-    });
+    return this.track(async () => (await this.storage.listManifests()).sort());
   }
 
-  /** Ids of every segment file, sorted. */
+  /** Ids of every segment, sorted. */
   listSegments(): Promise<string[]> {
-    return this.track(async () => {
-      const names = await this.listFolder(this.directory.segments);
-      return names
-        .map(segmentIdOfFile)
-        .filter((id): id is string => id !== undefined)
-        .sort();
-    });
+    return this.track(async () => (await this.storage.listSegments()).sort());
   }
 
   /**
@@ -287,25 +287,15 @@ export class ColdStore {
       if (typeof minAgeMs !== 'number' || !(minAgeMs >= 0))
         throw new FabricError('INVALID_ARGUMENT', `minAgeMs must be a number >= 0, got ${describe(minAgeMs)}`);
       // Segments first: one written after this listing is not reported, whatever manifest appears later.
-      const segments = (await this.listFolder(this.directory.segments)).map(segmentIdOfFile).filter((id): id is string => id !== undefined);
-      const contexts = (await this.listFolder(this.directory.manifests))
-        .map(contextIdOfManifestFile)
-        .filter((id): id is string => id !== undefined);
+      const segments = await this.storage.listSegments();
+      const contexts = await this.storage.listManifests();
       const referenced = new Set<string>();
       await forEachBounded(contexts, new Limiter(MANIFEST_READS), async (contextId) => {
-        const manifest = await this.loadManifest(contextId);
-        for (const page of manifest?.pages ?? []) referenced.add(page.segmentId);
+        const loaded = await this.loadManifest(contextId);
+        for (const page of loaded?.manifest.pages ?? []) referenced.add(page.segmentId);
       });
-      const now = Date.now();
-      const orphans: string[] = [];
-      for (const id of segments.filter((s) => !referenced.has(s))) {
-        if (minAgeMs > 0) {
-          const stat = await fsp.stat(path.join(this.directory.segments, segmentFileName(id))).catch(() => undefined);
-          if (stat === undefined || now - stat.mtimeMs < minAgeMs) continue;
-        }
-        orphans.push(id);
-      }
-      return orphans.sort();
+      const orphans = segments.filter((id) => !referenced.has(id));
+      return (minAgeMs > 0 ? await this.storage.olderThan(orphans, minAgeMs) : orphans).sort();
     });
   }
 
@@ -317,19 +307,31 @@ export class ColdStore {
     await this.crypto.close();
   }
 
-  /** The manifest, or undefined when there is none (a concurrent delete included). */
-  private async loadManifest(contextId: string): Promise<ContextManifest | undefined> {
-    const file = path.join(this.directory.manifests, manifestFileName(contextId));
-    const bytes = await readRegularFile(file, `context '${contextId}': manifest file`, MAX_MANIFEST_FILE_BYTES);
-    return bytes === undefined ? undefined : openManifest(bytes, contextId, this.ring, this.crypto);
+  /** The manifest and its stored version, or undefined when there is none (a concurrent delete included). */
+  private async loadManifest(contextId: string): Promise<{ manifest: ContextManifest; stored?: BlobVersion } | undefined> {
+    const read = await this.storage.readManifest(contextId, `context '${contextId}'`);
+    if (read === undefined) return undefined;
+    return { manifest: await openManifest(read.bytes, contextId, this.ring, this.crypto), stored: read.version };
   }
 
-  private async listFolder(folder: string): Promise<string[]> {
-    try {
-      return (await fsp.readdir(folder)).filter((name) => !isTempFile(name));
-    } catch (err) {
-      throw ioError(err, `listing ${folder}`);
+  /**
+   * The condition of a manifest write replacing version `replaces` of the manifest (or none): the stored
+   * version this store last saw of that manifest, or, when it saw another or none, the one there now if
+   * that is still the version replaced. Otherwise the writer is behind: PreconditionFailed, nothing written.
+   */
+  private async conditionFor(contextId: string, replaces: number | 'none'): Promise<BlobCondition> {
+    if (replaces === 'none') return { ifNoneMatch: '*' };
+    const known = this.manifestVersions.get(contextId);
+    if (known?.version === replaces) return { ifMatch: known.stored };
+    const current = await this.loadManifest(contextId);
+    if (current?.stored === undefined || current.manifest.version !== replaces) {
+      throw new PreconditionFailed(
+        contextId,
+        `context '${contextId}': the manifest is no longer version ${replaces} ` +
+          `(${current === undefined ? 'it is gone' : `it is version ${current.manifest.version}`}): another writer replaced it`,
+      );
     }
+    return { ifMatch: current.stored };
   }
 
   private checkOpen(): void {

@@ -9,4 +9,5 @@ export type {
   OrphanSegmentOptions,
   ReadManifestOptions,
   SegmentOwner,
+  WriteManifestOptions,
 } from './types';

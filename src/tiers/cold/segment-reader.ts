@@ -1,40 +1,26 @@
-// Reading blocks back: refs are grouped by segment; each segment file is opened once, its header checked
-// and its data key unwrapped; runs of consecutive blocks are read with positional reads (never the whole
-// file) and opened on the crypto threads against the refs' owners and checksums. Runs of 4 KiB-multiple
-// blocks are read with O_DIRECT into staging slots (no page-cache copy or upkeep) and decrypted there in
-// place; a caller that takes each block as it arrives (deliver: the tiers copy it into the allocator's
-// frame) sees it in the slot, any other gets a copy. Every failure is a FabricError naming the context;
+// Reading blocks back: refs are grouped by segment; each segment is opened once, its header checked and
+// its data key unwrapped; runs of consecutive blocks are read by offset (never the whole segment: from a
+// file, positional reads; from a blob store, ranged GETs, as many at once as the job limiter allows) and
+// opened on the crypto threads against the refs' owners and checksums. Runs the storage stages (a
+// directory's 4 KiB-multiple blocks read with O_DIRECT, a blob store's runs) land in staging slots and are
+// decrypted there in place; a caller that takes each block as it arrives (deliver: the tiers copy it into
+// the allocator's frame) sees it in the slot, any other gets a copy. Every failure is a FabricError naming the context;
 // bytes that did not verify never reach the caller.
-
-import { constants as fsConstants, promises as fsp } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import path from 'node:path';
 
 import { FabricError } from '../../fabric/errors';
 import { blockAad, counterIv, TAG_BYTES } from './associated-data';
 import { forEachBounded, Limiter } from './bounded-parallel';
-import { segmentFileName } from './cold-directory';
+import type { BlockReader, SegmentSource } from './cold-storage';
 import type { OpenItem, OpenResult } from './crypto-pool';
-import { directIoFits } from './direct-io';
-import { readFully } from '../../blob-store/posix/durable-file';
 import { ioError } from '../../blob-store/posix/io-errors';
-import { openRegularFile } from '../../blob-store/posix/regular-file';
 import { HEADER_PROBE_BYTES, parseSegmentHeader, type SegmentGeometry, type SegmentHeader } from './segment-header';
 import { blocksPerJob } from './segment-writer';
 import { stagingArena } from './staging-arena';
 import type { SegmentContext } from './segment-context';
 import type { ColdBlockRef } from './types';
 
-/** Segment files open at once in one read; the job limiter bounds the bytes in flight. */
+/** Segments open at once in one read; the job limiter bounds the bytes in flight. */
 const OPEN_SEGMENTS = 8;
-/** The second handle a direct read uses: like openRegularFile's, never through a link nor blocking on a FIFO. */
-const DIRECT_READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECT | (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
-
-/** Where a run's ciphertext is read from: the plain handle, or an O_DIRECT one into staging slots. */
-interface DataSource {
-  file: FileHandle;
-  direct: boolean;
-}
 
 /** The refs of one segment in a read, deduplicated by block index. */
 interface SegmentRequest {
@@ -87,12 +73,10 @@ export async function readBlocks(ctx: SegmentContext, refs: ColdBlockRef[], deli
 async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, deliver: DeliverBlock): Promise<void> {
   const firstRef = request.blocks.values().next().value!.ref;
   const where = `context '${firstRef.owner.contextId}' (version ${firstRef.owner.version}): segment ${request.segmentId}`;
-  // No cap here: the header states the file's exact size, checked before any block is read.
-  const opened = await openRegularFile(segmentPath(ctx, request.segmentId), `${where}: segment file`, Number.MAX_SAFE_INTEGER);
-  if (opened === undefined) throw new FabricError('INTEGRITY', `${where}: segment file is missing from the cold tier`);
-  const file = opened.handle;
+  const segment = await ctx.storage.openSegment(request.segmentId, where);
+  if (segment === undefined) throw new FabricError('INTEGRITY', `${where}: segment file is missing from the cold tier`);
   try {
-    const { header, geometry } = await readHeader(file, where);
+    const { header, geometry } = await readHeader(segment, where);
     checkSegmentMatches(header, request, where);
     const unwrapped = ctx.keyRing.unwrapDataKey(header.keyId, header.wrappedKey);
     if (!unwrapped.ok) {
@@ -109,49 +93,29 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
           `(header tampered or key '${header.keyId}' is not the one it was written with)`,
       );
     }
-    const source = await dataSource(ctx, request.segmentId, file, header.blockBytes);
     try {
+      const reader = await segment.blockReader(header.blockBytes);
       await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) =>
-        readRun(ctx, source, run, header, geometry, unwrapped.dataKey, request, deliver, where),
+        readRun(ctx, reader, run, header, geometry, unwrapped.dataKey, request, deliver, where),
       );
     } finally {
       unwrapped.dataKey.fill(0);
-      if (source.file !== file) await source.file.close().catch(() => undefined);
     }
   } catch (err) {
     throw ioError(err, `${where}: reading`);
   } finally {
-    await file.close().catch(() => undefined);
+    await segment.close();
   }
 }
 
-async function dataSource(ctx: SegmentContext, segmentId: string, file: FileHandle, blockBytes: number): Promise<DataSource> {
-  if (!ctx.directIo || !directIoFits(blockBytes)) return { file, direct: false };
-  let direct: FileHandle | undefined;
-  try {
-    direct = await fsp.open(segmentPath(ctx, segmentId), DIRECT_READ_FLAGS);
-    // The path opened again: it must still be the very file checked and read so far, not one put there since.
-    const [checked, reopened] = await Promise.all([file.stat(), direct.stat()]);
-    if (reopened.isFile() && reopened.dev === checked.dev && reopened.ino === checked.ino) return { file: direct, direct: true };
-  } catch {
-    // No O_DIRECT here after all: the plain handle reads the same bytes.
-  }
-  await direct?.close().catch(() => undefined);
-  return { file, direct: false };
-}
-
-function segmentPath(ctx: SegmentContext, segmentId: string): string {
-  return path.join(ctx.directory.segments, segmentFileName(segmentId));
-}
-
-async function readHeader(file: FileHandle, where: string): Promise<{ header: SegmentHeader; geometry: SegmentGeometry }> {
-  const { size } = await file.stat();
+async function readHeader(segment: SegmentSource, where: string): Promise<{ header: SegmentHeader; geometry: SegmentGeometry }> {
+  const { size } = segment;
   const probe = Buffer.alloc(Math.min(HEADER_PROBE_BYTES, size));
-  const got = await readFully(file, probe, 0);
+  const got = probe.length === 0 ? 0 : await segment.read(probe, 0);
   let parsed = parseSegmentHeader(probe.subarray(0, got), size, where);
   if (!parsed.complete) {
     const whole = Buffer.alloc(parsed.headerBytes);
-    if ((await readFully(file, whole, 0)) < whole.length)
+    if ((await segment.read(whole, 0)) < whole.length)
       throw new FabricError('INTEGRITY', `${where}: file is truncated (shorter than its header)`);
     parsed = parseSegmentHeader(whole, size, where);
     if (!parsed.complete) throw new FabricError('INTEGRITY', `${where}: segment header is corrupted`);
@@ -197,7 +161,7 @@ function runsOf(request: SegmentRequest, blockBytes: number): number[][] {
 
 async function readRun(
   ctx: SegmentContext,
-  source: DataSource,
+  reader: BlockReader,
   run: number[],
   header: SegmentHeader,
   geometry: SegmentGeometry,
@@ -221,12 +185,12 @@ async function readRun(
       checksum: ref.checksum,
     };
   });
-  // Direct: ciphertext read into a staging slot and decrypted there; the blocks are handed over before
+  // Staged: ciphertext read into a staging slot and decrypted there; the blocks are handed over before
   // the slot is recycled. Otherwise one fresh buffer, decrypted in place.
-  const slot = source.direct ? await stagingArena.take() : undefined;
+  const slot = reader.staged ? await stagingArena.take() : undefined;
   try {
     const sealed = slot?.bytes.subarray(0, runBytes) ?? new Uint8Array(runBytes);
-    const got = await readFully(source.file, sealed, geometry.dataOffset + first * blockBytes);
+    const got = await reader.read(sealed, geometry.dataOffset + first * blockBytes);
     if (got < runBytes)
       throw new FabricError('INTEGRITY', `${where}: file is truncated (block ${first + Math.floor(got / blockBytes)} is incomplete)`);
     const opened: OpenResult = await ctx.crypto.open(dataKey, sealed, items);

@@ -1,18 +1,17 @@
 // Writing one segment: blocks are copied into shared staging slots (by the source: the tiers copy straight
 // from the allocator's frames), sealed in place on the crypto threads (AES-256-GCM under a fresh data key,
 // CRC-32 of the plaintext on the way unless the reader checks the bytes itself), and written at their final
-// offsets of a temp file while later blocks are still being sealed; the header with the tag table goes
-// last, then the file is made durable and renamed into place (durable-file).
+// offsets of the segment while later blocks are still being sealed; the header with the tag table goes
+// last, then the storage makes the segment visible whole (a directory: durable and renamed into place;
+// a blob store: one create-only put).
 
 import { randomBytes } from 'node:crypto';
-import type { FileHandle } from 'node:fs/promises';
 
 import { blockAad, counterIv, TAG_BYTES } from './associated-data';
 import { forEachBounded } from './bounded-parallel';
-import { segmentFileName } from './cold-directory';
+import type { SegmentSink } from './cold-storage';
 import type { SealItem } from './crypto-pool';
 import { directIoFits } from './direct-io';
-import { writeAtomically, writeFully } from '../../blob-store/posix/durable-file';
 import { newDataKey } from './key-ring';
 import { encodeSegmentHeader, segmentGeometry } from './segment-header';
 import { SLOT_BYTES, stagingArena } from './staging-arena';
@@ -40,17 +39,16 @@ export async function writeSegment(
   const segmentId = segmentIdBytes.toString('hex');
   const dataKey = newDataKey();
   const { keyId, wrapped } = ctx.keyRing.wrapDataKey(dataKey);
-  const { dataOffset } = segmentGeometry(keyId, owner.contextId, blocks.count, blockBytes);
+  const { dataOffset, fileBytes } = segmentGeometry(keyId, owner.contextId, blocks.count, blockBytes);
   const tags = Buffer.alloc(TAG_BYTES * blocks.count);
   const checksums = new Uint32Array(blocks.count);
   // Blocks bigger than a slot travel to the crypto threads as their own ArrayBuffers, buffered.
   const staged = blockBytes <= SLOT_BYTES;
-  const direct = ctx.directIo && directIoFits(blockBytes);
   const perJob = blocksPerJob(blockBytes);
   const jobStarts: number[] = [];
   for (let first = 0; first < blocks.count; first += perJob) jobStarts.push(first);
 
-  const sealAndWrite = async (file: FileHandle, first: number) => {
+  const sealAndWrite = async (sink: SegmentSink, first: number) => {
     const count = Math.min(perJob, blocks.count - first);
     const slot = staged ? await stagingArena.take() : undefined;
     try {
@@ -68,7 +66,7 @@ export async function writeSegment(
       const sealed = await ctx.crypto.seal(dataKey, plain, items, plaintextChecksums);
       tags.set(sealed.tags, TAG_BYTES * first);
       if (sealed.checksums) checksums.set(sealed.checksums, first);
-      await writeFully(file, sealed.bytes, dataOffset + first * blockBytes);
+      await sink.write(sealed.bytes, dataOffset + first * blockBytes);
     } finally {
       if (slot !== undefined) stagingArena.give(slot);
     }
@@ -76,38 +74,32 @@ export async function writeSegment(
 
   const what = `writing segment ${segmentId} of context '${owner.contextId}' (version ${owner.version})`;
   try {
-    await writeAtomically(
-      ctx.directory.segments,
-      segmentFileName(segmentId),
-      what,
-      async (file) => {
-        await forEachBounded(jobStarts, ctx.jobs, (first) => sealAndWrite(file, first));
-        const header = encodeSegmentHeader({
-          segmentId: segmentIdBytes,
-          blockCount: blocks.count,
-          blockBytes,
-          owner,
-          keyId,
-          wrappedKey: wrapped,
-          tags,
-        });
-        if (!direct) {
-          await writeFully(file, header, 0);
-          return;
-        }
-        // A direct write covers whole aligned pages: the header and its zero padding up to the data.
-        const slot = await stagingArena.take();
-        try {
-          const region = slot.bytes.subarray(0, dataOffset);
-          region.fill(0);
-          region.set(header);
-          await writeFully(file, region, 0);
-        } finally {
-          stagingArena.give(slot);
-        }
-      },
-      { direct },
-    );
+    await ctx.storage.writeSegment(segmentId, fileBytes, what, directIoFits(blockBytes), async (sink) => {
+      await forEachBounded(jobStarts, ctx.jobs, (first) => sealAndWrite(sink, first));
+      const header = encodeSegmentHeader({
+        segmentId: segmentIdBytes,
+        blockCount: blocks.count,
+        blockBytes,
+        owner,
+        keyId,
+        wrappedKey: wrapped,
+        tags,
+      });
+      if (!sink.direct) {
+        await sink.write(header, 0);
+        return;
+      }
+      // A direct write covers whole aligned pages: the header and its zero padding up to the data.
+      const slot = await stagingArena.take();
+      try {
+        const region = slot.bytes.subarray(0, dataOffset);
+        region.fill(0);
+        region.set(header);
+        await sink.write(region, 0);
+      } finally {
+        stagingArena.give(slot);
+      }
+    });
   } finally {
     dataKey.fill(0);
   }

@@ -42,6 +42,16 @@ export interface WriteSegmentOptions {
   plaintextChecksums?: boolean;
 }
 
+export interface WriteManifestOptions {
+  /**
+   * The version of the manifest this write replaces, as the writer last wrote or read it; 'none' for a
+   * context's first. In a blob store the write then lands only if that is still so (If-Match on that
+   * version's stored version, If-None-Match for 'none'): a fenced-off writer's late write is refused with
+   * PreconditionFailed (STALE_HANDLE). A directory writes regardless; absent, so does a blob store.
+   */
+  replaces?: number | 'none';
+}
+
 export interface ManifestLayout {
   bytesPerToken: number;
   tokensPerBlock: number;

@@ -6,6 +6,8 @@ import { readFileSync } from 'node:fs';
 import { MockActivityEnvironment } from '@temporalio/testing';
 
 import { createActivities, OperationJournal } from '../../../src/activities';
+import { emptyDigest } from '../../../src/agent-memory/context-digest';
+import { MODELS } from '../../../src/engines/models';
 import { agentWorkflowId } from '../../../src/identity/agent-identity';
 import type { MemoryFixture } from '../memory-fixture';
 
@@ -33,6 +35,24 @@ export function as<T>(caller: Caller, call: () => Promise<T>): Promise<T> {
 
 export function activitiesOf(fx: MemoryFixture, journal = new OperationJournal()): Activities {
   return createActivities({ memory: fx.memory, holder: 'queue@victim-worker', runsWorkflows: true, journal });
+}
+
+/** Starts the agent as its workflow does: its context allocated, then one turn of 32 tokens, each written to the cold tier. */
+export async function startAgent(fx: MemoryFixture, agentId: string, tenant: string): Promise<void> {
+  const activities = activitiesOf(fx);
+  const base = { agentId, tenant, capability: fx.token(agentId, tenant) };
+  await as(workflowOf(agentId), () =>
+    activities.placement.allocate({
+      ...base,
+      operationId: `${agentId}:0`,
+      shape: MODELS.tiny!.shape,
+      tokensPerBlock: MODELS.tiny!.tokensPerBlock,
+      checkpoint: true,
+    }),
+  );
+  await as(workflowOf(agentId), () =>
+    activities.holder.turn({ ...base, operationId: `${agentId}:1`, turn: 0, tokens: 32, before: emptyDigest(), checkpoint: true }),
+  );
 }
 
 /** The audit log's denials, parsed. */

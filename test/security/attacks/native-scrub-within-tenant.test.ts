@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { NativeAllocator, type PoolOptions } from '../../../src/fabric';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
-import { testRecordSeal } from '../../shared-directory/fixtures/test-records';
+import { posixStore, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 import { TieredMemory } from '../../../src/tiers/tiered-memory';
 import { MODELS } from '../../../src/engines/models';
 
@@ -35,7 +35,7 @@ async function worker(scrub?: PoolOptions['scrub']) {
     pool.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const acme = await (await TenantRegistry.open(join(dir, 'tenants'), testRecordSeal())).idOf('acme');
+  const acme = await (await TenantRegistry.open(await posixStore(dir), 'tenants/', testRecordSeal())).idOf('acme');
   return { pool, memory: new TieredMemory({ pool }), acme };
 }
 

@@ -21,7 +21,7 @@ import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { AuditLog } from '../../../src/security/audit-log';
 import { ColdStore } from '../../../src/tiers/cold';
 import { MODELS } from '../../../src/engines/models';
-import { TEST_KEY_RING, testRecordSeal } from '../../shared-directory/fixtures/test-records';
+import { posixStore, TEST_KEY_RING, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf } from './activity-fixture';
 
@@ -78,7 +78,7 @@ beforeAll(async () => {
   await expect(fx.memory.admit(fx.call('planner', 'acme', 'turn', fx.token('planner', 'globex')))).rejects.toMatchObject({
     code: 'PERMISSION_DENIED',
   });
-  await (await HolderFences.open(join(tier, 'fences'), 'queue@worker-b', testRecordSeal())).claim('planner', 1, 1);
+  await (await HolderFences.open(await posixStore(tier), 'fences/', 'queue@worker-b', testRecordSeal())).claim('planner', 1, 1);
 });
 afterAll(async () => {
   await fx?.close();
@@ -115,10 +115,10 @@ describe('attack: listing agent ids in the shared tier directory', () => {
 
   /** The folder a worker opens, and how it opens it (src/plugin/worker-memory.ts does the same). */
   const OPENERS: { folder: string; open: (tierDir: string) => Promise<unknown> }[] = [
-    { folder: 'grants', open: (t) => GrantStore.open(join(t, 'grants'), testRecordSeal()) },
-    { folder: 'epochs', open: (t) => EpochStore.open(join(t, 'epochs'), testRecordSeal()) },
-    { folder: 'fences', open: (t) => HolderFences.open(join(t, 'fences'), 'queue@worker-b', testRecordSeal()) },
-    { folder: 'tenants', open: (t) => TenantRegistry.open(join(t, 'tenants'), testRecordSeal()) },
+    { folder: 'grants', open: async (t) => GrantStore.open(await posixStore(t), 'grants/', testRecordSeal()) },
+    { folder: 'epochs', open: async (t) => EpochStore.open(await posixStore(t), 'epochs/', testRecordSeal()) },
+    { folder: 'fences', open: async (t) => HolderFences.open(await posixStore(t), 'fences/', 'queue@worker-b', testRecordSeal()) },
+    { folder: 'tenants', open: async (t) => TenantRegistry.open(await posixStore(t), 'tenants/', testRecordSeal()) },
     {
       folder: 'cold/manifests',
       open: async (t) =>
@@ -165,13 +165,13 @@ describe('attack: listing agent ids in the shared tier directory', () => {
     const older = join(scratch, 'older');
     mkdirSync(join(older, 'grants'), { recursive: true, mode: 0o755 });
     chmodSync(join(older, 'grants'), 0o755);
-    await (await GrantStore.open(join(older, 'grants'), testRecordSeal())).put({
+    await (await GrantStore.open(await posixStore(older), 'grants/', testRecordSeal())).put({
       contextId: 'planner',
       tenant: 'acme',
       agentId: 'planner',
     });
     chmodSync(join(older, 'grants'), 0o755); // as a worker before this change left it
-    const grants = await GrantStore.open(join(older, 'grants'), testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(older), 'grants/', testRecordSeal());
     expect(statSync(join(older, 'grants')).mode & 0o777).toBe(0o700);
     expect(await grants.get('planner')).toEqual({ contextId: 'planner', tenant: 'acme', agentId: 'planner' });
   });

@@ -17,7 +17,7 @@ import { GrantStore } from '../../../src/shared-directory/grant-store';
 import { TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import type { ColdBlockRef, ColdStore } from '../../../src/tiers/cold';
 import { blocksOf, manifestOf, manifestPath, masterKey, openStore, ringOf, segmentPath } from '../../tiers/cold/helpers';
-import { testRecordSeal } from '../../shared-directory/fixtures/test-records';
+import { posixStore, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 
 let scratch: string;
 let cold: string;
@@ -115,7 +115,7 @@ describe('attack: a FIFO, a device or a link in place of a file of the shared di
 
   it('a FIFO or a /dev/zero link in place of a grant: INTEGRITY at once', async () => {
     const dir = join(scratch, 'grants');
-    const grants = await GrantStore.open(dir, testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     await grants.put({ contextId: 'victim', tenant: 'acme', agentId: 'victim' });
     const file = join(dir, `${hashed('victim')}.grant.json`);
     expect(await inPlaceOf(file, 'fifo', () => grants.get('victim'))).toMatchObject(integrity);
@@ -125,27 +125,27 @@ describe('attack: a FIFO, a device or a link in place of a file of the shared di
 
   it('a grant file of 8 MiB: INTEGRITY (records are capped by their kind)', async () => {
     const dir = join(scratch, 'grants-large');
-    const grants = await GrantStore.open(dir, testRecordSeal());
+    const grants = await GrantStore.open(await posixStore(dir), '', testRecordSeal());
     writeFileSync(join(dir, `${hashed('victim')}.grant.json`), Buffer.alloc(8 << 20, 0x20), { mode: 0o600 });
     expect(await within(grants.get('victim'))).toMatchObject(integrity);
   });
 
   it('a FIFO in place of a tenant id file: INTEGRITY at once', async () => {
     const dir = join(scratch, 'tenants');
-    const acme = await (await TenantRegistry.open(dir, testRecordSeal())).idOf('acme');
+    const acme = await (await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme');
     const file = join(dir, acme.toString(16).padStart(8, '0'));
-    expect(await inPlaceOf(file, 'fifo', async () => (await TenantRegistry.open(dir, testRecordSeal())).idOf('acme'))).toMatchObject(
-      integrity,
-    );
+    expect(
+      await inPlaceOf(file, 'fifo', async () => (await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme')),
+    ).toMatchObject(integrity);
   });
 
   it('a FIFO as the greatest epoch entry: INTEGRITY, not an epoch', async () => {
     const dir = join(scratch, 'epochs');
-    const epochs = await EpochStore.open(dir, testRecordSeal());
+    const epochs = await EpochStore.open(await posixStore(dir), '', testRecordSeal());
     await epochs.raise('victim', 5);
     const entry = join(dir, hashed('victim'), '5');
     // Read by a worker that has not seen the entry yet (one that has knows its value and reads no file).
-    const reader = () => EpochStore.open(dir, testRecordSeal());
+    const reader = async () => EpochStore.open(await posixStore(dir), '', testRecordSeal());
     expect(await inPlaceOf(entry, 'fifo', async () => (await reader()).minimum('victim'))).toMatchObject(integrity);
     await expect((await reader()).minimum('victim')).resolves.toBe(5);
   });

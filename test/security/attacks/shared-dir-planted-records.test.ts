@@ -14,15 +14,13 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { emptyDigest } from '../../../src/agent-memory/context-digest';
-import { MODELS } from '../../../src/engines/models';
 import { HolderFences } from '../../../src/shared-directory/holder-fences';
 import { RecordSeal } from '../../../src/shared-directory/record-seal';
 import { preferredTenantId, TenantRegistry } from '../../../src/shared-directory/tenant-registry';
 import { KeyRing } from '../../../src/tiers/cold';
-import { testRecordSeal } from '../../shared-directory/fixtures/test-records';
+import { posixStore, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
-import { activitiesOf, as, denials, workflowOf } from './activity-fixture';
+import { denials, startAgent } from './activity-fixture';
 
 let scratch: string;
 let tier: string;
@@ -36,26 +34,8 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'kvfabric-attack-planted-'));
   tier = join(scratch, 'tier');
   fx = await openMemory(tier);
-  const activities = activitiesOf(fx);
-  for (const [agentId, tenant] of [
-    ['victim', 'acme'],
-    ['intruder', 'globex'],
-  ] as const) {
-    const capability = fx.token(agentId, tenant);
-    const base = { agentId, tenant, capability };
-    await as(workflowOf(agentId), () =>
-      activities.placement.allocate({
-        ...base,
-        operationId: `${agentId}:0`,
-        shape: MODELS.tiny!.shape,
-        tokensPerBlock: MODELS.tiny!.tokensPerBlock,
-        checkpoint: true,
-      }),
-    );
-    await as(workflowOf(agentId), () =>
-      activities.holder.turn({ ...base, operationId: `${agentId}:1`, turn: 0, tokens: 32, before: emptyDigest(), checkpoint: true }),
-    );
-  }
+  await startAgent(fx, 'victim', 'acme');
+  await startAgent(fx, 'intruder', 'globex');
 });
 afterAll(async () => {
   await fx?.close();
@@ -141,7 +121,7 @@ describe('attack: records planted in the shared tier directory', () => {
 
   it('a fence planted over a holder: it is not taken for fenced, the record is INTEGRITY', async () => {
     const dir = join(scratch, 'fences');
-    const fences = await HolderFences.open(dir, 'queue@worker-a', testRecordSeal());
+    const fences = await HolderFences.open(await posixStore(dir), '', 'queue@worker-a', testRecordSeal());
     await fences.claim('planner', 1, 1);
     const planted = join(dir, hashed('planner'), `9.1.${'0123456789abcdef'}`);
     writeFileSync(planted, 'queue@worker-mallory', { mode: 0o600 });
@@ -152,13 +132,15 @@ describe('attack: records planted in the shared tier directory', () => {
 
   it("a tenant id file rewritten to name another tenant: the tenant's id is not moved, the record is INTEGRITY", async () => {
     const dir = join(scratch, 'tenants');
-    const acme = await (await TenantRegistry.open(dir, testRecordSeal())).idOf('acme');
+    const acme = await (await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme');
     expect(acme).toBe(preferredTenantId('acme'));
     const file = join(dir, acme.toString(16).padStart(8, '0'));
     copyFileSync(file, `${file}.kept`);
     writeFileSync(file, 'globex');
-    await expect((await TenantRegistry.open(dir, testRecordSeal())).idOf('acme')).rejects.toMatchObject({ code: 'INTEGRITY' });
+    await expect((await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme')).rejects.toMatchObject({
+      code: 'INTEGRITY',
+    });
     renameSync(`${file}.kept`, file);
-    expect(await (await TenantRegistry.open(dir, testRecordSeal())).idOf('acme')).toBe(acme);
+    expect(await (await TenantRegistry.open(await posixStore(dir), '', testRecordSeal())).idOf('acme')).toBe(acme);
   });
 });

@@ -18,7 +18,7 @@ import { readClaimsUnverified } from '../../../src/security/capability-issuer';
 import { EpochStore } from '../../../src/shared-directory/epochs';
 import { MODELS } from '../../../src/engines/models';
 import { Racers } from '../../shared-directory/fixtures/racers';
-import { testRecordSeal } from '../../shared-directory/fixtures/test-records';
+import { posixStore, testRecordSeal } from '../../shared-directory/fixtures/test-records';
 import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, denials, workflowOf, type Activities } from './activity-fixture';
 
@@ -47,7 +47,7 @@ beforeAll(async () => {
   workerB = await openMemory(dir);
   activitiesA = activitiesOf(workerA);
   activitiesB = activitiesOf(workerB);
-  epochs = await EpochStore.open(join(dir, 'epochs'), testRecordSeal());
+  epochs = await EpochStore.open(await posixStore(dir), 'epochs/', testRecordSeal());
 });
 afterAll(async () => {
   await workerA?.close();

@@ -1,0 +1,130 @@
+// The cold tier in a blob store (an S3 bucket; any BlobStore), for workers that share nothing but it. A
+// segment is assembled in memory and put once, create-only (its id is random: a taken key is a bug or an
+// attack, never overwritten); the S3 backend sends a big one as a multipart upload of parallel parts.
+// Reads are ranged GETs of the header, then of each run of blocks the caller wants, never the whole
+// segment. Manifests take the caller's condition (cold-store: If-None-Match for a context's first, If-Match
+// on the version the writer read for the next), so a fenced-off writer's late write is refused by the
+// store itself. The store only ever sees ciphertext.
+import { isPreconditionFailed } from '../../blob-store/blob-errors';
+import { FabricError, isFabricError } from '../../fabric/errors';
+import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
+import { contextIdOfKey, MANIFESTS_PREFIX, manifestKey, SEGMENTS_PREFIX, segmentIdOfKey, segmentKey } from './cold-blob-keys';
+import type { ColdStorage, SegmentSink, SegmentSource, StoredManifest } from './cold-storage';
+import { MAX_MANIFEST_FILE_BYTES } from './manifest-file';
+import { SLOT_BYTES } from './staging-arena';
+
+export class BlobColdStorage implements ColdStorage {
+  readonly versioned = true;
+  /**
+   * When this process first listed each segment: a blob store's clock is not ours, so a segment's age is
+   * at least the time since we first saw it, never more (orphanSegments' minAgeMs errs towards keeping).
+   */
+  private readonly firstSeen = new Map<string, number>();
+
+  constructor(private readonly store: BlobStore) {}
+
+  async writeSegment(
+    segmentId: string,
+    size: number,
+    what: string,
+    _wantDirect: boolean,
+    fill: (sink: SegmentSink) => Promise<void>,
+  ): Promise<void> {
+    // Zeroed: the header's padding up to the first block is never written.
+    const bytes = Buffer.alloc(size);
+    await fill({
+      direct: false,
+      write: async (part, offset) => {
+        if (offset + part.byteLength > size) throw new FabricError('INVALID_STATE', `${what}: a write past the segment's ${size} bytes`);
+        bytes.set(part, offset);
+      },
+    });
+    await this.store.put(segmentKey(segmentId), bytes, { ifNoneMatch: '*' }).catch((err: unknown) => {
+      throw named(err, what);
+    });
+  }
+
+  async openSegment(segmentId: string, where: string): Promise<SegmentSource | undefined> {
+    const key = segmentKey(segmentId);
+    const head = await this.store.head(key);
+    if (head === undefined) return undefined;
+    const read = async (into: Uint8Array, offset: number): Promise<number> => {
+      const length = Math.min(into.byteLength, head.size - offset);
+      if (length <= 0) return 0;
+      const got = await this.store.get(key, { offset, length }).catch((err: unknown) => {
+        // Shorter than when it was looked at: replaced or cut since, which the reader reports as truncated.
+        if (isFabricError(err, 'OUT_OF_RANGE')) return { bytes: Buffer.alloc(0) };
+        throw err;
+      });
+      if (got === undefined) throw new FabricError('INTEGRITY', `${where}: segment blob vanished while it was read`);
+      into.set(got.bytes.subarray(0, length));
+      return Math.min(got.bytes.byteLength, length);
+    };
+    return {
+      size: head.size,
+      read,
+      // Slots are shared memory: a run read into one goes to the crypto threads without a copy.
+      blockReader: async (blockBytes) => ({ staged: blockBytes <= SLOT_BYTES, read }),
+      close: async () => undefined,
+    };
+  }
+
+  async deleteSegment(segmentId: string): Promise<void> {
+    await this.store.delete(segmentKey(segmentId));
+    this.firstSeen.delete(segmentId);
+  }
+
+  async listSegments(): Promise<string[]> {
+    const ids = (await this.store.list(SEGMENTS_PREFIX))
+      .map((head) => segmentIdOfKey(head.key))
+      .filter((id): id is string => id !== undefined);
+    const now = Date.now();
+    const listed = new Set(ids);
+    for (const id of ids) if (!this.firstSeen.has(id)) this.firstSeen.set(id, now);
+    for (const id of this.firstSeen.keys()) if (!listed.has(id)) this.firstSeen.delete(id);
+    return ids;
+  }
+
+  async olderThan(segmentIds: string[], minAgeMs: number): Promise<string[]> {
+    const now = Date.now();
+    return segmentIds.filter((id) => now - (this.firstSeen.get(id) ?? now) >= minAgeMs);
+  }
+
+  async writeManifest(contextId: string, bytes: Buffer, what: string, condition?: BlobCondition): Promise<BlobVersion> {
+    return this.store.put(manifestKey(contextId), bytes, condition).catch((err: unknown) => {
+      throw named(err, what);
+    });
+  }
+
+  async readManifest(contextId: string, where: string): Promise<StoredManifest | undefined> {
+    const key = manifestKey(contextId);
+    const head = await this.store.head(key);
+    if (head === undefined) return undefined;
+    if (head.size > MAX_MANIFEST_FILE_BYTES) {
+      throw new FabricError(
+        'INTEGRITY',
+        `${where}: manifest is implausibly large (${head.size} bytes, at most ${MAX_MANIFEST_FILE_BYTES})`,
+      );
+    }
+    const read = await this.store.get(key);
+    return read && { bytes: read.bytes, version: read.version };
+  }
+
+  async hasManifest(contextId: string): Promise<boolean> {
+    return (await this.store.head(manifestKey(contextId))) !== undefined;
+  }
+
+  async deleteManifest(contextId: string): Promise<void> {
+    await this.store.delete(manifestKey(contextId));
+  }
+
+  async listManifests(): Promise<string[]> {
+    return (await this.store.list(MANIFESTS_PREFIX)).map((head) => contextIdOfKey(head.key)).filter((id): id is string => id !== undefined);
+  }
+}
+
+/** The store's error with what the tier was doing in front; a refused condition keeps its class. */
+function named(err: unknown, what: string): unknown {
+  if (!(err instanceof FabricError) || isPreconditionFailed(err)) return err;
+  return new FabricError(err.code, `${what}: ${err.message}`);
+}
