@@ -1,6 +1,7 @@
 // Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
 // alone and through Temporal), memory, resume vs prefill with a real model (engine-resume: the
-// library; agent-resume: through Temporal), and the first call after a planned pause (wake-up). Each runs in its own process (so one's pools are gone before
+// library; agent-resume: through Temporal), the first call after a planned pause (wake-up), and agents of one
+// tenant sharing a prompt prefix (prefix-sharing). Each runs in its own process (so one's pools are gone before
 // the next allocates), writes its JSON, and this collects them with the machine's description into
 // build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for
 // docs/benchmarks.md, and draws resume against re-prefill by context length into docs/resume-vs-prefill.svg
@@ -16,6 +17,7 @@ import path from 'node:path';
 import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
 import type { AiSdkLoopRow } from './ai-sdk-loop.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
+import type { PrefixSharingResult } from './prefix-sharing.bench';
 import type { WakeUpRow } from './wake-up.bench';
 import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable, signedMs } from './measure';
@@ -28,7 +30,7 @@ const GPU_NOTE = 'not measured: no CUDA device';
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
 /** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
-const BENCHMARK_COUNT = 11;
+const BENCHMARK_COUNT = 12;
 let benchmarksStarted = 0;
 
 function run(name: string, file: string, benchArgs: string[]): unknown {
@@ -60,6 +62,7 @@ function machine(gpu: string) {
 const rate = (perSecond: number) => (perSecond >= 1e6 ? `${(perSecond / 1e6).toFixed(2)} M/s` : `${(perSecond / 1e3).toFixed(1)} k/s`);
 const ms = (value: number) => (value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(0)} ms`);
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 interface AllocatorJson {
   results: Array<{ scenario: string; native: number; ts: number; ratio: number }>;
@@ -138,6 +141,41 @@ interface MemoryJson {
   waste: Array<{ tokens: number; blocks: number; wasteTokens: number; wasteLlamaBytes: number; wasteFraction: number }>;
 }
 
+/** The targets: a later agent's first turn >= 50x sooner; KV held <= 1.2x one prefix plus own tokens; the other tenant a miss. */
+function prefixSharingRows(p: PrefixSharingResult): string[][] {
+  const first = p.turns[0]!;
+  const what =
+    `${p.agents} agents of one tenant, first message ${first.promptTokens} tokens (${p.sharedPrefixTokens} shared), ` +
+    `SmolLM2-135M, CPU ${p.threads} thread, ${p.batchSize} tokens a pass, ${p.maxTokens}-token reply`;
+  const sooner = `${p.firstOverLater.toFixed(0)}x sooner (target 50x: ${p.firstOverLater >= 50 ? 'met' : 'not met'})`;
+  const held = p.heldOverOnePrefixPlusOwn;
+  return [
+    [
+      'prefix sharing, real model',
+      `${what}: a later agent's first turn, median of ${p.agents - 1} (it evaluates ${p.laterEvaluatedTokens} tokens: ` +
+        `${p.evaluatedFirstOverLater.toFixed(0)}x fewer)`,
+      ms(p.laterMs),
+      `the first agent's (prefill) ${ms(p.firstMs)}; a hot turn at that length ${ms(p.hotTurnMs)}`,
+      sooner,
+    ],
+    [
+      'prefix sharing, real model',
+      `${what}: another tenant's first agent, the same prompt (shared ${p.otherTenantSharedTokens} tokens, ` +
+        `${p.sameReply ? 'the same reply' : 'REPLY DIFFERED'})`,
+      ms(p.otherTenantMs),
+      `the first agent's ${ms(p.firstMs)}`,
+      `${p.otherTenantOverFirst.toFixed(2)}x (a miss: ~1)`,
+    ],
+    [
+      'prefix sharing, real model',
+      `${what}: KV pages the tenant holds, each block once`,
+      mib(p.heldBytes),
+      `one prefix + own ${mib(p.onePrefixPlusOwnBytes)}; private copies ${mib(p.privateBytes)}`,
+      `${held.toFixed(2)}x (target 1.2x: ${held <= 1.2 ? 'met' : 'not met'})`,
+    ],
+  ];
+}
+
 function main(): void {
   fs.mkdirSync(outDir, { recursive: true });
   const started = Date.now();
@@ -164,6 +202,8 @@ function main(): void {
   // The first call after a planned pause: resident, cold (no wake-up), woken; the real model and the Llama-3-8B shape.
   const wakeArgs = ['--model-tokens', '2k,8k', '--llama-tokens', '8k,32k', '--repeats', String(Math.max(5, Number(repeats)))];
   const wakeUp = run('wake-up', 'wake-up.bench.ts', wakeArgs) as WakeUpJson;
+  // 16 agents of one tenant with a common 2k-token prefix, then another tenant's first agent with the same prompt.
+  const prefixSharing = run('prefix-sharing', 'prefix-sharing.bench.ts', ['--agents', '16']) as PrefixSharingResult;
 
   const rows: string[][] = [];
   for (const r of allocator.results)
@@ -349,6 +389,7 @@ function main(): void {
       `${(w.coldMs / w.wokenMs).toFixed(2)}x`,
     ]);
   }
+  rows.push(...prefixSharingRows(prefixSharing));
   for (const f of memory.forks) {
     rows.push([
       'memory',
@@ -404,6 +445,7 @@ function main(): void {
     agentResume: agent,
     aiSdkLoop: aiSdk,
     wakeUp,
+    prefixSharing,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

@@ -65,6 +65,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/security/attacks/model-turn-paths.test.ts',
       'test/security/attacks/prefix-sharing-isolation.test.ts',
       'test/prefix-sharing/prefix-sharing-model.test.ts',
+      'test/prefix-sharing/ai-sdk-sharing.test.ts',
       'test/temporal/handover.test.ts',
       'test/temporal/real-agents.test.ts',
       'test/temporal/wake-real-model.test.ts',

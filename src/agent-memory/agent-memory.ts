@@ -499,6 +499,11 @@ export class AgentMemory {
     return this.tiers.stats();
   }
 
+  /** The worker's prefix sharing, for its AI SDK calls to share the same index (model-call-memory.ts); undefined without it. */
+  get prefixSharing(): PrefixSharing | undefined {
+    return this.prefixes;
+  }
+
   /** Every context this worker holds in memory or on its tiers. */
   heldContextIds(): string[] {
     return this.tiers.contextIds().filter((contextId) => !this.prefixes?.isHolder(contextId));

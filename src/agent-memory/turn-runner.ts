@@ -205,10 +205,11 @@ export class TurnRunner {
   }
 
   /**
-   * An empty context's first model turn, its prompt's full blocks shared within the tenant or published
-   * for it (PrefixSharing.prepare), the rest evaluated by a completion: the reply and token ids are the
-   * ones engine.turn gives (the same ChatML prompt). The pages already hold the prefix, so the digest is
-   * theirs and `added` is every token id of the turn: the workflow's tail keeps those past the pages.
+   * An empty context's first model turn, its prompt's full blocks shared within the tenant where a holder
+   * has them (PrefixSharing.take), the rest evaluated by a completion: the reply and token ids are the
+   * ones engine.turn gives (the same ChatML prompt). The digest is the pages' (the shared prefix) and
+   * `added` every token id of the turn: the workflow's tail keeps those past the pages. The write-behind
+   * publishes the prompt's full blocks for the next agent (PrefixSharing.publish), then saves the rest.
    */
   private async firstTurnSharing(
     contextId: string,
@@ -219,11 +220,11 @@ export class TurnRunner {
     const { engine } = this.options;
     const sharing = this.options.prefixes!.sharing;
     const prompt = engine.renderConversation([{ role: 'user', content: input.message }]);
-    const { pages, shared } = await sharing.prepare(contextId, tenant, prompt);
+    const taken = await sharing.take(contextId, tenant, prompt);
     const result = await engine
       .complete({
         key: contextId,
-        context: sharing.storedPrefix(contextId, prompt.subarray(0, pages)),
+        context: sharing.storedPrefix(contextId, prompt.subarray(0, taken.shared)),
         prompt,
         ...(input.generation ? { generation: input.generation } : {}),
       })
@@ -231,11 +232,14 @@ export class TurnRunner {
         await sharing.abandon(contextId);
         throw err;
       });
-    this.options.firstTurnPrefill?.(contextId, { sharedTokens: shared, evaluatedTokens: pages - shared + result.evaluatedTokens });
+    this.options.firstTurnPrefill?.(contextId, { sharedTokens: taken.shared, evaluatedTokens: result.evaluatedTokens });
     const reply: TurnReply = { reply: result.text, promptTokens: prompt.length, replyTokens: result.reply.length };
-    const digest = await this.options.verifier.digestAt(contextId, pages);
+    const digest = await this.options.verifier.digestAt(contextId, taken.shared);
     const handle = this.options.tiers.handle(contextId);
-    this.writeBehind.after(contextId, () => this.saveFromEngine(contextId, handle, pages, result.tokens, { at: 0, reply }, checkpoint));
+    this.writeBehind.after(contextId, async () => {
+      const held = await sharing.publish(contextId, handle, prompt, taken);
+      await this.saveFromEngine(contextId, handle, held, result.tokens, { at: 0, reply }, checkpoint);
+    });
     return { digest, alreadyApplied: false, reply, added: Array.from(result.tokens) };
   }
 

@@ -9,4 +9,5 @@ export {
   type ModelCallRequest,
   type ModelCallResult,
 } from './model-call-memory';
+export { modelCallSharingOf, type ModelCallSharing } from './model-call-sharing';
 export { modelCallContextId, currentModelCallOwner, type ModelCallOwner } from './model-call-owner';

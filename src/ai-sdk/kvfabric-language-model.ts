@@ -23,6 +23,7 @@ import type { GenerationSettings, StructuredReply } from '../engines/engine';
 import { checkJsonSchemaBounds } from '../engines/json-schema-bounds';
 import { currentModelCallOwner } from './model-call-owner';
 import type { ModelCallResult, ModelCalls } from './model-call-memory';
+import { modelCallSharingOf } from './model-call-sharing';
 import { assistantText, chatMessagesOf, replyContent, replyFormatOf } from './prompt-messages';
 
 /** Reply tokens when the call sets no maxOutputTokens. */
@@ -122,6 +123,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
     };
     const callable = format.mayCall ? format.tools : [];
+    const sharing = modelCallSharingOf(options.providerOptions);
     // Heartbeats are how a running activity learns it was cancelled: the reply then stops at once.
     const activity = Context.current();
     const heartbeats = setInterval(() => activity.heartbeat(), HEARTBEAT_MS);
@@ -135,6 +137,7 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
         replyText: (text) => assistantText(asPromptParts(replyContent(text, callable, () => ''))),
         ...(onText && !format.mayCall ? { onText } : {}),
         signal: activity.cancellationSignal,
+        sharing,
       });
     } finally {
       clearInterval(heartbeats);
@@ -158,7 +161,12 @@ export class KvFabricLanguageModel implements LanguageModelV4 {
         outputTokens: { total: result.reply.length, text: result.reply.length, reasoning: undefined },
       },
       providerMetadata: {
-        kvfabric: { reusedTokens: result.reusedTokens, evaluatedTokens: result.evaluatedTokens, resumedFrom: result.resumedFrom },
+        kvfabric: {
+          reusedTokens: result.reusedTokens,
+          evaluatedTokens: result.evaluatedTokens,
+          sharedTokens: result.sharedTokens ?? 0,
+          resumedFrom: result.resumedFrom,
+        },
       },
       response: { modelId: this.modelId, timestamp: new Date() },
       warnings,

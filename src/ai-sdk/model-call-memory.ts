@@ -9,7 +9,19 @@
 // same run waits for them. A context whose pages are lost is rebuilt from the prompt: it is all there.
 // An idle run's KV leaves the engine and the pages go to host memory, then to disk, on the timers of
 // kvfabric's agents (idle to warm, warm to cold); its next call brings it back.
-import type { ChatMessage, Engine, EngineCompletionResult, GenerationSettings, StructuredReply } from '../engines/engine';
+//
+// A run's first call (its context empty) takes the longest prefix of its prompt that another run, or an
+// agent, of the same tenant already computed on this worker (src/prefix-sharing), as an agent's first turn
+// does, and publishes its prompt's full blocks for the next: a workflow that runs the same instructions
+// for every ticket prefills them once. Another tenant's prompts are never found (the keys are salted).
+import type {
+  ChatMessage,
+  Engine,
+  EngineCompletionRequest,
+  EngineCompletionResult,
+  GenerationSettings,
+  StructuredReply,
+} from '../engines/engine';
 import { sharedPrefix } from '../engines/shared-prefix';
 import { FabricError } from '../fabric/errors';
 import type { ContextHandle } from '../fabric/types';
@@ -18,9 +30,11 @@ import { WriteBehind } from '../agent-memory/write-behind';
 import type { TenantRegistry } from '../shared-directory/tenant-registry';
 import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
+import type { PrefixSharing } from '../prefix-sharing/prefix-sharing';
 import type { CarriedReplyIds } from './carried-reply-ids';
 import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
 import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, replyIdsIn, type ModelCallNote } from './model-call-note';
+import type { ModelCallSharing } from './model-call-sharing';
 
 export interface ModelCallMemoryOptions {
   tiers: TieredMemory;
@@ -37,6 +51,11 @@ export interface ModelCallMemoryOptions {
   idle?: { toHostMs: number; toDiskMs: number };
   /** A write-behind or idle move that failed (the next call evaluates what the pages lack): for the worker's log. */
   onBackgroundError?: (what: string, err: unknown) => void;
+  /**
+   * The worker's prefix sharing within a tenant: the agents' own (AgentMemory.prefixSharing), so that one
+   * index knows every holder and no agent memory takes a run's holder for a context of its own. Absent: none.
+   */
+  prefixes?: PrefixSharing;
 }
 
 export interface ModelCallRequest {
@@ -50,10 +69,14 @@ export interface ModelCallRequest {
   onText?: (delta: string) => void;
   /** Stops the reply early (a cancelled call). */
   signal?: AbortSignal;
+  /** Whether a run's first call takes its tenant's shared prefix (model-call-sharing.ts); 'tenant' when absent. */
+  sharing?: ModelCallSharing;
 }
 
 export interface ModelCallResult extends EngineCompletionResult {
   contextId: string;
+  /** Of `reusedTokens`, those taken from the tenant's shared prefix (a run's first call); absent or 0 otherwise. */
+  sharedTokens?: number;
 }
 
 /** What runs a model call for the language model: kvfabric's memory, or a baseline that keeps no KV. */
@@ -87,6 +110,25 @@ export class ModelCallMemory implements ModelCalls {
     const replies = note?.replies ?? [];
     const prompt = engine.renderConversation(request.messages(replyIdsIn(replies)));
     if (prompt.length === 0) throw new FabricError('INVALID_ARGUMENT', 'a model call needs a prompt');
+    const { prefixes } = this.options;
+    const sharing = held === 0 && request.sharing !== 'none' && prefixes !== undefined;
+    const completion = sharing
+      ? await this.firstCallSharing(prefixes, owner, contextId, prompt, request)
+      : await this.continueStored(contextId, note, prompt, request);
+    const { result } = completion;
+    const remembered = [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }].slice(-REMEMBERED_REPLIES);
+    const handle = tiers.handle(contextId);
+    this.writeBehind.after(contextId, async () => {
+      const stored = await completion.stored(handle);
+      await this.save(owner, contextId, handle, stored, result.tokens, remembered);
+      this.startIdleTimer(contextId, 'host');
+    });
+    return { ...result, contextId, sharedTokens: completion.sharedTokens };
+  }
+
+  /** The call continuing the longest prefix of its prompt that the run's own KV holds (hot or in the pages). */
+  private async continueStored(contextId: string, note: ModelCallNote | undefined, prompt: Uint32Array, request: ModelCallRequest) {
+    const { tiers, engine } = this.options;
     const stored = note?.tokens ?? [];
     const reused = Math.min(sharedPrefix(stored, prompt), prompt.length - 1);
     const result = await engine.complete({
@@ -98,18 +140,41 @@ export class ModelCallMemory implements ModelCalls {
         writeKv: (file, pieces) => tiers.writePlaneMajor(contextId, file, reused, pieces),
       },
       prompt,
-      ...(request.generation ? { generation: request.generation } : {}),
-      ...(request.structured ? { structured: request.structured } : {}),
-      ...(request.onText ? { onText: request.onText } : {}),
-      ...(request.signal ? { signal: request.signal } : {}),
+      ...completionSettings(request),
     });
-    const remembered = [...replies, { text: request.replyText(result.text), ids: Array.from(result.reply) }].slice(-REMEMBERED_REPLIES);
-    const handle = tiers.handle(contextId);
-    this.writeBehind.after(contextId, async () => {
-      await this.save(owner, contextId, handle, stored, result.tokens, remembered);
-      this.startIdleTimer(contextId, 'host');
-    });
-    return { ...result, contextId };
+    return { result, stored: async (): Promise<readonly number[]> => stored, sharedTokens: 0 };
+  }
+
+  /**
+   * A run's first call: its empty context takes the tenant's longest shared prefix of the prompt
+   * (PrefixSharing.take, the run's owner in the pages' note from the start) and the call evaluates the
+   * rest; its write-behind publishes the prompt's full blocks for the next run before saving the rest
+   * (`stored`: the token ids the pages then hold). Its usage counts what the tenant's holders gave as
+   * reused. A call that fails leaves the context empty again.
+   */
+  private async firstCallSharing(
+    prefixes: PrefixSharing,
+    owner: ModelCallOwner,
+    contextId: string,
+    prompt: Uint32Array,
+    request: ModelCallRequest,
+  ) {
+    const note: Pick<ModelCallNote, 'owner' | 'replies'> = { owner, replies: [] };
+    const taken = await prefixes.take(contextId, owner.tenant, prompt, note);
+    const result = await this.options.engine
+      .complete({
+        key: contextId,
+        context: prefixes.storedPrefix(contextId, prompt.subarray(0, taken.shared)),
+        prompt,
+        ...completionSettings(request),
+      })
+      .catch(async (err: unknown) => {
+        await prefixes.abandon(contextId);
+        throw err;
+      });
+    const stored = async (handle: ContextHandle): Promise<readonly number[]> =>
+      Array.from(prompt.subarray(0, await prefixes.publish(contextId, handle, prompt, taken, note)));
+    return { result, stored, sharedTokens: taken.shared };
   }
 
   /** Frees the run's KV here and in the cold tier; false when there was none. */
@@ -119,6 +184,7 @@ export class ModelCallMemory implements ModelCalls {
     this.stopIdleTimer(contextId);
     await this.writeBehind.settled(contextId);
     await engine.release(contextId);
+    await this.options.prefixes?.released(contextId);
     if (tiers.has(contextId)) {
       await tiers.release(contextId);
       return true;
@@ -153,6 +219,7 @@ export class ModelCallMemory implements ModelCalls {
       if (!tiers.has(contextId) || tiers.durableVersion(contextId) === 0 || (await cold.hasManifest(contextId))) continue;
       await this.writeBehind.settled(contextId);
       await this.options.engine.release(contextId);
+      await this.options.prefixes?.released(contextId);
       if (tiers.has(contextId)) await tiers.dropLocalCopy(contextId);
       owners.delete(contextId);
       released.push(contextId);
@@ -209,6 +276,7 @@ export class ModelCallMemory implements ModelCalls {
       const onDisk = await cold.readManifest(contextId, { expectedTenant: tenantId }).catch(() => undefined);
       if (!onDisk || onDisk.version <= tiers.durableVersion(contextId)) return;
       await this.options.engine.release(contextId);
+      await this.options.prefixes?.released(contextId);
       await tiers.dropLocalCopy(contextId);
     }
     try {
@@ -237,4 +305,14 @@ export class ModelCallMemory implements ModelCalls {
     const note: Omit<ModelCallNote, 'fingerprint' | 'tokens'> = { owner, replies };
     await saveEngineRows({ tiers, engine, contextId, handle, held: stored.length, tokens, remake, note, checkpoint: true });
   }
+}
+
+/** What a call asks of the engine besides its context and prompt. */
+function completionSettings(request: ModelCallRequest): Omit<EngineCompletionRequest, 'key' | 'context' | 'prompt'> {
+  return {
+    ...(request.generation ? { generation: request.generation } : {}),
+    ...(request.structured ? { structured: request.structured } : {}),
+    ...(request.onText ? { onText: request.onText } : {}),
+    ...(request.signal ? { signal: request.signal } : {}),
+  };
 }

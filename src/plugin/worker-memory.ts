@@ -131,6 +131,8 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       engine,
       tenantIds,
       carriedReplies: new CarriedReplyIds(keyRing),
+      // The agents' prefix index: a run's first call takes its tenant's shared prefixes, as an agent's first turn does.
+      ...(memory.prefixSharing ? { prefixes: memory.prefixSharing } : {}),
       idle: chores.modelCallIdle ?? {
         toHostMs: DEFAULT_AGENT_CONFIG.timers.idleToWarmMs,
         toDiskMs: DEFAULT_AGENT_CONFIG.timers.warmToColdMs,

@@ -15,6 +15,8 @@ import type { ModelCallOwner } from '../../src/ai-sdk/model-call-owner';
 import { LlamaEngine } from '../../src/engines/llama/llama-engine';
 import { MODELS } from '../../src/engines/models';
 import { NativeAllocator } from '../../src/fabric';
+import { TenantSalts } from '../../src/prefix-sharing/prefix-keys';
+import { PrefixSharing } from '../../src/prefix-sharing/prefix-sharing';
 import { TenantRegistry } from '../../src/shared-directory/tenant-registry';
 import { ColdStore } from '../../src/tiers/cold';
 import { posixStore, TEST_KEY_RING, testRecordSeal } from '../shared-directory/fixtures/test-records';
@@ -32,14 +34,26 @@ export interface ModelCallFixture {
   close(): Promise<void>;
 }
 
-export async function openModelCalls(name: string): Promise<ModelCallFixture> {
+export interface ModelCallFixtureOptions {
+  /** Engine settings past the fixture's (a 512-token context, 2 hot contexts). */
+  engine?: Partial<Parameters<typeof LlamaEngine.open>[0]>;
+  /** Share prefixes within a tenant (a namespace), as a worker does. */
+  sharing?: boolean;
+}
+
+export async function openModelCalls(name: string, options: ModelCallFixtureOptions = {}): Promise<ModelCallFixture> {
   const dir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-`));
-  const engine = await LlamaEngine.open({ contextLength: 512, hotContexts: 2, stateDir: dir });
+  const engine = await LlamaEngine.open({ contextLength: 512, hotContexts: 2, ...options.engine, stateDir: dir });
   const pool = new NativeAllocator({ shape: MODELS['smollm2-135m']!.shape, blockCount: 256, hostBlockCount: 64 });
   const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: TEST_KEY_RING });
   const tiers = new TieredMemory({ pool, cold });
+  const { tokensPerBlock } = MODELS['smollm2-135m']!;
+  const prefixes = options.sharing
+    ? new PrefixSharing({ salts: new TenantSalts(TEST_KEY_RING), tokensPerBlock, tiers, engine })
+    : undefined;
   const tenantIds = await TenantRegistry.open(await posixStore(dir), 'tenants/', testRecordSeal());
-  const memory = new ModelCallMemory({ tiers, cold, engine, tenantIds, carriedReplies: new CarriedReplyIds(TEST_KEY_RING) });
+  const carriedReplies = new CarriedReplyIds(TEST_KEY_RING);
+  const memory = new ModelCallMemory({ tiers, cold, engine, tenantIds, carriedReplies, ...(prefixes ? { prefixes } : {}) });
   return {
     engine,
     pool,

@@ -17,14 +17,28 @@ export type Prefill = { sharedTokens: number; evaluatedTokens: number };
 
 export interface SharingMemory extends ModelMemoryFixture {
   prefills: Map<string, Prefill>;
-  /** Allocates `agentId` of `tenant`, runs its first turn and waits for its write-behind. */
-  firstTurn(agentId: string, tenant: string, message: string, sharing?: 'tenant' | 'none'): Promise<{ token: string; result: TurnResult }>;
+  /** Allocates `agentId` of `tenant`, runs its first turn (`turnMs`: the turn's call alone) and waits for its write-behind. */
+  firstTurn(
+    agentId: string,
+    tenant: string,
+    message: string,
+    sharing?: 'tenant' | 'none',
+  ): Promise<{ token: string; result: TurnResult; turnMs: number }>;
   release(agentId: string, tenant: string, token: string): Promise<void>;
   /** The first turn's prompt tokens of a message. */
   promptOf(message: string): Uint32Array;
 }
 
-export async function openSharingMemory(name: string): Promise<SharingMemory> {
+/** The defaults are the tests': short prompts, a few agents, 12 reply tokens a first turn. */
+export interface SharingMemoryOptions {
+  contextLength?: number;
+  blockCount?: number;
+  hotContexts?: number;
+  maxTokens?: number;
+}
+
+export async function openSharingMemory(name: string, options: SharingMemoryOptions = {}): Promise<SharingMemory> {
+  const { contextLength = 512, blockCount = 256, hotContexts = 8, maxTokens = 12 } = options;
   const prefills = new Map<string, Prefill>();
   const observer: MemoryObserver = {
     transferred: () => undefined,
@@ -37,8 +51,8 @@ export async function openSharingMemory(name: string): Promise<SharingMemory> {
   const prefixSalts = new TenantSalts(new KeyRing([{ id: 'w', key: Buffer.alloc(32, 9) }], 'w'));
   const opened = await openModelMemory(
     name,
-    { contextLength: 512, hotContexts: 8, threads: 1, batchSize: 32 },
-    { prefixSalts, observer, blockCount: 256 },
+    { contextLength, hotContexts, threads: 1, batchSize: 32 },
+    { prefixSalts, observer, blockCount },
   );
   const { fx } = opened;
   return {
@@ -47,9 +61,11 @@ export async function openSharingMemory(name: string): Promise<SharingMemory> {
     async firstTurn(agentId, tenant, message, sharing) {
       const token = fx.token(agentId, tenant);
       await fx.allocate(agentId, token, { tenant });
-      const result = await opened.say(agentId, token, message, { tenant, maxTokens: 12, ...(sharing ? { sharing } : {}) });
+      const started = performance.now();
+      const result = await opened.say(agentId, token, message, { tenant, maxTokens, ...(sharing ? { sharing } : {}) });
+      const turnMs = performance.now() - started;
       await fx.memory.settled();
-      return { token, result };
+      return { token, result, turnMs };
     },
     async release(agentId, tenant, token) {
       await fx.memory.release(fx.call(agentId, tenant, 'release', token));

@@ -4,10 +4,14 @@
 // nobody holds): the same tokens evaluated, none shared, for every probe, while the victim's own
 // repeats hit. Evaluated-token counts make it deterministic; first-turn times are printed for the record.
 // A salt cannot be forged or copied: it is never an input (the call names a tenant its capability must
-// carry), and even a holder named directly is refused across tenants by the tier layer.
+// carry), and even a holder named directly is refused across tenants by the tier layer. The same through
+// the AI SDK provider, whose tenant is the run's namespace (the server's, not the workflow's to choose).
+import type { LanguageModelV4CallOptions } from '@ai-sdk/provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { openSharingMemory, SHARED, type SharingMemory } from '../../prefix-sharing/sharing-memory-fixture';
+import type { ModelCallOwner } from '../../../src/ai-sdk/model-call-owner';
+import { figuresOf, openSharingModelCalls, runOf } from '../../prefix-sharing/sharing-model-calls-fixture';
 
 let opened: SharingMemory;
 
@@ -29,6 +33,18 @@ interface Probe {
   shared: number;
   evaluated: number;
   ms: number;
+}
+
+/** The median time of each kind of probe, in whole ms, for the record. */
+function medians(probes: readonly { kind: Kind; ms: number }[]): string {
+  const median = (kind: Kind) => {
+    const times = probes
+      .filter((p) => p.kind === kind)
+      .map((p) => p.ms)
+      .sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)]!.toFixed(0);
+  };
+  return `hit ${median('hit')}, cross-tenant ${median('cross-tenant')}, miss ${median('miss')}`;
 }
 
 describe('prefix sharing across tenants (attack)', () => {
@@ -59,16 +75,7 @@ describe('prefix sharing across tenants (attack)', () => {
       expect(hit.shared).toBeGreaterThanOrEqual(64);
       expect(hit.evaluated).toBe(hit.prompt - hit.shared);
     }
-    const median = (kind: Kind) => {
-      const times = probes
-        .filter((p) => p.kind === kind)
-        .map((p) => p.ms)
-        .sort((a, b) => a - b);
-      return times[Math.floor(times.length / 2)]!.toFixed(0);
-    };
-    console.log(
-      `first-turn ms (median of ${PROBES}): hit ${median('hit')}, cross-tenant ${median('cross-tenant')}, miss ${median('miss')}`,
-    );
+    console.log(`first-turn ms (median of ${PROBES}): ${medians(probes)}`);
     for (const { agentId, tenant, token } of held) await opened.release(agentId, tenant, token);
     expect(opened.fx.memory.stats().usedBlocks).toBe(0);
   });
@@ -86,5 +93,45 @@ describe('prefix sharing across tenants (attack)', () => {
     expect(opened.fx.tiers.contextStats('thief').tokens).toBe(0);
     await opened.release('thief', 'attacker', thief);
     await opened.release('victim-held', 'victim', token);
+  });
+});
+
+describe('prefix sharing across tenants through the AI SDK provider (attack)', () => {
+  it("another namespace's first calls with the victim's exact prompts share nothing, as misses", async () => {
+    const calls = await openSharingModelCalls('prefix-isolation-ai-sdk');
+    try {
+      const ask = (system: string, question: string): LanguageModelV4CallOptions => ({
+        prompt: [
+          { role: 'system', content: system },
+          { role: 'user', content: [{ type: 'text', text: question }] },
+        ],
+        maxOutputTokens: 1,
+      });
+      const victimAsk = (i: number) => ask(SHARED, `Case ${i}: which header declares the allocator's leases?`);
+      const missAsk = (i: number) => ask(`Unshared ${i}. ${SHARED}`, `Case ${i}: which header declares the allocator's leases?`);
+      const runs: ModelCallOwner[] = [];
+      const probe = async (kind: Kind, namespace: string, id: string, options: LanguageModelV4CallOptions) => {
+        const started = performance.now();
+        const result = await calls.generate(runOf(namespace, id), options);
+        runs.push(runOf(namespace, id));
+        return { kind, ms: performance.now() - started, ...figuresOf(result) };
+      };
+      for (let i = 0; i < PROBES; i++) await probe('miss', 'victim', `victim-${i}`, victimAsk(i));
+      const probes: Array<{ kind: Kind; ms: number; reused: number; evaluated: number; shared: number }> = [];
+      for (let i = 0; i < PROBES; i++) {
+        probes.push(await probe('cross-tenant', `attacker-${i}`, `attacker-${i}`, victimAsk(i)));
+        probes.push(await probe('miss', `stranger-${i}`, `stranger-${i}`, missAsk(i)));
+        probes.push(await probe('hit', 'victim', `victim-again-${i}`, victimAsk(i)));
+      }
+      const unshared = (kind: Kind) => probes.filter((p) => p.kind === kind).map(({ reused, shared }) => ({ reused, shared }));
+      expect(unshared('cross-tenant')).toEqual(unshared('miss'));
+      expect(new Set(unshared('miss').map((m) => JSON.stringify(m)))).toEqual(new Set([JSON.stringify({ reused: 0, shared: 0 })]));
+      for (const hit of probes.filter((p) => p.kind === 'hit')) expect(hit.shared).toBeGreaterThanOrEqual(32);
+      console.log(`AI SDK first-call ms (median of ${PROBES}): ${medians(probes)}`);
+      for (const run of runs) await calls.memory.release(run);
+      expect(calls.pool.stats().usedBlocks).toBe(0);
+    } finally {
+      await calls.close();
+    }
   });
 });
