@@ -28,6 +28,7 @@ import { readModelInfo } from '../src/engines/llama/gguf-shape';
 import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
 import { MODELS } from '../src/engines/models';
 import { bytesPerTokenOf } from '../src/fabric/layout';
+import { DEFAULT_TENANT_QUOTA_SHARES } from '../src/tiers/tenant-quotas';
 import { messageOf } from './agent-resume.bench';
 import { startAgentRig, type AgentRig } from './agent-rig';
 import { dropPageCache, median, modelContextSizes, option, printTable, signedMs } from './measure';
@@ -131,7 +132,8 @@ async function realModel(): Promise<Subject> {
 }
 
 async function llamaShape(sizes: number[]): Promise<Subject> {
-  const blocks = Math.ceil(Math.max(...sizes) / LLAMA.tokensPerBlock) + 64;
+  // The bench's one tenant may hold only its device share of the pool (tenant-quotas.ts): size the pool so that share fits it.
+  const blocks = Math.ceil((Math.ceil(Math.max(...sizes) / LLAMA.tokensPerBlock) + 64) / DEFAULT_TENANT_QUOTA_SHARES.device);
   const rig = await startAgentRig({ name: 'wake-bench-llama', model: LLAMA, blocks });
   return {
     engine: 'Llama-3-8B shape',
@@ -235,7 +237,7 @@ async function main(): Promise<void> {
     }
   }
   // A worker holds device and host pools of the context's size: sizes that do not fit are left out.
-  const fits = (tokens: number) => 2 * tokens * bytesPerTokenOf(LLAMA.shape) <= 0.7 * os.totalmem();
+  const fits = (tokens: number) => (2 * tokens * bytesPerTokenOf(LLAMA.shape)) / DEFAULT_TENANT_QUOTA_SHARES.device <= 0.7 * os.totalmem();
   for (const tokens of llamaSizes.filter((t) => !fits(t)))
     noteOnce(`Llama-3-8B shape: ${tokens / 1024}k left out: a worker's device and host pools of that size do not fit here`);
   const fitting = llamaSizes.filter(fits);
