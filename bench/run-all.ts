@@ -1,8 +1,9 @@
 // Every benchmark in one command (npm run bench:all): allocator, host tier, disk tier, resume (library
 // alone and through Temporal), memory, resume vs prefill with a real model (engine-resume: the
 // library; agent-resume: through Temporal), the first call after a planned pause (wake-up), and agents of one
-// tenant sharing a prompt prefix (prefix-sharing). Each runs in its own process (so one's pools are gone before
-// the next allocates), writes its JSON, and this collects them with the machine's description into
+// tenant sharing a prompt prefix (prefix-sharing), the tier in an object store (s3-tier). Each runs in its
+// own process (so one's pools are gone before the next allocates), writes its JSON, and this collects them
+// with the machine's description into
 // build/bench/results.json, prints one table and writes it as Markdown (build/bench/results.md) for
 // docs/benchmarks.md, and draws resume against re-prefill by context length into docs/resume-vs-prefill.svg
 // (bench/chart.ts; `npm run bench:chart -- build/bench/results.json` redraws it from a saved run).
@@ -18,6 +19,7 @@ import type { AgentResumeRow, HotTurnRow } from './agent-resume.bench';
 import type { AiSdkLoopRow } from './ai-sdk-loop.bench';
 import type { EngineResumeRow } from './engine-resume.bench';
 import type { PrefixSharingResult } from './prefix-sharing.bench';
+import { s3TierRows, type S3TierResult } from './s3-tier.bench';
 import type { WakeUpRow } from './wake-up.bench';
 import { RESUME_CHART_FILE, subtitleOf, writeResumeChart } from './chart';
 import { median, option, printTable, signedMs } from './measure';
@@ -30,7 +32,7 @@ const GPU_NOTE = 'not measured: no CUDA device';
 const PREFILL_H200_MS: Record<number, number> = { 8192: 264, 32768: 1310, 131072: 11_300 };
 
 /** The run() calls in main(), for the `[i/N]` progress lines: keep it equal to their number. */
-const BENCHMARK_COUNT = 12;
+const BENCHMARK_COUNT = 13;
 let benchmarksStarted = 0;
 
 function run(name: string, file: string, benchArgs: string[]): unknown {
@@ -204,6 +206,8 @@ function main(): void {
   const wakeUp = run('wake-up', 'wake-up.bench.ts', wakeArgs) as WakeUpJson;
   // 16 agents of one tenant with a common 2k-token prefix, then another tenant's first agent with the same prompt.
   const prefixSharing = run('prefix-sharing', 'prefix-sharing.bench.ts', ['--agents', '16']) as PrefixSharingResult;
+  // The tier in an object store: suspend/resume through SeaweedFS against raw PUT/GET, bytes per hot turn.
+  const s3Tier = run('s3-tier', 's3-tier.bench.ts', ['--tokens', '8k,32k', '--repeats', '2']) as S3TierResult;
 
   const rows: string[][] = [];
   for (const r of allocator.results)
@@ -390,6 +394,7 @@ function main(): void {
     ]);
   }
   rows.push(...prefixSharingRows(prefixSharing));
+  rows.push(...s3TierRows(s3Tier));
   for (const f of memory.forks) {
     rows.push([
       'memory',
@@ -446,6 +451,7 @@ function main(): void {
     aiSdkLoop: aiSdk,
     wakeUp,
     prefixSharing,
+    s3Tier,
     notes,
   };
   fs.writeFileSync(path.join(outDir, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

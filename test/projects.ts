@@ -35,8 +35,12 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/shared-directory/records-on-s3.test.ts',
       'test/security/attacks/records-bucket.test.ts',
       'test/tiers/cold-tier-s3.test.ts',
+      'test/tiers/manifest-log-s3.test.ts',
       'test/plugin/worker-memory-s3.test.ts',
       'test/security/attacks/cold-tier-bucket-swap.test.ts',
+      'test/security/attacks/cold-tier-manifest-log.test.ts',
+      'test/temporal/s3-workers.test.ts',
+      'test/faults/s3-outage.test.ts',
     ],
   },
   {

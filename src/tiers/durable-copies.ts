@@ -88,8 +88,10 @@ export class DurableCopies {
       if (err instanceof SegmentsVanished) return this.spillAgain(entry, dropHostFrames, rewritten);
       throw namingContext(err, entry.id);
     }
-    if (blocks === 0 && entry.manifest) return 0; // every append leaves a page without a disk copy: unchanged, keep the version
     const pageKeys = this.pool.pageDiskKeys(entry.handle);
+    // Every append leaves a page without a disk copy: none and the same pages is unchanged, keep the version.
+    // No block to write but other pages is a spill whose manifest write failed (a store down): write it now.
+    if (blocks === 0 && entry.manifest && this.namesPages(entry.manifest, pageKeys)) return 0;
     // Another process removed files our pages still pointed at: the bytes are in memory, write them again.
     if (await this.forgetMissingCopies(entry, pageKeys, written)) return this.spillAgain(entry, dropHostFrames, rewritten);
     if (!(await this.mayWriteManifest(contextId))) throw new ContextFenced();
@@ -117,6 +119,17 @@ export class DurableCopies {
     entry.version = version;
     if (previous) await this.deleteSegments(this.ledger.releaseManifest(previous));
     return blocks;
+  }
+
+  /** Whether `manifest` names exactly these pages' disk copies, in order. */
+  private namesPages(manifest: readonly ColdBlockRef[], pageKeys: Float64Array): boolean {
+    return (
+      manifest.length === pageKeys.length &&
+      manifest.every((named, i) => {
+        const ref = this.ledger.ref(pageKeys[i]!);
+        return ref.segmentId === named.segmentId && ref.index === named.index;
+      })
+    );
   }
 
   private spillAgain(entry: ContextEntry, dropHostFrames: boolean, rewritten: boolean): Promise<number> {
@@ -209,7 +222,8 @@ export class DurableCopies {
 
   /**
    * Deletes segments that no manifest names, nothing in this process uses, and that are older than
-   * minAgeMs, and retries deletions that failed before. Returns how many it deleted.
+   * minAgeMs, and retries deletions that failed before; aborts segment uploads left incomplete as old (S3).
+   * Returns how many segments and uploads it removed.
    */
   async sweepOrphanSegments(minAgeMs: number): Promise<number> {
     await this.deleteSegments([]);
@@ -219,6 +233,8 @@ export class DurableCopies {
       await this.cold.deleteSegment(id);
       deleted++;
     }
+    // The parts of uploads a killed writer never completed: of the same age, so never a live spill's.
+    deleted += await this.cold.abortIncompleteUploads(minAgeMs);
     return deleted;
   }
 

@@ -25,6 +25,7 @@ import { PreconditionFailed } from '../blob-errors';
 import { checkBytes, checkCondition, checkKey, checkPrefix, checkRange, isKey } from '../blob-keys';
 import type { BlobCondition, BlobHead, BlobRead, BlobStore, BlobVersion, ByteRange } from '../blob-store';
 import { etagOf } from './etag';
+import { abortIncompleteUploads, type IncompleteUploads } from './incomplete-uploads';
 import { attemptsOf, isConditionalConflict, isNotFound, s3Error, statusOf } from './s3-errors';
 
 const MIB = 1024 * 1024;
@@ -57,7 +58,7 @@ export interface S3BlobStoreOptions {
   requestTimeoutMs?: number;
 }
 
-export class S3BlobStore implements BlobStore {
+export class S3BlobStore implements BlobStore, IncompleteUploads {
   readonly location: string;
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -225,6 +226,14 @@ export class S3BlobStore implements BlobStore {
         throw err;
       }
       return true;
+    });
+  }
+
+  /** Multipart uploads under `prefix` left incomplete (incomplete-uploads.ts), aborted once at least `minAgeMs` old. */
+  async abortIncompleteUploads(prefix: string, minAgeMs: number): Promise<number> {
+    checkPrefix(prefix);
+    return abortIncompleteUploads(this.client, this.bucket, this.prefix + prefix, minAgeMs).catch((err: unknown) => {
+      throw s3Error(err, prefix, `aborting incomplete uploads under ${prefix || '/'} (${this.location})`);
     });
   }
 

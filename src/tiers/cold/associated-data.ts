@@ -9,6 +9,7 @@ export const IV_BYTES = 12;
 export const TAG_BYTES = 16;
 const BLOCK_DOMAIN = Buffer.from('kvfabric.cold.block.v1\0', 'latin1');
 const MANIFEST_DOMAIN = Buffer.from('kvfabric.cold.manifest.v1\0', 'latin1');
+const MANIFEST_LOG_DOMAIN = Buffer.from('kvfabric.cold.manifest-log.v1\0', 'latin1');
 
 /**
  * The 96-bit big-endian counter `n` as an IV. Every data key is fresh random and encrypts one file only,
@@ -50,4 +51,12 @@ export function manifestAad(header: Uint8Array, contextId: string): Buffer {
   const headerLength = Buffer.alloc(4);
   headerLength.writeUInt32BE(header.byteLength);
   return concatOwned([MANIFEST_DOMAIN, headerLength, header, Buffer.from(contextId, 'utf8')]);
+}
+
+/** Binds a manifest-log record's ciphertext to its header, its sequence number and its context. */
+export function manifestLogAad(header: Uint8Array, sequence: number, contextId: string): Buffer {
+  const fixed = Buffer.alloc(4 + 8);
+  fixed.writeUInt32BE(header.byteLength);
+  fixed.writeBigUInt64BE(BigInt(sequence), 4);
+  return concatOwned([MANIFEST_LOG_DOMAIN, fixed, header, Buffer.from(contextId, 'utf8')]);
 }

@@ -6,11 +6,21 @@
 // on the version the writer read for the next), so a fenced-off writer's late write is refused by the
 // store itself. The store only ever sees ciphertext.
 import { isPreconditionFailed } from '../../blob-store/blob-errors';
+import { hasIncompleteUploads } from '../../blob-store/s3/incomplete-uploads';
 import { FabricError, isFabricError } from '../../fabric/errors';
 import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
-import { contextIdOfKey, MANIFESTS_PREFIX, manifestKey, SEGMENTS_PREFIX, segmentIdOfKey, segmentKey } from './cold-blob-keys';
+import {
+  contextIdOfKey,
+  MANIFEST_LOG_PREFIX,
+  MANIFESTS_PREFIX,
+  manifestKey,
+  SEGMENTS_PREFIX,
+  segmentIdOfKey,
+  segmentKey,
+} from './cold-blob-keys';
 import type { ColdStorage, SegmentSink, SegmentSource, StoredManifest } from './cold-storage';
 import { MAX_MANIFEST_FILE_BYTES } from './manifest-file';
+import { ManifestLogStore } from './manifest-log-store';
 import { SLOT_BYTES } from './staging-arena';
 
 export class BlobColdStorage implements ColdStorage {
@@ -21,7 +31,11 @@ export class BlobColdStorage implements ColdStorage {
    */
   private readonly firstSeen = new Map<string, number>();
 
-  constructor(private readonly store: BlobStore) {}
+  readonly log: ManifestLogStore;
+
+  constructor(private readonly store: BlobStore) {
+    this.log = new ManifestLogStore(store, MANIFEST_LOG_PREFIX);
+  }
 
   async writeSegment(
     segmentId: string,
@@ -90,6 +104,11 @@ export class BlobColdStorage implements ColdStorage {
     return segmentIds.filter((id) => now - (this.firstSeen.get(id) ?? now) >= minAgeMs);
   }
 
+  /** Segment uploads a killed writer left incomplete (S3's multipart uploads); none on a store without them. */
+  async abortIncompleteUploads(minAgeMs: number): Promise<number> {
+    return hasIncompleteUploads(this.store) ? this.store.abortIncompleteUploads(SEGMENTS_PREFIX, minAgeMs) : 0;
+  }
+
   async writeManifest(contextId: string, bytes: Buffer, what: string, condition?: BlobCondition): Promise<BlobVersion> {
     return this.store.put(manifestKey(contextId), bytes, condition).catch((err: unknown) => {
       throw named(err, what);
@@ -112,6 +131,10 @@ export class BlobColdStorage implements ColdStorage {
 
   async hasManifest(contextId: string): Promise<boolean> {
     return (await this.store.head(manifestKey(contextId))) !== undefined;
+  }
+
+  async manifestVersion(contextId: string): Promise<BlobVersion | undefined> {
+    return (await this.store.head(manifestKey(contextId)))?.version;
   }
 
   async deleteManifest(contextId: string): Promise<void> {

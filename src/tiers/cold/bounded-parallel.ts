@@ -44,3 +44,12 @@ export async function forEachBounded<T>(
   );
   if (failure !== undefined) throw failure.error;
 }
+
+/** `task` of every item, at most `slots` at once, results in order; rejects with the first failure. */
+export async function mapBounded<T, R>(items: readonly T[], slots: number, task: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  await forEachBounded(items, new Limiter(slots), async (item, index) => {
+    out[index] = await task(item);
+  });
+  return out;
+}

@@ -9,6 +9,8 @@ import { segmentIdOfFile } from './cold-directory';
 export const COLD_PREFIX = 'cold/';
 export const SEGMENTS_PREFIX = `${COLD_PREFIX}segments/`;
 export const MANIFESTS_PREFIX = `${COLD_PREFIX}manifests/`;
+/** Where a context's manifest-log records are (manifest-log-store.ts). */
+export const MANIFEST_LOG_PREFIX = `${COLD_PREFIX}manifest-log/`;
 const PIECE = 150;
 const LEAD = 'm';
 
@@ -22,10 +24,15 @@ export function segmentIdOfKey(key: string): string | undefined {
 }
 
 export function manifestKey(contextId: string): string {
+  return `${MANIFESTS_PREFIX}${contextKeyPath(contextId)}${MANIFEST_SUFFIX}`;
+}
+
+/** A context id as key segments, one key per id; a prefix that ends in '/' after it names exactly its keys. */
+export function contextKeyPath(contextId: string): string {
   const escaped = contextFileStem(contextId).replaceAll('%', '.');
   const pieces: string[] = [];
   for (let at = 0; at < escaped.length; at += PIECE) pieces.push(LEAD + escaped.slice(at, at + PIECE));
-  return `${MANIFESTS_PREFIX}${pieces.join('/')}${MANIFEST_SUFFIX}`;
+  return pieces.join('/');
 }
 
 /** The context id of a key under MANIFESTS_PREFIX, or undefined for a key manifestKey does not make. */

@@ -4,6 +4,7 @@
 // blob store (blob-cold-storage: an S3 bucket, whose conditional writes fence a manifest). Neither ever
 // sees plaintext or a key.
 import type { BlobCondition, BlobVersion } from '../../blob-store/blob-store';
+import type { ManifestLogStore } from './manifest-log-store';
 
 /** Where a new segment's bytes go while its blocks are sealed, before it becomes visible whole. */
 export interface SegmentSink {
@@ -68,4 +69,10 @@ export interface ColdStorage {
   deleteManifest(contextId: string, what: string): Promise<void>;
   /** Context ids with a manifest, in any order. */
   listManifests(): Promise<string[]>;
+  /** The version of a manifest's base as stored now (an ETag, a file's identity); undefined when there is none. */
+  manifestVersion(contextId: string): Promise<BlobVersion | undefined>;
+  /** Aborts segment uploads left incomplete, at least `minAgeMs` old; absent where writes are never partial objects. */
+  abortIncompleteUploads?(minAgeMs: number): Promise<number>;
+  /** The manifest-log records written after each base (manifest-log.ts), create-only. */
+  readonly log: ManifestLogStore;
 }

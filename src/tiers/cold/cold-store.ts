@@ -12,8 +12,8 @@ import os from 'node:os';
 import zlib from 'node:zlib';
 
 import { FabricError } from '../../fabric/errors';
-import { forEachBounded, Limiter } from './bounded-parallel';
-import { PreconditionFailed } from '../../blob-store/blob-errors';
+import { forEachBounded, Limiter, mapBounded } from './bounded-parallel';
+import { isPreconditionFailed, PreconditionFailed } from '../../blob-store/blob-errors';
 import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
 import { ioError } from '../../blob-store/posix/io-errors';
 import { STALE_TEMP_AGE_MS } from '../../blob-store/posix/temp-files';
@@ -22,7 +22,8 @@ import type { ColdStorage } from './cold-storage';
 import { CryptoPool } from './crypto-pool';
 import { FileColdStorage } from './file-cold-storage';
 import { KeyRing } from './key-ring';
-import { openManifest, sealManifest } from './manifest-file';
+import { openManifestBase, sealManifest } from './manifest-file';
+import { applyRecord, digestOf, openLogRecord, recordOf, sealLogRecord } from './manifest-log';
 import type { SegmentContext } from './segment-context';
 import { readBlocks, type DeliverBlock } from './segment-reader';
 import { writeSegment } from './segment-writer';
@@ -44,6 +45,7 @@ import {
   checkRef,
   checkSegmentId,
   checkTenant,
+  checkStoredManifest,
   checkVersion,
   describe,
 } from './validation';
@@ -80,16 +82,59 @@ export interface ColdStoreOptions {
 /** Crypto jobs in flight per thread: one running, one queued, so a thread never waits for the disk. */
 const JOBS_PER_THREAD = 2;
 const MANIFEST_READS = 8;
+const RECORD_READS = 8;
+/**
+ * A new base after this many log records (a read then costs at most this many GETs more), or sooner once
+ * the records outgrow the base: a hot turn then writes, on average, at most about twice its own record,
+ * whatever the context's length.
+ */
+export const COMPACT_AFTER_RECORDS = 256;
+const KNOWN_LOGS = 1024;
+/** Reads of a manifest whose base was compacted while they read its log. */
+const LOAD_ATTEMPTS = 4;
+
+/** A manifest as its base and log make it, and what the next write chains to. */
+interface ManifestLog {
+  manifest: ContextManifest;
+  /** The base's stored version (ETag, a file's identity). */
+  stored?: BlobVersion;
+  baseVersion: number;
+  baseBytes: number;
+  /** SHA-256 of the last record's sealed bytes (the base's, with none). */
+  digest: string;
+  records: number;
+  recordBytes: number;
+}
+
+/** A log read that failed while its base was being replaced: read again (INTEGRITY after a few tries). */
+class BaseMoved extends Error {
+  constructor(readonly integrity: FabricError) {
+    super(integrity.message);
+  }
+}
+
+/** A write refused because the manifest moved past version `replaces`. */
+function behind(contextId: string, replaces: number, why: string): PreconditionFailed {
+  return new PreconditionFailed(
+    contextId,
+    `context '${contextId}': the manifest is no longer version ${replaces} (${why}): another writer replaced it`,
+  );
+}
+
+/** A storage error with what the tier was doing in front. */
+function named(err: unknown, what: string): unknown {
+  return err instanceof FabricError ? new FabricError(err.code, `${what}: ${err.message}`) : err;
+}
 
 export class ColdStore {
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly jobs: Limiter;
   /**
-   * The stored version of each manifest this store last wrote or was asked to read, with its manifest's
-   * version: what a conditional replace (writeManifest's `replaces`) names without reading it again.
+   * The manifest log of each context this store last wrote or was asked to read: what a conditional
+   * replace (writeManifest's `replaces`) chains to and names without reading it again.
    */
-  private readonly manifestVersions = new Map<string, { version: number; stored: BlobVersion }>();
+  private readonly logs = new Map<string, ManifestLog>();
 
   private constructor(
     private readonly storage: ColdStorage,
@@ -207,9 +252,13 @@ export class ColdStore {
   }
 
   /**
-   * Writes (or atomically replaces) the manifest of `manifest.contextId`. With `replaces`, in a blob store,
-   * only if the stored manifest is still that one (PreconditionFailed, STALE_HANDLE, otherwise); a
-   * directory writes regardless.
+   * Writes version `manifest.version` of the manifest of `manifest.contextId`. Without `replaces`, a whole
+   * new base, regardless of what is stored. With it, the write lands only if the stored manifest is still
+   * version `replaces` ('none': there is none): it claims record `replaces + 1` of the manifest log,
+   * create-only, holding what changed since (manifest-log.ts), and checks that the base it chains to is
+   * still the stored one; now and then (COMPACT_AFTER_RECORDS, or records outgrowing the base) it then
+   * writes the whole manifest as the new base, If-Match on the base it read. Otherwise PreconditionFailed
+   * (STALE_HANDLE): another writer got there first, and nothing of this one counts.
    */
   writeManifest(manifest: ContextManifest, options: WriteManifestOptions = {}): Promise<void> {
     return this.track(async () => {
@@ -218,12 +267,62 @@ export class ColdStore {
       const { replaces } = options;
       if (replaces !== undefined && replaces !== 'none') checkVersion(replaces, 'replaces');
       const id = checked.contextId;
-      const bytes = await sealManifest(checked, this.ring, this.crypto);
-      const what = `writing the manifest of context '${id}' (version ${checked.version})`;
-      const condition = replaces === undefined || !this.storage.versioned ? undefined : await this.conditionFor(id, replaces);
-      const stored = await this.storage.writeManifest(id, bytes, what, condition);
-      if (stored !== undefined) this.manifestVersions.set(id, { version: checked.version, stored });
+      if (replaces === undefined) return this.writeBase(checked, undefined, await this.storage.log.list(id));
+      if (replaces === 'none') {
+        // Records a deletion left behind (a crash between its steps) would not chain to the new base. In a
+        // blob store a context that has a base keeps its records (the create-only put below refuses this
+        // write); a directory writes regardless, so its old log goes too.
+        const replacing = this.storage.versioned && (await this.storage.manifestVersion(id)) !== undefined;
+        if (!replacing) await this.deleteRecords(id, await this.storage.log.list(id));
+        return this.writeBase(checked, { ifNoneMatch: '*' }, []);
+      }
+      const log = await this.logAt(id, replaces);
+      const record = recordOf(log.manifest, checked, log.digest);
+      if (record === undefined) {
+        throw new FabricError(
+          'INVALID_ARGUMENT',
+          `version ${checked.version} of context '${id}' cannot replace version ${replaces}: ` +
+            'it must be the next version, of the same tenant and block layout',
+        );
+      }
+      const sealed = await sealLogRecord(record, this.ring, this.crypto);
+      const what = `writing record ${checked.version} of the manifest log of context '${id}'`;
+      await this.storage.log.create(id, checked.version, sealed).catch((err: unknown) => {
+        throw isPreconditionFailed(err) ? behind(id, replaces, 'another writer took its next version') : named(err, what);
+      });
+      const appended: ManifestLog = {
+        ...log,
+        manifest: checked,
+        digest: digestOf(sealed),
+        records: log.records + 1,
+        recordBytes: log.recordBytes + sealed.length,
+      };
+      if (appended.records >= COMPACT_AFTER_RECORDS || appended.recordBytes > log.baseBytes) {
+        const written = (await this.storage.log.list(id)).filter((sequence) => sequence <= checked.version);
+        const condition = log.stored === undefined ? undefined : { ifMatch: log.stored };
+        const compacted = await this.writeBase(checked, condition, written, log.stored, appended.digest).then(
+          () => true,
+          (err: unknown) => {
+            if (isPreconditionFailed(err)) return this.fencedOff(id, replaces);
+            return false; // the record stands; a later write compacts
+          },
+        );
+        if (compacted) return;
+      }
+      // The record counts only on the base it chains to: a base compacted since (by a newer holder) frees
+      // record numbers at or below it, which a late writer could otherwise take unnoticed.
+      if ((await this.storage.manifestVersion(id)) !== log.stored) return this.fencedOff(id, replaces);
+      this.remember(id, appended);
     });
+  }
+
+  /**
+   * Refuses a write whose record landed on a base that was replaced since. The record stays: at or below
+   * the new base it is never read (the next compaction removes it); above it, another writer may already
+   * chain to it.
+   */
+  private fencedOff(contextId: string, replaces: number): never {
+    throw behind(contextId, replaces, 'its base was replaced');
   }
 
   /**
@@ -239,8 +338,8 @@ export class ColdStore {
       const minVersion = options.minVersion === undefined ? undefined : checkVersion(options.minVersion, 'minVersion');
       const loaded = await this.loadManifest(id);
       if (loaded === undefined) throw new FabricError('INTEGRITY', `context '${id}': manifest is missing from the cold tier`);
-      const { manifest, stored } = loaded;
-      if (stored !== undefined) this.manifestVersions.set(id, { version: manifest.version, stored });
+      // A copy: the log keeps its own, which the next write chains to.
+      const manifest = structuredClone(loaded.manifest);
       if (expectedTenant !== undefined && manifest.tenant !== expectedTenant) {
         throw new FabricError('PERMISSION_DENIED', `context '${id}' belongs to tenant ${manifest.tenant}, not to tenant ${expectedTenant}`);
       }
@@ -262,8 +361,11 @@ export class ColdStore {
   deleteManifest(contextId: string): Promise<void> {
     return this.track(async () => {
       const id = checkContextId(contextId);
+      // Records first: a base without its records is an older version, which minVersion refuses; records
+      // without a base are removed by the next first write of the context.
+      this.logs.delete(id);
+      await this.deleteRecords(id, await this.storage.log.list(id));
       await this.storage.deleteManifest(id, `deleting the manifest of context '${id}'`);
-      this.manifestVersions.delete(id);
     });
   }
 
@@ -299,6 +401,14 @@ export class ColdStore {
     });
   }
 
+  /**
+   * Aborts segment uploads a killed writer left incomplete (S3 multipart uploads: parts stored, no object)
+   * started at least minAgeMs ago; returns how many. Nothing to do on a directory.
+   */
+  abortIncompleteUploads(minAgeMs: number): Promise<number> {
+    return this.track(async () => (await this.storage.abortIncompleteUploads?.(minAgeMs)) ?? 0);
+  }
+
   /** Waits for operations in flight, then stops the crypto threads. Later calls are INVALID_STATE. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -307,31 +417,127 @@ export class ColdStore {
     await this.crypto.close();
   }
 
-  /** The manifest and its stored version, or undefined when there is none (a concurrent delete included). */
-  private async loadManifest(contextId: string): Promise<{ manifest: ContextManifest; stored?: BlobVersion } | undefined> {
-    const read = await this.storage.readManifest(contextId, `context '${contextId}'`);
-    if (read === undefined) return undefined;
-    return { manifest: await openManifest(read.bytes, contextId, this.ring, this.crypto), stored: read.version };
+  /**
+   * The manifest as its base and log make it, or undefined when there is no base (a concurrent delete
+   * included). The log is read from the record after the base on, as long as each one follows; a record
+   * missing with later ones present, or one that does not chain, is INTEGRITY, unless the base was
+   * replaced meanwhile (a compaction): then it is read again.
+   */
+  private async loadManifest(contextId: string): Promise<ManifestLog | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.loadOnce(contextId);
+      } catch (err) {
+        if (!(err instanceof BaseMoved) || attempt >= LOAD_ATTEMPTS) throw err instanceof BaseMoved ? err.integrity : err;
+      }
+    }
   }
 
-  /**
-   * The condition of a manifest write replacing version `replaces` of the manifest (or none): the stored
-   * version this store last saw of that manifest, or, when it saw another or none, the one there now if
-   * that is still the version replaced. Otherwise the writer is behind: PreconditionFailed, nothing written.
-   */
-  private async conditionFor(contextId: string, replaces: number | 'none'): Promise<BlobCondition> {
-    if (replaces === 'none') return { ifNoneMatch: '*' };
-    const known = this.manifestVersions.get(contextId);
-    if (known?.version === replaces) return { ifMatch: known.stored };
-    const current = await this.loadManifest(contextId);
-    if (current?.stored === undefined || current.manifest.version !== replaces) {
-      throw new PreconditionFailed(
-        contextId,
-        `context '${contextId}': the manifest is no longer version ${replaces} ` +
-          `(${current === undefined ? 'it is gone' : `it is version ${current.manifest.version}`}): another writer replaced it`,
-      );
+  private async loadOnce(contextId: string): Promise<ManifestLog | undefined> {
+    const where = `context '${contextId}'`;
+    // The base's version before its bytes: a base replaced in between reads as moved, never as current.
+    const stored = await this.storage.manifestVersion(contextId);
+    if (stored === undefined) return undefined;
+    const known = this.logs.get(contextId);
+    // The same base as this store last verified: only records after what it knows are read.
+    let log = known?.stored === stored ? known : await this.loadBase(contextId, where, stored);
+    if (log === undefined) return undefined;
+    const from = log.manifest.version;
+    const after = (await this.storage.log.list(contextId)).filter((sequence) => sequence > from);
+    const next = after.filter((sequence, i) => sequence === from + 1 + i);
+    const sealed = await mapBounded(next, RECORD_READS, (sequence) =>
+      this.storage.log.read(contextId, sequence, `${where}: manifest log record ${sequence}`),
+    );
+    const moved = async (why: string): Promise<never> => {
+      const integrity = new FabricError('INTEGRITY', `${where}: manifest log ${why}`);
+      throw (await this.storage.manifestVersion(contextId)) === log!.stored ? integrity : new BaseMoved(integrity);
+    };
+    for (const [i, bytes] of sealed.entries()) {
+      const sequence = next[i]!;
+      if (bytes === undefined) return moved(`record ${sequence} vanished while it was read`);
+      const record = await openLogRecord(bytes, contextId, sequence, this.ring, this.crypto);
+      if (record.previous !== log.digest)
+        return moved(`record ${sequence} does not follow the record before it (reordered, replayed or planted)`);
+      log = {
+        ...log,
+        manifest: applyRecord(log.manifest, record, `${where}: manifest log record ${sequence}`),
+        digest: digestOf(bytes),
+        records: log.records + 1,
+        recordBytes: log.recordBytes + bytes.length,
+      };
     }
-    return { ifMatch: current.stored };
+    if (after.length > next.length) return moved(`misses record ${from + 1 + next.length} before record ${after[next.length]} (dropped)`);
+    if (next.length > 0) log.manifest = checkStoredManifest(log.manifest, contextId);
+    this.remember(contextId, log);
+    return log;
+  }
+
+  /** The base alone, opened; undefined when there is none. */
+  private async loadBase(contextId: string, where: string, statted: BlobVersion): Promise<ManifestLog | undefined> {
+    const read = await this.storage.readManifest(contextId, where);
+    if (read === undefined) return undefined;
+    const { manifest, logDigest } = await openManifestBase(read.bytes, contextId, this.ring, this.crypto);
+    return {
+      manifest,
+      // A blob store names the version it read; a directory's, taken before the read, is at worst older.
+      stored: read.version ?? statted,
+      baseVersion: manifest.version,
+      baseBytes: read.bytes.length,
+      digest: logDigest ?? digestOf(read.bytes),
+      records: 0,
+      recordBytes: 0,
+    };
+  }
+
+  /** The log of a manifest that must be at version `replaces`: as this store last wrote or read it, or read now. */
+  private async logAt(contextId: string, replaces: number): Promise<ManifestLog> {
+    const known = this.logs.get(contextId);
+    if (known?.manifest.version === replaces) return known;
+    const current = await this.loadManifest(contextId);
+    if (current === undefined || current.manifest.version !== replaces)
+      throw behind(contextId, replaces, current === undefined ? 'it is gone' : `it is version ${current.manifest.version}`);
+    return current;
+  }
+
+  /** Writes `manifest` as a whole new base, then removes the records `obsolete` it makes unneeded. */
+  private async writeBase(
+    manifest: ContextManifest,
+    condition: BlobCondition | undefined,
+    obsolete: number[],
+    replaced?: BlobVersion,
+    logDigest?: string,
+  ): Promise<void> {
+    const id = manifest.contextId;
+    const bytes = await sealManifest(manifest, this.ring, this.crypto, logDigest);
+    const what = `writing the manifest of context '${id}' (version ${manifest.version})`;
+    // A directory takes no condition: its writers are fenced by the holder fences and the log's create-only records.
+    const versioned = this.storage.versioned;
+    if (!versioned && replaced !== undefined && (await this.storage.manifestVersion(id)) !== replaced) {
+      throw new PreconditionFailed(id, `context '${id}': the manifest's base was replaced by another writer`);
+    }
+    const stored = await this.storage.writeManifest(id, bytes, what, versioned ? condition : undefined);
+    this.remember(id, {
+      manifest,
+      stored: stored ?? (await this.storage.manifestVersion(id)),
+      baseVersion: manifest.version,
+      baseBytes: bytes.length,
+      digest: logDigest ?? digestOf(bytes),
+      records: 0,
+      recordBytes: 0,
+    });
+    await this.deleteRecords(id, obsolete).catch(() => undefined);
+  }
+
+  /** Best effort beyond the first failure: records at or below a base are never read. */
+  private async deleteRecords(contextId: string, sequences: number[]): Promise<void> {
+    await forEachBounded(sequences, new Limiter(RECORD_READS), (sequence) => this.storage.log.delete(contextId, sequence));
+  }
+
+  /** Keeps the newest KNOWN_LOGS logs: a context not among them is read again before its next write. */
+  private remember(contextId: string, log: ManifestLog): void {
+    this.logs.delete(contextId);
+    this.logs.set(contextId, log);
+    if (this.logs.size > KNOWN_LOGS) this.logs.delete(this.logs.keys().next().value!);
   }
 
   private checkOpen(): void {

@@ -7,7 +7,10 @@ import { constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
+import type { BlobVersion } from '../../blob-store/blob-store';
 import { readFully, syncDirectory, writeAtomically, writeFully } from '../../blob-store/posix/durable-file';
+import { versionOf } from '../../blob-store/posix/file-version';
+import { PosixBlobStore } from '../../blob-store/posix/posix-blob-store';
 import { errnoOf, ioError } from '../../blob-store/posix/io-errors';
 import { openRegularFile, readRegularFile } from '../../blob-store/posix/regular-file';
 import { isTempFile } from '../../blob-store/posix/temp-files';
@@ -16,6 +19,7 @@ import type { ColdStorage, SegmentSink, SegmentSource, StoredManifest } from './
 import { contextIdOfManifestFile, manifestFileName } from './context-names';
 import { directIoFits, directIoWorks } from './direct-io';
 import { MAX_MANIFEST_FILE_BYTES } from './manifest-file';
+import { ManifestLogStore } from './manifest-log-store';
 
 /** The second handle a direct read uses: like openRegularFile's, never through a link nor blocking on a FIFO. */
 const DIRECT_READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECT | (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ?? 0);
@@ -27,13 +31,15 @@ export class FileColdStorage implements ColdStorage {
     private readonly directory: ColdDirectory,
     /** The directory's file system takes O_DIRECT I/O (and the store was asked to use it). */
     private readonly directIo: boolean,
+    /** Manifest-log records in `manifest-log/`, through the POSIX blob store (create-only puts by link(2)). */
+    readonly log: ManifestLogStore,
   ) {}
 
   /** Creates the folders if needed, removes stale temp files of crashed writers, probes O_DIRECT. */
   static async open(root: string, staleTempAgeMs: number, directIo: boolean): Promise<FileColdStorage> {
     const directory = await prepareDirectory(root);
     await removeStaleTempFiles(directory, staleTempAgeMs);
-    return new FileColdStorage(directory, directIo && (await directIoWorks(directory.segments)));
+    return new FileColdStorage(directory, directIo && (await directIoWorks(directory.segments)), logIn(directory.root));
   }
 
   async writeSegment(
@@ -117,6 +123,15 @@ export class FileColdStorage implements ColdStorage {
     }
   }
 
+  async manifestVersion(contextId: string): Promise<BlobVersion | undefined> {
+    const file = path.join(this.directory.manifests, manifestFileName(contextId));
+    const stat = await fsp.lstat(file, { bigint: true }).catch((err: unknown) => {
+      if (errnoOf(err) === 'ENOENT') return undefined;
+      throw ioError(err, `looking for the manifest of context '${contextId}'`);
+    });
+    return stat && versionOf(stat);
+  }
+
   async deleteManifest(contextId: string, what: string): Promise<void> {
     await fsp.rm(path.join(this.directory.manifests, manifestFileName(contextId)), { force: true }).catch((err: unknown) => {
       throw ioError(err, what);
@@ -154,4 +169,25 @@ export class FileColdStorage implements ColdStorage {
       throw ioError(err, `listing ${folder}`);
     }
   }
+}
+
+/** The manifest log in `<root>/manifest-log/`, a POSIX blob store opened (created 0700) by the first record written. */
+function logIn(root: string): ManifestLogStore {
+  const folder = path.join(root, 'manifest-log');
+  let opened: Promise<PosixBlobStore> | undefined;
+  return new ManifestLogStore(async (create) => {
+    if (opened === undefined) {
+      const exists = await fsp.lstat(folder).then(
+        () => true,
+        (err: unknown) => {
+          if (errnoOf(err) === 'ENOENT') return false;
+          throw ioError(err, `looking for ${folder}`);
+        },
+      );
+      if (!exists && !create) return undefined;
+      opened = PosixBlobStore.open(folder);
+      opened.catch(() => (opened = undefined));
+    }
+    return opened;
+  }, '');
 }

@@ -18,15 +18,56 @@ export const MANIFEST_FORMAT_VERSION = 1;
 export const MAX_MANIFEST_FILE_BYTES = 256 * 1024 * 1024;
 const FIXED_BYTES = 56;
 
-/** Seals `manifest` (already validated) into the bytes of its file. */
-export async function sealManifest(manifest: ContextManifest, keyRing: KeyRing, crypto: CryptoPool): Promise<Buffer> {
-  const body = Buffer.from(JSON.stringify(manifest), 'utf8');
+/**
+ * Seals `manifest` (already validated) into the bytes of its file. `logDigest`: the manifest-log digest of
+ * this version (manifest-log.ts), for a base written from the log; later records chain to it.
+ */
+export function sealManifest(manifest: ContextManifest, keyRing: KeyRing, crypto: CryptoPool, logDigest?: string): Promise<Buffer> {
+  const value = logDigest === undefined ? manifest : { ...manifest, logDigest };
+  return sealRecord(value, MANIFEST_MAGIC, (header) => manifestAad(header, manifest.contextId), keyRing, crypto);
+}
+
+/** Opens the bytes of `contextId`'s manifest file, or throws INTEGRITY / PERMISSION_DENIED naming it. */
+export async function openManifest(file: Buffer, contextId: string, keyRing: KeyRing, crypto: CryptoPool): Promise<ContextManifest> {
+  return (await openManifestBase(file, contextId, keyRing, crypto)).manifest;
+}
+
+/** openManifest, with the log digest the base was sealed with, if any. */
+export async function openManifestBase(
+  file: Buffer,
+  contextId: string,
+  keyRing: KeyRing,
+  crypto: CryptoPool,
+): Promise<{ manifest: ContextManifest; logDigest?: string }> {
+  const where = `context '${contextId}': manifest`;
+  const parsed = await openRecord(file, MANIFEST_MAGIC, (header) => manifestAad(header, contextId), where, keyRing, crypto);
+  const manifest = checkStoredManifest(parsed, contextId);
+  // The associated data already binds the id; this only makes a writer bug visible.
+  if (manifest.contextId !== contextId) throw new FabricError('INTEGRITY', `${where} belongs to context '${manifest.contextId}'`);
+  const { logDigest } = parsed as { logDigest?: unknown };
+  if (logDigest !== undefined && (typeof logDigest !== 'string' || !/^[0-9a-f]{64}$/.test(logDigest)))
+    throw new FabricError('INTEGRITY', `${where}: its log digest is malformed`);
+  return logDigest === undefined ? { manifest } : { manifest, logDigest };
+}
+
+/**
+ * Seals a JSON value behind the header of a file of kind `magic` (8 bytes); `aad` binds the authenticated
+ * header to what the file is for (manifest or manifest-log record: associated-data.ts).
+ */
+export async function sealRecord(
+  value: unknown,
+  magic: Buffer,
+  aad: (header: Buffer) => Buffer,
+  keyRing: KeyRing,
+  crypto: CryptoPool,
+): Promise<Buffer> {
+  const body = Buffer.from(JSON.stringify(value), 'utf8');
   const dataKey = newDataKey();
   try {
     const { keyId, wrapped } = keyRing.wrapDataKey(dataKey);
     const keyIdBytes = Buffer.from(keyId, 'utf8');
     const header = Buffer.alloc(FIXED_BYTES + keyIdBytes.length + 4);
-    MANIFEST_MAGIC.copy(header, 0);
+    magic.copy(header, 0);
     header.writeUInt16BE(MANIFEST_FORMAT_VERSION, 8);
     header.writeUInt16BE(keyIdBytes.length, 10);
     header.writeUInt32BE(body.length, 12);
@@ -37,23 +78,29 @@ export async function sealManifest(manifest: ContextManifest, keyRing: KeyRing, 
     // A whole ArrayBuffer of its own: the JSON Buffer may sit in Node's shared pool.
     const staged = new Uint8Array(body.length);
     staged.set(body);
-    const sealed = await crypto.seal(dataKey, staged, [
-      { offset: 0, length: body.length, iv: counterIv(0), aad: manifestAad(header, manifest.contextId) },
-    ]);
+    const sealed = await crypto.seal(dataKey, staged, [{ offset: 0, length: body.length, iv: counterIv(0), aad: aad(header) }]);
     return Buffer.concat([header, sealed.bytes, sealed.tags]);
   } finally {
     dataKey.fill(0);
   }
 }
 
-/** Opens the bytes of `contextId`'s manifest file, or throws INTEGRITY / PERMISSION_DENIED naming it. */
-export async function openManifest(file: Buffer, contextId: string, keyRing: KeyRing, crypto: CryptoPool): Promise<ContextManifest> {
-  const where = `context '${contextId}': manifest`;
+/** The JSON value sealed in a file of kind `magic`, or INTEGRITY / PERMISSION_DENIED naming `where`. */
+export async function openRecord(
+  file: Buffer,
+  magic: Buffer,
+  aad: (header: Buffer) => Buffer,
+  where: string,
+  keyRing: KeyRing,
+  crypto: CryptoPool,
+): Promise<unknown> {
   const corrupt = (why: string): never => {
     throw new FabricError('INTEGRITY', `${where} ${why}`);
   };
   if (file.length < FIXED_BYTES + 4 + TAG_BYTES) corrupt(`is truncated (${file.length} bytes)`);
-  if (!file.subarray(0, MANIFEST_MAGIC.length).equals(MANIFEST_MAGIC)) corrupt('is not a kvfabric manifest file (bad magic)');
+  if (!file.subarray(0, magic.length).equals(magic)) {
+    corrupt(`is not a kvfabric ${magic.equals(MANIFEST_MAGIC) ? 'manifest' : 'manifest log'} file (bad magic)`);
+  }
   const keyIdLength = file.readUInt16BE(10);
   const bodyBytes = file.readUInt32BE(12);
   const headerBytes = FIXED_BYTES + keyIdLength + 4;
@@ -90,7 +137,7 @@ export async function openManifest(file: Buffer, contextId: string, keyRing: Key
         offset: 0,
         length: bodyBytes,
         iv: counterIv(0),
-        aad: manifestAad(file.subarray(0, headerBytes), contextId),
+        aad: aad(file.subarray(0, headerBytes)),
         // A copy: a view would send the whole file along to the crypto thread.
         tag: new Uint8Array(file.subarray(headerBytes + bodyBytes)),
       },
@@ -105,8 +152,5 @@ export async function openManifest(file: Buffer, contextId: string, keyRing: Key
   } catch {
     corrupt('content is not valid JSON');
   }
-  const manifest = checkStoredManifest(parsed, contextId);
-  // The associated data already binds the id; this only makes a writer bug visible.
-  if (manifest.contextId !== contextId) corrupt(`belongs to context '${manifest.contextId}'`);
-  return manifest;
+  return parsed;
 }

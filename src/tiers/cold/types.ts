@@ -45,9 +45,11 @@ export interface WriteSegmentOptions {
 export interface WriteManifestOptions {
   /**
    * The version of the manifest this write replaces, as the writer last wrote or read it; 'none' for a
-   * context's first. In a blob store the write then lands only if that is still so (If-Match on that
-   * version's stored version, If-None-Match for 'none'): a fenced-off writer's late write is refused with
-   * PreconditionFailed (STALE_HANDLE). A directory writes regardless; absent, so does a blob store.
+   * context's first. The write is then a manifest-log record of what changed, created only if no other
+   * writer took that version (If-None-Match; link(2) in a directory), on the base the writer read: a
+   * fenced-off writer's late write is refused with PreconditionFailed (STALE_HANDLE). 'none' is
+   * If-None-Match in a blob store; a directory writes a first base regardless. Absent: a whole new base,
+   * regardless.
    */
   replaces?: number | 'none';
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import type { BlobStore } from '../../../src/blob-store/blob-store';
 import type { S3BlobStore } from '../../../src/blob-store/s3/s3-blob-store';
-import { manifestKey, segmentKey } from '../../../src/tiers/cold/cold-blob-keys';
+import { contextKeyPath, MANIFEST_LOG_PREFIX, manifestKey, segmentKey } from '../../../src/tiers/cold/cold-blob-keys';
 import { expectSameBytes, tokenBytes } from '../../fabric/implementations';
 import { startSeaweedfs, type SeaweedfsServer } from '../../support/seaweedfs';
 import { expectCode } from '../../tiers/cold/helpers';
@@ -113,7 +113,11 @@ describe('an attacker who can write the bucket but holds no key', () => {
   }
 
   it('puts back the older manifest version: INTEGRITY (rollback), nothing adopted', async () => {
+    // Version 1 as it was: its base, without the manifest-log record that made version 2.
     await attacker.put(manifestKey('victim'), olderManifest);
+    const records = await attacker.list(`${MANIFEST_LOG_PREFIX}${contextKeyPath('victim')}/`);
+    expect(records.length).toBeGreaterThan(0);
+    for (const record of records) await attacker.delete(record.key);
     const { worker, read } = await resumeVictim();
     await expectCode(read, 'INTEGRITY', /older than the expected 2 \(stale or replayed\)/);
     expect(worker.memory.has('victim')).toBe(false);

@@ -4,7 +4,7 @@
 // durable-copy version it saw and passes it to the failover's recover: the older manifest is refused as
 // INTEGRITY before any of its bytes are used. First through the activities on two workers' memories over
 // one directory, then end to end: a real failover on the dev server after the holder was killed.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,6 +18,13 @@ import { openMemory, type MemoryFixture } from '../memory-fixture';
 import { activitiesOf, as, workflowOf } from './activity-fixture';
 
 const manifestOf = (coldRoot: string, contextId: string) => join(coldRoot, 'manifests', `${contextId}.manifest`);
+/** A manifest's log records (src/tiers/cold/manifest-log-store.ts): an older manifest is its base without the records after it. */
+const logOf = (coldRoot: string) => join(coldRoot, 'manifest-log');
+/** Puts back the older manifest: its base, and none of the log records written since. */
+function putBack(stale: string, coldRoot: string, contextId: string): void {
+  copyFileSync(stale, manifestOf(coldRoot, contextId));
+  rmSync(logOf(coldRoot), { recursive: true, force: true });
+}
 
 describe('attack: an older manifest put back before a failover', () => {
   const opened: MemoryFixture[] = [];
@@ -65,7 +72,8 @@ describe('attack: an older manifest put back before a failover', () => {
     // The holder dies; the attacker puts the older manifest back.
     const newest = `${dir}/newest.manifest`;
     copyFileSync(manifestOf(join(dir, 'cold'), 'agent'), newest);
-    copyFileSync(stale, manifestOf(join(dir, 'cold'), 'agent'));
+    cpSync(logOf(join(dir, 'cold')), `${dir}/newest-log`, { recursive: true });
+    putBack(stale, join(dir, 'cold'), 'agent');
     const adopter = await openMemory(dir);
     opened.push(adopter);
     const calls = adopter.tierCalls.length;
@@ -90,6 +98,7 @@ describe('attack: an older manifest put back before a failover', () => {
 
     // The newest manifest back in place: adopted, and it holds both turns.
     copyFileSync(newest, manifestOf(join(dir, 'cold'), 'agent'));
+    cpSync(`${dir}/newest-log`, logOf(join(dir, 'cold')), { recursive: true });
     await recover(second.durableVersion);
     expect(adopter.memory.snapshot('agent')).toMatchObject({ tokens: 48, durableVersion: second.durableVersion });
   });
@@ -114,7 +123,7 @@ describe('attack: rollback before a failover, on a real dev server', () => {
     const survivor = await cluster.startWorker({ config: { workflows: false } });
     doomed.child.kill('SIGKILL');
     expect(await doomed.exited).toBe('SIGKILL');
-    copyFileSync(stale, manifest);
+    putBack(stale, join(cluster.tierDir, 'cold'), 'rolled');
 
     await expect(agent.turn(5)).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('stale or replayed') });
     expect(survivor.memory.holds('rolled')).toBe(false);

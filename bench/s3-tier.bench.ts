@@ -1,0 +1,403 @@
+// The shared tier in an object store: one SeaweedFS (a real S3 server, test/support/seaweedfs.ts) started
+// here, and in the same run:
+//   suspend   TieredMemory.demote(to disk) of a Llama-3-8B-shaped context (128 KiB of KV per token) into
+//             the bucket, against raw PUTs of the same segment sizes through the same S3 store (create-only,
+//             multipart in parts of the same size, the same parts in parallel), one segment at a time as a
+//             spill writes them;
+//   resume    TieredMemory.promote from the bucket to the device, against raw ranged GETs of the same bytes
+//             in runs of the reader's size (JOB_BYTES), as many at once as the cold store's job limiter;
+//   hot turns bytes put per turn with a durable copy per turn (`durability: every-turn`) at 512 and 8k tokens
+//             of context, the same turn, in a directory and in the bucket: in all and in manifests and their
+//             logs (src/tiers/cold/manifest-log.ts); with the tiny shape (256 B of KV per token, where the
+//             manifest weighs most) over --turns and again over --long-turns, enough that both sizes compact
+//             their log (the context grows by that many turns meanwhile), and with Llama-3-8B's over 8.
+// Targets (issue 41): resume >= 0.9x raw GET throughput, suspend >= 0.8x raw PUT, bytes per hot turn at 8k
+// <= 1.25x those at 512.
+//   npx tsx bench/s3-tier.bench.ts [--tokens 8k,32k] [--repeats 2] [--turns 24] [--long-turns 240]
+//     [--parts transfers,hot-turns] [--json FILE]
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import type { BlobStore } from '../src/blob-store/blob-store';
+import { MODELS } from '../src/engines/models';
+import { NativeAllocator } from '../src/fabric';
+import { bytesPerTokenOf } from '../src/fabric/layout';
+import { forEachBounded, Limiter } from '../src/tiers/cold/bounded-parallel';
+import { ColdStore, KeyRing } from '../src/tiers/cold';
+import { blocksPerJob } from '../src/tiers/cold/segment-writer';
+import { TieredMemory } from '../src/tiers/tiered-memory';
+import { type ChildProcess, spawn } from 'node:child_process';
+
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+
+import { S3BlobStore } from '../src/blob-store/s3/s3-blob-store';
+import { freePort } from '../src/dev-server/dev-server';
+import { seaweedfsBinary } from '../scripts/ensure-seaweedfs';
+import { CountingBlobStore } from '../test/tiers/fixtures/counting-blob-store';
+import { blobWrites, directoryWrites, hotTurnBytes, type Written } from '../test/tiers/fixtures/hot-turns';
+import { median, option, printTable } from './measure';
+
+const LLAMA = MODELS['llama-3-8b']!;
+const BYTES_PER_TOKEN = bytesPerTokenOf(LLAMA.shape);
+const TOKENS_PER_BLOCK = LLAMA.tokensPerBlock;
+const BLOCK_BYTES = BYTES_PER_TOKEN * TOKENS_PER_BLOCK;
+const CHUNK_TOKENS = 1024;
+/** The cold store's crypto threads (its default on two cores) and its job limiter's slots (cold-store.ts). */
+const CRYPTO_THREADS = Math.min(2, os.availableParallelism());
+const READ_JOBS = CRYPTO_THREADS * 2 + 1;
+
+const tokenList = (option('--tokens') ?? '8k,32k').split(',').map((item) => Number.parseInt(item, 10) * (/k$/i.test(item) ? 1024 : 1));
+const repeats = Number(option('--repeats') ?? 2);
+const turns = Number(option('--turns') ?? 24);
+/** A second run of the tiny shape, long enough that the log is compacted at 8k too (the context grows meanwhile). */
+const longTurns = Number(option('--long-turns') ?? 240);
+const jsonPath = option('--json');
+/** What to measure: transfers (suspend, resume, raw), hot-turns (bytes per turn); both by default. */
+const parts = (option('--parts') ?? 'transfers,hot-turns').split(',');
+
+export interface S3TransferRow {
+  tokens: number;
+  bytes: number;
+  segments: number;
+  repeats: number;
+  /** Medians, ms. */
+  suspendMs: number;
+  rawPutMs: number;
+  resumeMs: number;
+  rawGetMs: number;
+}
+
+export interface HotTurnBytesRow {
+  backend: 'directory' | 's3';
+  model: string;
+  contextTokens: number;
+  turnTokens: number;
+  turns: number;
+  bytesPerTurn: number;
+  metadataPerTurn: number;
+}
+
+export interface S3TierResult {
+  server: string;
+  partBytes: number;
+  parallelParts: number;
+  transfers: S3TransferRow[];
+  hotTurns: HotTurnBytesRow[];
+}
+
+interface SeaweedfsServer {
+  store(options?: { prefix?: string }): S3BlobStore;
+  close(): Promise<void>;
+}
+
+/**
+ * `weed server` as test/support/seaweedfs.ts starts it, but with room for gigabytes: the tests' server
+ * keeps to 8 volumes of 64 MB, fewer bytes than one 8k-token context of Llama-3-8B.
+ */
+async function startSeaweedfs(): Promise<SeaweedfsServer> {
+  const binary = seaweedfsBinary();
+  if (!fs.existsSync(binary)) throw new Error(`SeaweedFS is not built (${binary}): run npm run setup:tests`);
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-s3-bench-weed-'));
+  fs.mkdirSync(path.join(root, 'data'));
+  const credentials = { accessKeyId: `kvf${randomBytes(8).toString('hex')}`, secretAccessKey: randomBytes(24).toString('hex') };
+  const identity = { name: 'bench', credentials: [{ accessKey: credentials.accessKeyId, secretKey: credentials.secretAccessKey }] };
+  const config = path.join(root, 's3.json');
+  fs.writeFileSync(config, JSON.stringify({ identities: [{ ...identity, actions: ['Admin', 'Read', 'Write', 'List'] }] }), { mode: 0o600 });
+  // Every port chosen here (gRPC's default, HTTP + 10000, could be taken or past 65535).
+  const flags = ['master', 'volume', 'filer', 's3'].flatMap((part) => [`${part}.port`, `${part}.port.grpc`]);
+  const ports = new Map<string, number>();
+  for (const flag of flags) ports.set(flag, await freePort());
+  const args = [
+    'server',
+    `-dir=${path.join(root, 'data')}`,
+    '-ip=127.0.0.1',
+    '-ip.bind=127.0.0.1',
+    '-filer',
+    '-s3',
+    `-s3.config=${config}`,
+  ];
+  args.push(...flags.map((flag) => `-${flag}=${ports.get(flag)}`), '-s3.port.iceberg=0', '-s3.port.lance=0', '-master.telemetry=false');
+  // Volumes of 1 GB, as many as the disk holds.
+  args.push('-master.volumeSizeLimitMB=1024', '-volume.max=0', '-volume.preStopSeconds=0');
+  const out = fs.openSync(path.join(root, 'weed.log'), 'a');
+  const child: ChildProcess = spawn(binary, args, { cwd: root, stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  const endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
+  const bucket = `bench-${randomBytes(4).toString('hex')}`;
+  const admin = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials, maxAttempts: 1 });
+  const close = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killer);
+    }
+    fs.rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    for (const deadline = Date.now() + 60_000; ; ) {
+      if (child.exitCode !== null) throw new Error(`weed server exited (${child.exitCode}): see ${root}/weed.log`);
+      try {
+        await admin.send(new CreateBucketCommand({ Bucket: bucket }));
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw new Error(`weed server did not serve S3 within 60 s: ${(err as Error).name}`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  } finally {
+    admin.destroy();
+  }
+  const store = (options: { prefix?: string } = {}) =>
+    new S3BlobStore({ bucket, endpoint, region: 'us-east-1', forcePathStyle: true, credentials, ...options });
+  return { store, close };
+}
+
+const ringOf = () => new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+const gbps = (bytes: number, ms: number) => `${(bytes / ms / 1e6).toFixed(2)} GB/s`;
+
+/** Suspend and resume of `tokens` through the bucket, then raw PUTs and GETs of the same segments. */
+async function transfer(server: SeaweedfsServer, tokens: number): Promise<S3TransferRow> {
+  const store = server.store({ prefix: `transfer-${tokens}/` });
+  const raw = server.store({ prefix: `raw-${tokens}/` });
+  const blocks = Math.ceil(tokens / TOKENS_PER_BLOCK);
+  const pool = new NativeAllocator({ shape: LLAMA.shape, tokensPerBlock: TOKENS_PER_BLOCK, blockCount: blocks, hostBlockCount: blocks });
+  const cold = await ColdStore.open({ store, keyRing: ringOf(), cryptoThreads: CRYPTO_THREADS });
+  const memory = new TieredMemory({ pool, cold });
+  const times = { suspend: [] as number[], rawPut: [] as number[], resume: [] as number[], rawGet: [] as number[] };
+  let sizes: number[] = [];
+  try {
+    memory.create('agent', 1);
+    const chunk = randomBytes(CHUNK_TOKENS * BYTES_PER_TOKEN);
+    for (let done = 0; done < tokens; done += CHUNK_TOKENS) {
+      await memory.append('agent', chunk.subarray(0, Math.min(CHUNK_TOKENS, tokens - done) * BYTES_PER_TOKEN));
+    }
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      let started = performance.now();
+      await memory.demote('agent', 'disk');
+      times.suspend.push(performance.now() - started);
+      sizes = (await store.list('cold/segments/')).map((head) => head.size);
+      started = performance.now();
+      await memory.promote('agent');
+      times.resume.push(performance.now() - started);
+      console.log(
+        `  ${tokens} tokens, repeat ${repeat + 1}/${repeats}: suspend ${times.suspend.at(-1)!.toFixed(0)} ms, ` +
+          `resume ${times.resume.at(-1)!.toFixed(0)} ms (${sizes.length} segments)`,
+      );
+      // The next suspend puts every page again: a fresh context, its disk copies gone with the old one.
+      await memory.release('agent');
+      if (repeat + 1 < repeats) {
+        memory.create('agent', 1);
+        for (let done = 0; done < tokens; done += CHUNK_TOKENS) {
+          await memory.append('agent', chunk.subarray(0, Math.min(CHUNK_TOKENS, tokens - done) * BYTES_PER_TOKEN));
+        }
+      }
+    }
+    const body = randomBytes(Math.max(...sizes));
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      const keys = sizes.map((_, i) => `raw/${repeat}/${i}.seg`);
+      let started = performance.now();
+      for (const [i, size] of sizes.entries()) await raw.put(keys[i]!, body.subarray(0, size), { ifNoneMatch: '*' });
+      times.rawPut.push(performance.now() - started);
+      started = performance.now();
+      await rawRangedGets(raw, keys, sizes);
+      times.rawGet.push(performance.now() - started);
+      console.log(
+        `  ${tokens} tokens, raw repeat ${repeat + 1}/${repeats}: ` +
+          `PUT ${times.rawPut.at(-1)!.toFixed(0)} ms, GET ${times.rawGet.at(-1)!.toFixed(0)} ms`,
+      );
+      for (const key of keys) await raw.delete(key);
+    }
+  } finally {
+    if (memory.has('agent')) await memory.release('agent').catch(() => undefined);
+    await cold.close();
+    pool.close();
+    await store.close();
+    await raw.close();
+  }
+  return {
+    tokens,
+    bytes: tokens * BYTES_PER_TOKEN,
+    segments: sizes.length,
+    repeats,
+    suspendMs: median(times.suspend),
+    rawPutMs: median(times.rawPut),
+    resumeMs: median(times.resume),
+    rawGetMs: median(times.rawGet),
+  };
+}
+
+/** Ranged GETs of each object in runs of the reader's size, READ_JOBS at once: a restore's reads, without the crypto. */
+async function rawRangedGets(store: BlobStore, keys: string[], sizes: number[]): Promise<void> {
+  const run = blocksPerJob(BLOCK_BYTES) * BLOCK_BYTES;
+  const ranges = keys.flatMap((key, i) =>
+    Array.from({ length: Math.ceil(sizes[i]! / run) }, (_, r) => ({ key, offset: r * run, length: Math.min(run, sizes[i]! - r * run) })),
+  );
+  await forEachBounded(ranges, new Limiter(READ_JOBS), async ({ key, offset, length }) => {
+    const got = await store.get(key, { offset, length });
+    if (got?.bytes.byteLength !== length) throw new Error(`raw GET of ${key} at ${offset}: short read`);
+  });
+}
+
+/** Bytes per hot turn at 512 and 8k tokens in a directory and in the bucket. */
+async function hotTurnRows(server: SeaweedfsServer): Promise<HotTurnBytesRow[]> {
+  const rows: HotTurnBytesRow[] = [];
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kvfabric-s3-bench-'));
+  const runs: Array<{ model: 'tiny' | 'llama-3-8b'; turns: number }> = [
+    { model: 'tiny', turns },
+    { model: 'tiny', turns: longTurns },
+    { model: 'llama-3-8b', turns: 8 },
+  ];
+  try {
+    for (const { model, turns: count } of runs) {
+      for (const backend of ['directory', 's3'] as const) {
+        for (const contextTokens of [512, 8192]) {
+          const label = `${backend}-${model}-${contextTokens}`;
+          let written: () => Promise<Written>;
+          let cold: ColdStore;
+          let counting: CountingBlobStore | undefined;
+          if (backend === 'directory') {
+            const dir = path.join(scratch, label);
+            cold = await ColdStore.open({ directory: dir, keyRing: ringOf(), cryptoThreads: CRYPTO_THREADS });
+            written = directoryWrites(dir);
+          } else {
+            counting = new CountingBlobStore(server.store({ prefix: `${label}/` }));
+            cold = await ColdStore.open({ store: counting, keyRing: ringOf(), cryptoThreads: CRYPTO_THREADS });
+            written = blobWrites(counting);
+          }
+          const started = performance.now();
+          const turnTokens = 32;
+          const perTurn = await hotTurnBytes({ cold, written, shape: MODELS[model]!.shape, contextTokens, turns: count, turnTokens });
+          await cold.close();
+          await counting?.close();
+          console.log(
+            `  hot turns, ${label}: ${perTurn.total.toFixed(0)} B per turn (${perTurn.metadata.toFixed(0)} B manifests), ` +
+              `${count} turns in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+          );
+          rows.push({
+            backend,
+            model,
+            contextTokens,
+            turnTokens,
+            turns: count,
+            bytesPerTurn: perTurn.total,
+            metadataPerTurn: perTurn.metadata,
+          });
+        }
+      }
+    }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+async function main(): Promise<void> {
+  console.log('starting SeaweedFS ...');
+  const server = await startSeaweedfs();
+  // The S3 store's defaults (s3-blob-store.ts), which every store here uses.
+  const partBytes = 8 * 2 ** 20;
+  const parallelParts = 4;
+  try {
+    // Warm-up: the server grows its first volumes on the first writes.
+    const warm = server.store({ prefix: 'warm-up/' });
+    const warmBytes = randomBytes(256 * 2 ** 20);
+    for (let i = 0; i < 2; i++) {
+      await warm.put(`w/${i}`, warmBytes);
+      await warm.get(`w/${i}`);
+      await warm.delete(`w/${i}`);
+    }
+    await warm.close();
+    const transfers: S3TransferRow[] = [];
+    for (const tokens of parts.includes('transfers') ? tokenList : []) {
+      console.log(`suspend and resume through S3, ${tokens} tokens (${mib(tokens * BYTES_PER_TOKEN)}) ...`);
+      transfers.push(await transfer(server, tokens));
+    }
+    console.log(`bytes per hot turn (${turns} and ${longTurns} turns of the tiny shape, 8 of Llama-3-8B's) ...`);
+    const hotTurns = parts.includes('hot-turns') ? await hotTurnRows(server) : [];
+    const result: S3TierResult = { server: 'SeaweedFS (weed server, local)', partBytes, parallelParts, transfers, hotTurns };
+    printTable(
+      ['tokens', 'bytes', 'suspend', 'raw PUT', 'ratio', 'resume', 'raw GET', 'ratio'],
+      transfers.map((t) => [
+        String(t.tokens),
+        mib(t.bytes),
+        gbps(t.bytes, t.suspendMs),
+        gbps(t.bytes, t.rawPutMs),
+        (t.rawPutMs / t.suspendMs).toFixed(2),
+        gbps(t.bytes, t.resumeMs),
+        gbps(t.bytes, t.rawGetMs),
+        (t.rawGetMs / t.resumeMs).toFixed(2),
+      ]),
+    );
+    printTable(
+      ['backend', 'model', 'context', 'turns', 'bytes/turn', 'manifests/turn'],
+      hotTurns.map((h) => [
+        h.backend,
+        h.model,
+        String(h.contextTokens),
+        String(h.turns),
+        h.bytesPerTurn.toFixed(0),
+        h.metadataPerTurn.toFixed(0),
+      ]),
+    );
+    if (jsonPath) fs.writeFileSync(jsonPath, JSON.stringify(result, null, 2));
+  } finally {
+    await server.close();
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
+
+/** bench:all's rows (bench/run-all.ts): each ratio with its target. */
+export function s3TierRows(r: S3TierResult): string[][] {
+  const rows: string[][] = [];
+  const parts = `${r.partBytes / 2 ** 20} MiB parts, ${r.parallelParts} at once`;
+  for (const t of r.transfers) {
+    const what = `${t.tokens} tokens of Llama-3-8B (${mib(t.bytes)}, ${t.segments} segments), SeaweedFS, median of ${t.repeats}`;
+    const put = t.rawPutMs / t.suspendMs;
+    const get = t.rawGetMs / t.resumeMs;
+    rows.push([
+      'S3 tier',
+      `suspend to S3, ${what}`,
+      gbps(t.bytes, t.suspendMs),
+      `raw PUT ${gbps(t.bytes, t.rawPutMs)} (${parts})`,
+      `${put.toFixed(2)}x (target 0.8x: ${put >= 0.8 ? 'met' : 'not met'})`,
+    ]);
+    rows.push([
+      'S3 tier',
+      `resume from S3, ${what}`,
+      gbps(t.bytes, t.resumeMs),
+      `raw ranged GET ${gbps(t.bytes, t.rawGetMs)}`,
+      `${get.toFixed(2)}x (target 0.9x: ${get >= 0.9 ? 'met' : 'not met'})`,
+    ]);
+  }
+  const keyOf = (h: HotTurnBytesRow) => `${h.backend} ${h.model} ${h.turns}`;
+  for (const key of [...new Set(r.hotTurns.map(keyOf))]) {
+    const small = r.hotTurns.find((h) => keyOf(h) === key && h.contextTokens === 512);
+    const large = r.hotTurns.find((h) => keyOf(h) === key && h.contextTokens === 8192);
+    if (small === undefined || large === undefined) continue;
+    const ratio = large.bytesPerTurn / small.bytesPerTurn;
+    rows.push([
+      'S3 tier',
+      `bytes per hot turn (every-turn durability), ${large.backend === 's3' ? 'S3' : 'directory'}, ${large.model}, ` +
+        `${large.turnTokens}-token turns x ${large.turns}: 8k vs 512 tokens ` +
+        `(manifests ${large.metadataPerTurn.toFixed(0)} vs ${small.metadataPerTurn.toFixed(0)} B)`,
+      `${large.bytesPerTurn.toFixed(0)} B`,
+      `${small.bytesPerTurn.toFixed(0)} B`,
+      `${ratio.toFixed(2)}x (target 1.25x: ${ratio <= 1.25 ? 'met' : 'not met'})`,
+    ]);
+  }
+  return rows;
+}
