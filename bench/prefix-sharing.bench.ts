@@ -3,7 +3,9 @@
 //   - N agents of tenant A, each first message a common ~2k-token prefix (a system-prompt-like text) and
 //     a question of its own: the first agent prefills the prefix and publishes it, the later ones take it;
 //   - then tenant B's first agent with the very same message as A's last agent: a miss, by construction
-//     (the keys are salted per tenant), so it prefills everything.
+//     (the keys are salted per tenant), so it prefills everything;
+//   - then a second worker on the same tier directory, which never saw the prefix: an agent of A with a
+//     question of its own, then one with A's last agent's message, adopt it from the cold tier.
 // Per first turn: its time (the turn's call; its write-behind is waited for apart), the tokens it took from
 // a holder and those the model evaluated. Then the KV pages tenant A holds (each block counted once, from
 // the tier layer) against private copies of every agent's context, and against one prefix plus each
@@ -81,6 +83,8 @@ export interface PrefixSharingResult {
   evaluatedFirstOverLater: number;
   heldOverOnePrefixPlusOwn: number;
   otherTenantOverFirst: number;
+  /** On a second worker (the prefix adopted from the cold tier): A's agent with a new question, then with A's last prompt. */
+  otherWorker: { newQuestion: PrefixSharingFirstTurn; samePrompt: PrefixSharingFirstTurn; sameReply: boolean };
 }
 
 /** Distinct sentences (nothing a tokenizer could fold) until the rendered first message holds about `tokens` tokens. */
@@ -159,6 +163,18 @@ async function main(): Promise<void> {
     console.log(`  ${TENANT_A} agent ${agents}: its next turn (hot, ${JSON.stringify(HOT_MESSAGE)}) ${ms(hotTurnMs)}`);
     const other = await firstTurn(opened, TENANT_B, agents - 1, prefix + question(agents - 1));
     turns.push(other.turn);
+    // A second worker on the same tier directory (its own engine and pool), which never saw the prefix.
+    const second = await openSharingMemory('prefix-sharing-bench-2', { contextLength, blockCount, maxTokens, tierDir: opened.dir });
+    let otherWorker: PrefixSharingResult['otherWorker'];
+    try {
+      console.log('  on a second worker, from the cold tier:');
+      const newQuestion = await firstTurn(second, TENANT_A, agents, prefix + question(agents));
+      const samePrompt = await firstTurn(second, TENANT_A, agents + 1, prefix + question(agents - 1));
+      const sameReply = JSON.stringify(samePrompt.reply) === JSON.stringify(lastOfA!.reply);
+      otherWorker = { newQuestion: newQuestion.turn, samePrompt: samePrompt.turn, sameReply };
+    } finally {
+      await second.close();
+    }
 
     const { tokensPerBlock } = MODELS['smollm2-135m']!;
     const blocksOf = (tokens: number) => Math.ceil(tokens / tokensPerBlock);
@@ -193,6 +209,7 @@ async function main(): Promise<void> {
       evaluatedFirstOverLater: ofA[0]!.evaluatedTokens / median(later.map((t) => t.evaluatedTokens)),
       heldOverOnePrefixPlusOwn: heldBlocks / onePrefixPlusOwn,
       otherTenantOverFirst: other.turn.turnMs / firstMs,
+      otherWorker,
     };
     console.log();
     printTable(
@@ -229,6 +246,18 @@ async function main(): Promise<void> {
           `${result.heldOverOnePrefixPlusOwn.toFixed(2)}x (<= 1.2x); private ${(result.privateBytes / result.heldBytes).toFixed(1)}x`,
         ],
         [`B's reply (whole prefill) against A's last agent's (shared prefix)`, result.sameReply ? 'identical' : 'DIFFERENT', '-', '-'],
+        [
+          `second worker, A's last prompt (adopted ${otherWorker.samePrompt.sharedTokens} tokens from the cold tier)`,
+          ms(otherWorker.samePrompt.turnMs),
+          `A's first agent ${ms(firstMs)}`,
+          `${(firstMs / otherWorker.samePrompt.turnMs).toFixed(0)}x sooner; reply ${otherWorker.sameReply ? 'identical' : 'DIFFERENT'}`,
+        ],
+        [
+          `second worker, a new question (adopted ${otherWorker.newQuestion.sharedTokens} tokens: a power of two of blocks)`,
+          ms(otherWorker.newQuestion.turnMs),
+          `A's first agent ${ms(firstMs)}`,
+          `${(firstMs / otherWorker.newQuestion.turnMs).toFixed(1)}x sooner`,
+        ],
       ],
     );
     if (jsonPath) {

@@ -1,9 +1,10 @@
 // The shared tier in an object store: one SeaweedFS (a real S3 server, test/support/seaweedfs.ts) started
 // here, and in the same run:
-//   suspend   TieredMemory.demote(to disk) of a Llama-3-8B-shaped context (128 KiB of KV per token) into
-//             the bucket, against raw PUTs of the same segment sizes through the same S3 store (create-only,
-//             multipart in parts of the same size, the same parts in parallel), one segment at a time as a
-//             spill writes them;
+//   suspend   TieredMemory.demote(to disk) of a Llama-3-8B-shaped context (128 KiB of KV per token), and of
+//             the real model's (SmolLM2-135M through the llama engine: its KV after a prefill, 22.5 KiB a
+//             token), into the bucket, against raw PUTs of the same segment sizes through the same S3 store
+//             (create-only, multipart in parts of the same size, the same parts in parallel), one segment
+//             at a time as a spill writes them;
 //   resume    TieredMemory.promote from the bucket to the device, against raw ranged GETs of the same bytes
 //             in runs of the reader's size (JOB_BYTES), as many at once as the cold store's job limiter;
 //   hot turns bytes put per turn with a durable copy per turn (`durability: every-turn`) at 512 and 8k tokens
@@ -13,15 +14,20 @@
 //             their log (the context grows by that many turns meanwhile), and with Llama-3-8B's over 8.
 // Targets (issue 41): resume >= 0.9x raw GET throughput, suspend >= 0.8x raw PUT, bytes per hot turn at 8k
 // <= 1.25x those at 512.
-//   npx tsx bench/s3-tier.bench.ts [--tokens 8k,32k] [--repeats 2] [--turns 24] [--long-turns 240]
-//     [--parts transfers,hot-turns] [--json FILE]
+//   npx tsx bench/s3-tier.bench.ts [--tokens 8k,32k] [--model-tokens 2k,8k] [--repeats 2] [--turns 24]
+//     [--long-turns 240] [--parts transfers,hot-turns] [--json FILE]
+// The real model's 8k context takes minutes of prefill on a 2-core CPU (progress on stderr); its 2k row is
+// the first 2,048 tokens of that context's KV. --model-tokens '' leaves the real model out.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 import type { BlobStore } from '../src/blob-store/blob-store';
-import { MODELS } from '../src/engines/models';
+import { modelFile } from '../src/engines/llama/default-model';
+import { LlamaEngine } from '../src/engines/llama/llama-engine';
+import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
+import { type AgentModel, MODELS } from '../src/engines/models';
 import { NativeAllocator } from '../src/fabric';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { forEachBounded, Limiter } from '../src/tiers/cold/bounded-parallel';
@@ -37,18 +43,19 @@ import { freePort } from '../src/dev-server/dev-server';
 import { seaweedfsBinary } from '../scripts/ensure-seaweedfs';
 import { CountingBlobStore } from '../test/tiers/fixtures/counting-blob-store';
 import { blobWrites, directoryWrites, hotTurnBytes, type Written } from '../test/tiers/fixtures/hot-turns';
-import { median, option, printTable } from './measure';
+import { messageOf } from './agent-resume.bench';
+import { median, modelContextSizes, option, printTable } from './measure';
 
 const LLAMA = MODELS['llama-3-8b']!;
-const BYTES_PER_TOKEN = bytesPerTokenOf(LLAMA.shape);
-const TOKENS_PER_BLOCK = LLAMA.tokensPerBlock;
-const BLOCK_BYTES = BYTES_PER_TOKEN * TOKENS_PER_BLOCK;
+const SMOLLM2 = MODELS['smollm2-135m']!;
 const CHUNK_TOKENS = 1024;
 /** The cold store's crypto threads (its default on two cores) and its job limiter's slots (cold-store.ts). */
 const CRYPTO_THREADS = Math.min(2, os.availableParallelism());
 const READ_JOBS = CRYPTO_THREADS * 2 + 1;
 
 const tokenList = (option('--tokens') ?? '8k,32k').split(',').map((item) => Number.parseInt(item, 10) * (/k$/i.test(item) ? 1024 : 1));
+/** The real model's sizes: 8k is 8,000 tokens, inside its trained 8,192 (measure.ts). */
+const modelTokenList = (option('--model-tokens') ?? '2k,8k') === '' ? [] : modelContextSizes(option('--model-tokens') ?? '2k,8k');
 const repeats = Number(option('--repeats') ?? 2);
 const turns = Number(option('--turns') ?? 24);
 /** A second run of the tiny shape, long enough that the log is compacted at 8k too (the context grows meanwhile). */
@@ -58,6 +65,8 @@ const jsonPath = option('--json');
 const parts = (option('--parts') ?? 'transfers,hot-turns').split(',');
 
 export interface S3TransferRow {
+  /** "Llama-3-8B shape" (random KV) or "SmolLM2-135M" (the real model's KV after a prefill). */
+  model: string;
   tokens: number;
   bytes: number;
   segments: number;
@@ -67,6 +76,17 @@ export interface S3TransferRow {
   rawPutMs: number;
   resumeMs: number;
   rawGetMs: number;
+  /** Each repeat's time, ms, in order: suspend and resume, then the raw PUTs and GETs. */
+  runs: { suspend: number[]; rawPut: number[]; resume: number[]; rawGet: number[] };
+}
+
+/** A context to suspend and resume: `tokens` tokens of `model`'s shape, whose KV `kv` gives in pieces. */
+interface TransferSubject {
+  label: string;
+  model: AgentModel;
+  tokens: number;
+  /** The KV of tokens [from, to), token-major rows of the model's shape. */
+  kv(from: number, to: number): Uint8Array;
 }
 
 export interface HotTurnBytesRow {
@@ -163,22 +183,31 @@ const ringOf = () => new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 const gbps = (bytes: number, ms: number) => `${(bytes / ms / 1e6).toFixed(2)} GB/s`;
 
-/** Suspend and resume of `tokens` through the bucket, then raw PUTs and GETs of the same segments. */
-async function transfer(server: SeaweedfsServer, tokens: number): Promise<S3TransferRow> {
-  const store = server.store({ prefix: `transfer-${tokens}/` });
-  const raw = server.store({ prefix: `raw-${tokens}/` });
-  const blocks = Math.ceil(tokens / TOKENS_PER_BLOCK);
-  const pool = new NativeAllocator({ shape: LLAMA.shape, tokensPerBlock: TOKENS_PER_BLOCK, blockCount: blocks, hostBlockCount: blocks });
+/** Suspend and resume of a subject's context through the bucket, then raw PUTs and GETs of the same segments. */
+async function transfer(server: SeaweedfsServer, subject: TransferSubject): Promise<S3TransferRow> {
+  const { label, model, tokens } = subject;
+  const name = `${model.name}-${tokens}`;
+  const store = server.store({ prefix: `transfer-${name}/` });
+  const raw = server.store({ prefix: `raw-${name}/` });
+  const blockBytes = bytesPerTokenOf(model.shape) * model.tokensPerBlock;
+  const blocks = Math.ceil(tokens / model.tokensPerBlock);
+  const pool = new NativeAllocator({
+    shape: model.shape,
+    tokensPerBlock: model.tokensPerBlock,
+    blockCount: blocks,
+    hostBlockCount: blocks,
+  });
   const cold = await ColdStore.open({ store, keyRing: ringOf(), cryptoThreads: CRYPTO_THREADS });
   const memory = new TieredMemory({ pool, cold });
   const times = { suspend: [] as number[], rawPut: [] as number[], resume: [] as number[], rawGet: [] as number[] };
   let sizes: number[] = [];
-  try {
+  const fill = async () => {
     memory.create('agent', 1);
-    const chunk = randomBytes(CHUNK_TOKENS * BYTES_PER_TOKEN);
-    for (let done = 0; done < tokens; done += CHUNK_TOKENS) {
-      await memory.append('agent', chunk.subarray(0, Math.min(CHUNK_TOKENS, tokens - done) * BYTES_PER_TOKEN));
-    }
+    for (let done = 0; done < tokens; done += CHUNK_TOKENS)
+      await memory.append('agent', subject.kv(done, Math.min(tokens, done + CHUNK_TOKENS)));
+  };
+  try {
+    await fill();
     for (let repeat = 0; repeat < repeats; repeat++) {
       let started = performance.now();
       await memory.demote('agent', 'disk');
@@ -188,17 +217,12 @@ async function transfer(server: SeaweedfsServer, tokens: number): Promise<S3Tran
       await memory.promote('agent');
       times.resume.push(performance.now() - started);
       console.log(
-        `  ${tokens} tokens, repeat ${repeat + 1}/${repeats}: suspend ${times.suspend.at(-1)!.toFixed(0)} ms, ` +
+        `  ${label}, ${tokens} tokens, repeat ${repeat + 1}/${repeats}: suspend ${times.suspend.at(-1)!.toFixed(0)} ms, ` +
           `resume ${times.resume.at(-1)!.toFixed(0)} ms (${sizes.length} segments)`,
       );
       // The next suspend puts every page again: a fresh context, its disk copies gone with the old one.
       await memory.release('agent');
-      if (repeat + 1 < repeats) {
-        memory.create('agent', 1);
-        for (let done = 0; done < tokens; done += CHUNK_TOKENS) {
-          await memory.append('agent', chunk.subarray(0, Math.min(CHUNK_TOKENS, tokens - done) * BYTES_PER_TOKEN));
-        }
-      }
+      if (repeat + 1 < repeats) await fill();
     }
     const body = randomBytes(Math.max(...sizes));
     for (let repeat = 0; repeat < repeats; repeat++) {
@@ -207,10 +231,10 @@ async function transfer(server: SeaweedfsServer, tokens: number): Promise<S3Tran
       for (const [i, size] of sizes.entries()) await raw.put(keys[i]!, body.subarray(0, size), { ifNoneMatch: '*' });
       times.rawPut.push(performance.now() - started);
       started = performance.now();
-      await rawRangedGets(raw, keys, sizes);
+      await rawRangedGets(raw, keys, sizes, blockBytes);
       times.rawGet.push(performance.now() - started);
       console.log(
-        `  ${tokens} tokens, raw repeat ${repeat + 1}/${repeats}: ` +
+        `  ${label}, ${tokens} tokens, raw repeat ${repeat + 1}/${repeats}: ` +
           `PUT ${times.rawPut.at(-1)!.toFixed(0)} ms, GET ${times.rawGet.at(-1)!.toFixed(0)} ms`,
       );
       for (const key of keys) await raw.delete(key);
@@ -223,20 +247,62 @@ async function transfer(server: SeaweedfsServer, tokens: number): Promise<S3Tran
     await raw.close();
   }
   return {
+    model: label,
     tokens,
-    bytes: tokens * BYTES_PER_TOKEN,
+    bytes: tokens * bytesPerTokenOf(model.shape),
     segments: sizes.length,
     repeats,
     suspendMs: median(times.suspend),
     rawPutMs: median(times.rawPut),
     resumeMs: median(times.resume),
     rawGetMs: median(times.rawGet),
+    runs: times,
   };
 }
 
+/** A Llama-3-8B-shaped context of random KV. */
+function llamaSubject(tokens: number): TransferSubject {
+  const chunk = randomBytes(CHUNK_TOKENS * bytesPerTokenOf(LLAMA.shape));
+  const perToken = bytesPerTokenOf(LLAMA.shape);
+  return { label: 'Llama-3-8B shape', model: LLAMA, tokens, kv: (from, to) => chunk.subarray(0, (to - from) * perToken) };
+}
+
+/**
+ * The real model's KV: SmolLM2-135M through the llama engine, one turn whose message fills `tokens`
+ * tokens of context (prefill), its KV then saved as a worker saves a turn's. Progress goes to stderr.
+ */
+async function realModelKv(tokens: number): Promise<{ tokens: number; kv: Uint8Array }> {
+  const engine = await LlamaEngine.open({ contextLength: tokens + 192, hotContexts: 1 });
+  const nlc = await loadNodeLlamaCpp();
+  const llama = await nlc.getLlama({ gpu: false, build: 'never', logLevel: nlc.LlamaLogLevel.error, progressLogs: false });
+  const tokenizer = await llama.loadModel({ modelPath: modelFile(), vocabOnly: true });
+  const started = performance.now();
+  const ticker = setInterval(
+    () => process.stderr.write(`\r  prefill of ${tokens} tokens of SmolLM2-135M: ${((performance.now() - started) / 1000).toFixed(0)} s`),
+    5_000,
+  );
+  try {
+    // The chat template adds a few tokens around the message; the context ends a little past `tokens`.
+    const message = messageOf(tokenizer, tokens - 16);
+    const empty = { tokens: new Uint32Array(0), writeKv: async () => 0 };
+    await engine.turn({ key: 'bench', context: empty, input: message, generation: { maxTokens: 1 } });
+    const saved = await engine.save('bench', 0);
+    process.stderr.write(
+      `\r  prefill of ${saved.tokens.length} tokens of SmolLM2-135M: ${((performance.now() - started) / 1000).toFixed(0)} s\n`,
+    );
+    if (saved.kv.byteLength !== saved.tokens.length * bytesPerTokenOf(SMOLLM2.shape))
+      throw new Error('the engine saved KV of another shape');
+    return { tokens: saved.tokens.length, kv: saved.kv };
+  } finally {
+    clearInterval(ticker);
+    await tokenizer.dispose();
+    await engine.close();
+  }
+}
+
 /** Ranged GETs of each object in runs of the reader's size, READ_JOBS at once: a restore's reads, without the crypto. */
-async function rawRangedGets(store: BlobStore, keys: string[], sizes: number[]): Promise<void> {
-  const run = blocksPerJob(BLOCK_BYTES) * BLOCK_BYTES;
+async function rawRangedGets(store: BlobStore, keys: string[], sizes: number[], blockBytes: number): Promise<void> {
+  const run = blocksPerJob(blockBytes) * blockBytes;
   const ranges = keys.flatMap((key, i) =>
     Array.from({ length: Math.ceil(sizes[i]! / run) }, (_, r) => ({ key, offset: r * run, length: Math.min(run, sizes[i]! - r * run) })),
   );
@@ -316,16 +382,29 @@ async function main(): Promise<void> {
     }
     await warm.close();
     const transfers: S3TransferRow[] = [];
+    const modelSizes = parts.includes('transfers') ? modelTokenList : [];
+    if (modelSizes.length > 0) {
+      console.log(`the real model's KV: a prefill of ${Math.max(...modelSizes)} tokens ...`);
+      const prefilled = await realModelKv(Math.max(...modelSizes));
+      const perToken = bytesPerTokenOf(SMOLLM2.shape);
+      for (const size of modelSizes) {
+        const tokens = size === Math.max(...modelSizes) ? prefilled.tokens : size;
+        console.log(`suspend and resume through S3, SmolLM2-135M, ${tokens} tokens (${mib(tokens * perToken)}) ...`);
+        const kv = (from: number, to: number) => prefilled.kv.subarray(from * perToken, to * perToken);
+        transfers.push(await transfer(server, { label: 'SmolLM2-135M', model: SMOLLM2, tokens, kv }));
+      }
+    }
     for (const tokens of parts.includes('transfers') ? tokenList : []) {
-      console.log(`suspend and resume through S3, ${tokens} tokens (${mib(tokens * BYTES_PER_TOKEN)}) ...`);
-      transfers.push(await transfer(server, tokens));
+      console.log(`suspend and resume through S3, Llama-3-8B shape, ${tokens} tokens (${mib(tokens * bytesPerTokenOf(LLAMA.shape))}) ...`);
+      transfers.push(await transfer(server, llamaSubject(tokens)));
     }
     console.log(`bytes per hot turn (${turns} and ${longTurns} turns of the tiny shape, 8 of Llama-3-8B's) ...`);
     const hotTurns = parts.includes('hot-turns') ? await hotTurnRows(server) : [];
     const result: S3TierResult = { server: 'SeaweedFS (weed server, local)', partBytes, parallelParts, transfers, hotTurns };
     printTable(
-      ['tokens', 'bytes', 'suspend', 'raw PUT', 'ratio', 'resume', 'raw GET', 'ratio'],
+      ['model', 'tokens', 'bytes', 'suspend', 'raw PUT', 'ratio', 'resume', 'raw GET', 'ratio'],
       transfers.map((t) => [
+        t.model,
         String(t.tokens),
         mib(t.bytes),
         gbps(t.bytes, t.suspendMs),
@@ -365,7 +444,7 @@ export function s3TierRows(r: S3TierResult): string[][] {
   const rows: string[][] = [];
   const parts = `${r.partBytes / 2 ** 20} MiB parts, ${r.parallelParts} at once`;
   for (const t of r.transfers) {
-    const what = `${t.tokens} tokens of Llama-3-8B (${mib(t.bytes)}, ${t.segments} segments), SeaweedFS, median of ${t.repeats}`;
+    const what = `${t.tokens} tokens of ${t.model} (${mib(t.bytes)}, ${t.segments} segments), SeaweedFS, median of ${t.repeats}`;
     const put = t.rawPutMs / t.suspendMs;
     const get = t.rawGetMs / t.resumeMs;
     rows.push([

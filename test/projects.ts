@@ -39,8 +39,10 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/plugin/worker-memory-s3.test.ts',
       'test/security/attacks/cold-tier-bucket-swap.test.ts',
       'test/security/attacks/cold-tier-manifest-log.test.ts',
+      'test/security/attacks/cold-tier-late-write.test.ts',
       'test/temporal/s3-workers.test.ts',
       'test/faults/s3-outage.test.ts',
+      'test/prefix-sharing/cold-prefixes-s3.test.ts',
     ],
   },
   {
@@ -70,6 +72,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/security/attacks/prefix-sharing-isolation.test.ts',
       'test/prefix-sharing/prefix-sharing-model.test.ts',
       'test/prefix-sharing/ai-sdk-sharing.test.ts',
+      'test/prefix-sharing/cross-worker-sharing.test.ts',
       'test/temporal/handover.test.ts',
       'test/temporal/real-agents.test.ts',
       'test/temporal/wake-real-model.test.ts',

@@ -18,7 +18,7 @@ import type { ColdStore } from '../tiers/cold';
 import { PrefixSharing } from '../prefix-sharing/prefix-sharing';
 import type { TenantSalts } from '../prefix-sharing/prefix-keys';
 import type { QuotaName } from '../tiers/tenant-quotas';
-import type { TieredMemory, TieredStats } from '../tiers/tiered-memory';
+import type { MoveReport, TieredMemory, TieredStats } from '../tiers/tiered-memory';
 import type { CapabilityCheck, Presented } from './capability-check';
 import { emptyDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
@@ -30,8 +30,11 @@ import { TurnRunner } from './turn-runner';
 
 export type TransferDirection = 'append' | 'to-host' | 'to-disk' | 'to-device' | 'recover';
 
-/** A prefetch found the context resident, resumed it, or found no free device room and left it where it was. */
-export type PrefetchOutcome = 'resident' | 'resumed' | 'stopped-host' | 'stopped-disk';
+/**
+ * What a prefetch did: found the context resident, resumed it, or, without free device room, brought it
+ * from disk to host memory (filled-host), or left it where it was, on host or on disk.
+ */
+export type PrefetchOutcome = 'resident' | 'resumed' | 'filled-host' | 'stopped-host' | 'stopped-disk';
 
 /** What the worker's metrics see; every method is optional work for the caller's bookkeeping only. */
 export interface MemoryObserver {
@@ -77,7 +80,7 @@ export class AgentMemory {
   private readonly tenants = new Map<string, string>();
   /** The checked names of the tenant ids this worker has looked up: what metrics label tenants with. */
   private readonly tenantNames = new Map<TenantId, string>();
-  private readonly cold: Pick<ColdStore, 'readManifest'>;
+  private readonly cold: Pick<ColdStore, 'readManifest' | 'hasManifest'>;
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
   private readonly tenantIds: TenantRegistry;
@@ -99,8 +102,11 @@ export class AgentMemory {
     grants: GrantStore;
     /** Verifies presented tokens (public keys only), epochs and the audit log of denials. */
     capabilities: CapabilityCheck;
-    /** The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything. */
-    cold: Pick<ColdStore, 'readManifest'>;
+    /**
+     * The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything,
+     * and shared prefixes are found there.
+     */
+    cold: Pick<ColdStore, 'readManifest' | 'hasManifest'>;
     observer?: MemoryObserver;
     /** Claims adopted contexts so a slow former holder cannot overwrite them (holder-fences.ts). */
     fences?: HolderFences;
@@ -115,6 +121,8 @@ export class AgentMemory {
     onBackgroundError?: (what: string, err: unknown) => void;
     /** The worker's tenant salts (prefix-keys.ts): agents of one tenant then share prompt prefixes here. Absent: no sharing. */
     prefixSalts?: TenantSalts;
+    /** How long a shared prefix nothing refers to stays (PrefixSharingOptions.idleMs; default DEFAULT_PREFIX_IDLE_MS). */
+    prefixIdleMs?: number;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -131,7 +139,15 @@ export class AgentMemory {
     const { prefixSalts } = options;
     this.prefixes =
       prefixSalts && !this.engine.standInKv
-        ? new PrefixSharing({ salts: prefixSalts, tokensPerBlock: this.layout.tokensPerBlock, tiers: this.tiers, engine: this.engine })
+        ? new PrefixSharing({
+            salts: prefixSalts,
+            tokensPerBlock: this.layout.tokensPerBlock,
+            tiers: this.tiers,
+            engine: this.engine,
+            cold: this.cold,
+            ...(options.prefixIdleMs === undefined ? {} : { idleMs: options.prefixIdleMs }),
+            onBackgroundError: (what, err) => options.onBackgroundError?.(what, err),
+          })
         : undefined;
     this.turns = new TurnRunner({
       tiers: this.tiers,
@@ -247,7 +263,7 @@ export class AgentMemory {
    * in flight, or by the recorded `tail`. A model context is then loaded into the engine (its tail
    * evaluated), so the next turn pays only its own model time. Returns what moved, from where, and the
    * digest of the whole of its pages. `roomOnly` (a planned wake-up's prefetch) evicts nothing to make
-   * room: without free device blocks for the pages that are not there, nothing moves (prefetchStop).
+   * room: the context goes as far up as free room takes it (prefetch).
    */
   async resume(
     call: Presented,
@@ -258,31 +274,49 @@ export class AgentMemory {
     return run(async () => {
       const contextId = call.contextId;
       await this.turns.settled(contextId);
-      const stopped = roomOnly ? this.prefetchStop(contextId, expected) : undefined;
-      if (stopped) return stopped;
+      if (roomOnly) return this.prefetch(contextId, expected, tail);
       if (this.engine.needs.hostPool && this.tiers.residency(contextId) === 'host') {
         return this.resumeFromHost(contextId, expected, tail);
       }
-      const [{ bytes, from }, transferMs] = await timed(() => this.tiers.promote(contextId));
-      this.observer?.transferred('to-device', bytes);
-      const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
-      const [, engineLoadMs] = await timed(() => this.turns.load(contextId, expected, tail));
-      return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
+      const [moved, transferMs] = await timed(() => this.tiers.promote(contextId));
+      this.observer?.transferred('to-device', moved.bytes);
+      return this.checkAndLoad(contextId, expected, tail, moved, transferMs);
     });
   }
 
   /**
-   * A prefetch's look before it moves anything (counted by outcome): undefined when the context is resident
-   * or the device has free blocks for its other pages; else the context stays on its tier and the answer
-   * says so, with the recorded digest (nothing came back, so nothing is checked).
+   * A prefetch: the context as far up as free room takes it (TieredMemory.promoteIntoFreeRoom), counted by
+   * outcome. On the device, it is checked and loaded as by any resume; short of it (on host, pages filled
+   * from disk, or where it was) nothing is checked yet, and the answer carries the recorded digest: the
+   * call that needs the context resumes it from there.
    */
-  private prefetchStop(contextId: string, expected: DigestState): ResumeResult | undefined {
-    const tier = this.tiers.residency(contextId);
-    const { hostPages, diskOnlyPages } = this.tiers.contextStats(contextId);
-    const room = hostPages + diskOnlyPages <= this.tiers.stats().freeBlocks;
-    this.observer?.prefetched?.(tier === 'device' ? 'resident' : room ? 'resumed' : tier === 'host' ? 'stopped-host' : 'stopped-disk');
-    if (tier === 'device' || room) return undefined;
-    return { ...this.snapshot(contextId), bytes: 0, transferMs: 0, from: tier, digest: expected, verifyMs: 0, engineLoadMs: 0 };
+  private async prefetch(contextId: string, expected: DigestState, tail: readonly number[]): Promise<ResumeResult> {
+    const [moved, transferMs] = await timed(() => this.tiers.promoteIntoFreeRoom(contextId));
+    this.observer?.prefetched?.(prefetchOutcome(moved));
+    if (moved.bytes > 0) this.observer?.transferred(moved.to === 'device' ? 'to-device' : 'to-host', moved.bytes);
+    if (moved.to === 'device') return this.checkAndLoad(contextId, expected, tail, moved, transferMs);
+    return {
+      ...this.snapshot(contextId),
+      bytes: moved.bytes,
+      transferMs,
+      from: moved.from,
+      digest: expected,
+      verifyMs: 0,
+      engineLoadMs: 0,
+    };
+  }
+
+  /** A context just brought to the device: its pages checked against the record, then loaded into the engine. */
+  private async checkAndLoad(
+    contextId: string,
+    expected: DigestState,
+    tail: readonly number[],
+    { bytes, from }: MoveReport,
+    transferMs: number,
+  ): Promise<ResumeResult> {
+    const [digest, verifyMs] = await timed(() => this.verifier.verify(contextId, expected));
+    const [, engineLoadMs] = await timed(() => this.turns.load(contextId, expected, tail));
+    return { ...this.snapshot(contextId), bytes, transferMs, from, digest, verifyMs, engineLoadMs };
   }
 
   /**
@@ -523,9 +557,13 @@ export class AgentMemory {
     return this.demote(contextId, 'disk');
   }
 
-  /** Resolves once every model turn's write-behind has run (before the worker closes its engine and pool). */
-  settled(): Promise<void> {
-    return this.turns.allSettled();
+  /**
+   * Resolves once every model turn's write-behind has run, and the shared prefixes' cold-tier work
+   * (before the worker closes its engine and pool).
+   */
+  async settled(): Promise<void> {
+    await this.turns.allSettled();
+    await this.prefixes?.settled();
   }
 
   /** Deletes segment files no manifest names that are older than `minAgeMs`; returns how many. */
@@ -583,7 +621,13 @@ export class AgentMemory {
   }
 
   /** recover()'s work once admitted (see there). */
-  private async adopt(contextId: string, tenant: string, minVersion: number, claim: { epoch: number; attempt: number }): Promise<void> {
+  private async adopt(
+    contextId: string,
+    tenant: string,
+    minVersion: number,
+    claim: { epoch: number; attempt: number },
+    again = true,
+  ): Promise<void> {
     if (this.tiers.has(contextId)) {
       const onDisk = await this.cold.readManifest(contextId).catch(() => undefined);
       await this.fences?.claim(contextId, claim.epoch, claim.attempt);
@@ -617,6 +661,14 @@ export class AgentMemory {
       } catch (err) {
         await this.tiers.dropLocalCopy(contextId);
         throw err;
+      }
+      // The adopted version written again as the next: a former holder that passed its fence check just
+      // before the claim cannot land its write now. One that landed first is adopted with it, once.
+      try {
+        await this.tiers.reseal(contextId);
+      } catch (err) {
+        if (!isFabricError(err, 'STALE_HANDLE') || this.tiers.has(contextId) || !again) throw err;
+        return this.adopt(contextId, tenant, minVersion, claim, false);
       }
     }
     this.tenants.set(contextId, tenant);
@@ -683,4 +735,11 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
   const started = performance.now();
   const value = await work();
   return [value, Math.round((performance.now() - started) * 100) / 100];
+}
+
+function prefetchOutcome({ from, to }: Pick<MoveReport, 'from' | 'to'>): PrefetchOutcome {
+  if (from === 'device') return 'resident';
+  if (to === 'device') return 'resumed';
+  if (from === 'disk' && to === 'host') return 'filled-host';
+  return from === 'host' ? 'stopped-host' : 'stopped-disk';
 }

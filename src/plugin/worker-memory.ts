@@ -122,6 +122,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       engine,
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
       prefixSalts: new TenantSalts(keyRing),
+      ...(chores.prefixIdleMs === undefined ? {} : { prefixIdleMs: chores.prefixIdleMs }),
     });
     const hooks = activityHooksOf(options);
     const activities = createActivities({ memory, holder, runsWorkflows, ...(hooks ? { hooks } : {}) });
@@ -150,6 +151,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       async close() {
         await memory.settled();
         await modelCalls.settled();
+        await memory.prefixSharing?.close();
         await cold.close();
         await sharedStore.close();
         await engine.close();

@@ -136,4 +136,9 @@ export interface WorkerChores {
    * before it goes to disk. Default: the agents' timers (idle to warm, warm to cold).
    */
   modelCallIdle?: { toHostMs: number; toDiskMs: number };
+  /**
+   * How long a shared prefix no agent or run refers to stays findable before it is freed, in memory and in
+   * the cold tier (docs/tiers.md#prefix-sharing). Default: DEFAULT_PREFIX_IDLE_MS, ten minutes; 0: at once.
+   */
+  prefixIdleMs?: number;
 }

@@ -4,7 +4,8 @@
 // write keeps them unchanged. Invariants:
 //  - a holder's keys are the keys of its full blocks, in order: key i found means blocks 0..i match;
 //  - a holder lives while a context refers to it (the agent that published it, those that took it);
-//    the last reference dropped hands it back to be freed, and its keys are forgotten with it.
+//    once none does it is idle: still found (a lookup refers to it again) until the caller expires it,
+//    and its keys are forgotten with it.
 // Keys are salted per tenant, so one tenant's lookups can only ever find its own tenant's holders.
 
 /** A prefix found: the holder context and how many of its full blocks match. */
@@ -36,12 +37,12 @@ export class PrefixIndex {
     return undefined;
   }
 
-  /** Records holder `holderId`, whose blocks have `keys`, referred to by `user`. */
-  publish(holderId: string, keys: readonly string[], user: string): void {
+  /** Records holder `holderId`, whose blocks have `keys`, referred to by `user` (none: idle from the start). */
+  publish(holderId: string, keys: readonly string[], user?: string): void {
     const holder: Holder = { id: holderId, keys: [...keys], users: new Set() };
     this.holders.set(holderId, holder);
     for (const key of keys) this.byKey.set(key, [...(this.byKey.get(key) ?? []), holder]);
-    this.refer(holderId, user);
+    if (user !== undefined) this.refer(holderId, user);
   }
 
   /** `user` now shares the holder's blocks. */
@@ -54,17 +55,23 @@ export class PrefixIndex {
     this.referred.set(user, mine);
   }
 
-  /** Drops every reference of `user`; returns the holders nothing refers to any more, forgotten: the caller frees them. */
+  /** Drops every reference of `user`; returns the holders nothing refers to any more (idle now: the caller times them). */
   drop(user: string): string[] {
     const unused: string[] = [];
     for (const holder of this.referred.get(user) ?? []) {
       holder.users.delete(user);
-      if (holder.users.size > 0) continue;
-      this.forget(holder);
-      unused.push(holder.id);
+      if (holder.users.size === 0) unused.push(holder.id);
     }
     this.referred.delete(user);
     return unused;
+  }
+
+  /** Forgets an idle holder; returns its keys (the caller frees it), or undefined when it is referred to again or gone. */
+  expire(holderId: string): readonly string[] | undefined {
+    const holder = this.holders.get(holderId);
+    if (!holder || holder.users.size > 0) return undefined;
+    this.forget(holder);
+    return holder.keys;
   }
 
   isHolder(contextId: string): boolean {

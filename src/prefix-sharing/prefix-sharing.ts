@@ -6,18 +6,43 @@
 // whole is published as a holder for the next call. What is shared is KV the same engine computed for
 // the same tokens, so the reply is the one a whole evaluation gives at batch settings that make whole and
 // continued evaluations identical (docs/ai-sdk.md#identical-replies).
+// With a cold tier, a prefix no holder here has is looked for there (cold-prefixes.ts) before the call
+// prefills it, and each published holder is written there, off the call's path. A holder nothing refers
+// to any more stays findable for an idle time, then goes from memory and from the cold tier.
 import type { ContextKv, Engine, StoredContext } from '../engines/engine';
 import { sameTokens } from '../engines/shared-prefix';
 import { FabricError, isFabricError } from '../fabric/errors';
 import type { ContextHandle } from '../fabric/types';
+import type { ColdStore } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
-import { PrefixIndex } from './prefix-index';
+import { ColdPrefixes, type ColdPrefixTiers } from './cold-prefixes';
+import { PrefixIndex, type PrefixHit } from './prefix-index';
 import { prefixKeys, type TenantSalts } from './prefix-keys';
+import { holderIdOf, isColdPrefixId } from './prefix-names';
 
-export type SharingTiers = Pick<
-  TieredMemory,
-  'append' | 'contextStats' | 'create' | 'fork' | 'handle' | 'has' | 'release' | 'sharePrefix' | 'writePlaneMajor'
->;
+export type SharingTiers = ColdPrefixTiers & Pick<TieredMemory, 'fork' | 'handle' | 'writePlaneMajor'>;
+
+/**
+ * How long a holder nothing refers to stays findable before it is freed, here and in the cold tier: ten
+ * minutes, so agents of a fleet that start minutes apart (a queue's next batch, a retried workflow) still
+ * share, while a prefix no one uses gives its blocks back within a housekeeping period.
+ */
+export const DEFAULT_PREFIX_IDLE_MS = 600_000;
+/** A timer's limit (2^31 - 1 ms, about 24 days): a longer one would fire at once. */
+const MAX_IDLE_MS = 2 ** 31 - 1;
+
+export interface PrefixSharingOptions {
+  salts: TenantSalts;
+  tokensPerBlock: number;
+  tiers: SharingTiers;
+  engine: Engine;
+  /** The cold tier: prefixes are then found across workers and restarts. Absent: this worker's only. */
+  cold?: Pick<ColdStore, 'hasManifest'>;
+  /** A holder nothing refers to is freed after this long (default DEFAULT_PREFIX_IDLE_MS; 0: at once). */
+  idleMs?: number;
+  /** Cold-tier work that failed (a prefix not written, a cold copy refused: the call prefilled): for the worker's log. */
+  onBackgroundError?: (what: string, err: unknown) => void;
+}
 
 /**
  * What a first call took: `shared` tokens of its prompt from a holder (the pages hold them), out of the
@@ -31,12 +56,23 @@ export interface TakenPrefix {
 
 export class PrefixSharing {
   readonly index = new PrefixIndex();
+  private readonly coldPrefixes: ColdPrefixes | undefined;
+  /** Idle holders' expiry timers. */
+  private readonly idleTimers = new Map<string, NodeJS.Timeout>();
+  /** Cold-tier writes and expiries in flight, by holder: an expiry waits for the holder's write. */
+  private readonly pending = new Map<string, Promise<void>>();
 
-  constructor(private readonly options: { salts: TenantSalts; tokensPerBlock: number; tiers: SharingTiers; engine: Engine }) {}
-
-  /** A holder's context id, named by its last block's key (a salted hash: it tells nothing of the tokens). */
-  static holderId(lastKey: string): string {
-    return `prefix-${lastKey.slice(0, 48)}`;
+  constructor(private readonly options: PrefixSharingOptions) {
+    const { cold, tiers, tokensPerBlock, engine, idleMs } = options;
+    if (idleMs !== undefined && !(Number.isSafeInteger(idleMs) && idleMs >= 0 && idleMs <= MAX_IDLE_MS)) {
+      throw new FabricError(
+        'INVALID_ARGUMENT',
+        `the prefix idle time is a whole number of ms in [0, ${MAX_IDLE_MS}], got ${String(idleMs)}`,
+      );
+    }
+    this.coldPrefixes =
+      cold &&
+      new ColdPrefixes({ tiers, cold, tokensPerBlock, fingerprint: engine.fingerprint, noteOf: (tokens) => this.noteOf(tokens, {}) });
   }
 
   /**
@@ -53,11 +89,14 @@ export class PrefixSharing {
       tokensPerBlock,
     });
     try {
-      const hit = keys.length > 0 ? this.index.longest(keys, (holderId) => tiers.has(holderId)) : undefined;
+      const longest = () => (keys.length > 0 ? this.index.longest(keys, (holderId) => tiers.has(holderId)) : undefined);
+      const adopted = await this.adopted(contextId, keys, prompt, longest()?.blocks ?? 0);
+      // Looked up again after the wait, and referred to before the next: an idle holder may have expired meanwhile.
+      const hit = adopted ?? longest();
       const shared = (hit?.blocks ?? 0) * tokensPerBlock;
       if (hit) {
+        this.refer(hit.holderId, contextId); // first: an idle holder must not expire while it is being lent
         await tiers.sharePrefix(contextId, hit.holderId, hit.blocks, this.noteOf(prompt.subarray(0, shared), note));
-        this.index.refer(hit.holderId, contextId);
       }
       return { shared, pages: keys.length * tokensPerBlock, keys };
     } catch (err) {
@@ -103,7 +142,7 @@ export class PrefixSharing {
     if (!sameIncarnation()) return shared;
     const bytesPerToken = saved.kv.byteLength / saved.tokens.length; // token-major rows
     await tiers.append(contextId, saved.kv.subarray(0, rows * bytesPerToken), this.noteOf(prompt.subarray(0, pages), note), handle);
-    const holderId = PrefixSharing.holderId(keys[keys.length - 1]!);
+    const holderId = holderIdOf(keys[keys.length - 1]!);
     try {
       await tiers.fork(contextId, holderId);
     } catch (err) {
@@ -111,20 +150,113 @@ export class PrefixSharing {
       throw err;
     }
     this.index.publish(holderId, keys, contextId);
+    const cold = this.coldPrefixes;
+    if (cold) {
+      const tokens = prompt.slice(0, pages);
+      this.track(holderId, 'writing a shared prefix to the cold tier', () => cold.store(holderId, keys, tokens));
+    }
     return pages;
   }
 
-  /** Drops the context's references (it is being freed); holders nothing refers to any more are freed with them. */
+  /**
+   * Drops the context's references (it is being freed). A holder nothing refers to any more stays
+   * findable for the idle time, then is freed (expire); with no idle time, at once.
+   */
   async released(contextId: string): Promise<void> {
-    const { tiers } = this.options;
     for (const holderId of this.index.drop(contextId)) {
-      if (tiers.has(holderId)) await tiers.release(holderId);
+      if (this.options.idleMs !== 0) {
+        this.startIdleTimer(holderId);
+        continue;
+      }
+      this.track(holderId, 'freeing an unused shared prefix', () => this.expire(holderId));
+      await this.pending.get(holderId);
     }
   }
 
-  /** Whether the context is a holder (kept off the lists of agents' contexts). */
+  /** Whether the context is a holder, or a cold prefix being written or adopted (kept off the lists of agents' contexts). */
   isHolder(contextId: string): boolean {
-    return this.index.isHolder(contextId);
+    return this.index.isHolder(contextId) || isColdPrefixId(contextId);
+  }
+
+  /** Resolves once the cold-tier writes and expiries started so far have run. */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all(this.pending.values());
+  }
+
+  /** Stops the idle timers (the worker is closing: its pool goes with every holder) and waits for work in flight. */
+  async close(): Promise<void> {
+    for (const timer of this.idleTimers.values()) clearTimeout(timer);
+    this.idleTimers.clear();
+    await this.settled();
+  }
+
+  /**
+   * Frees an idle holder: its blocks (those no agent still shares) and its cold copies, which only save a
+   * prefill: a worker that adopted one holds its own copy. Nothing when it is referred to again meanwhile.
+   * Runs tracked, after the holder's cold write: no copy is left behind.
+   */
+  private async expire(holderId: string): Promise<void> {
+    const keys = this.index.expire(holderId);
+    if (!keys) return;
+    const { tiers } = this.options;
+    if (tiers.has(holderId)) await tiers.release(holderId);
+    await this.coldPrefixes?.forget(keys);
+  }
+
+  /**
+   * The longest run of `keys` past the `known` blocks found here that the cold tier holds for the
+   * context's tenant, adopted as a holder of this worker (idle until the caller refers to it). A copy
+   * the cold tier or the checks refuse is reported, and the call prefills instead.
+   */
+  private async adopted(contextId: string, keys: readonly string[], prompt: Uint32Array, known: number): Promise<PrefixHit | undefined> {
+    if (!this.coldPrefixes || keys.length <= known) return undefined;
+    const tenant = this.options.tiers.contextStats(contextId).tenant;
+    try {
+      const adopted = await this.coldPrefixes.adopt(tenant, keys, prompt, known);
+      if (!adopted) return undefined;
+      if (!this.index.isHolder(adopted.holderId)) this.index.publish(adopted.holderId, keys.slice(0, adopted.blocks));
+      return adopted;
+    } catch (err) {
+      this.report('adopting a shared prefix from the cold tier', err);
+      return undefined;
+    }
+  }
+
+  /** `user` shares the holder's blocks: an idle holder is idle no more. */
+  private refer(holderId: string, user: string): void {
+    clearTimeout(this.idleTimers.get(holderId));
+    this.idleTimers.delete(holderId);
+    this.index.refer(holderId, user);
+  }
+
+  private startIdleTimer(holderId: string): void {
+    clearTimeout(this.idleTimers.get(holderId));
+    const timer = setTimeout(() => {
+      this.idleTimers.delete(holderId);
+      this.track(holderId, 'freeing an unused shared prefix', () => this.expire(holderId));
+    }, this.options.idleMs ?? DEFAULT_PREFIX_IDLE_MS);
+    timer.unref(); // a worker's exit does not wait for it
+    this.idleTimers.set(holderId, timer);
+  }
+
+  /** Runs `work` for `holderId` after any it has in flight, off the caller's path; a failure is reported. */
+  private track(holderId: string, what: string, work: () => Promise<void>): void {
+    const before = this.pending.get(holderId) ?? Promise.resolve();
+    const run = before
+      .then(work)
+      .catch((err: unknown) => this.report(what, err))
+      .finally(() => {
+        if (this.pending.get(holderId) === run) this.pending.delete(holderId);
+      });
+    this.pending.set(holderId, run);
+  }
+
+  private report(what: string, err: unknown): void {
+    try {
+      this.options.onBackgroundError?.(what, err);
+    } catch {
+      // a failing reporter must not fail the call or the chain of work behind it
+    }
   }
 
   /** The note of pages holding `tokens` (src/agent-memory/engine-note.ts): `note`, this engine's fingerprint and their ids. */

@@ -190,6 +190,22 @@ export class DurableCopies {
   }
 
   /**
+   * Writes an adopted context's manifest again, unchanged, as the next version: once this process holds
+   * the context, a former holder that passed its fence check just before the adoption can no longer land
+   * a late write (the version it would write is taken). ContextFenced when such a write landed first.
+   */
+  async reseal(entry: ContextEntry): Promise<void> {
+    if (!entry.manifest) return;
+    const adopted = await this.cold.readManifest(entry.id, { expectedTenant: entry.tenant, minVersion: entry.version });
+    if (adopted.version !== entry.version) throw new ContextFenced();
+    const next = { ...adopted, version: entry.version + 1, createdAt: new Date().toISOString() };
+    await this.cold.writeManifest(next, { replaces: entry.version }).catch((err: unknown) => {
+      throw isPreconditionFailed(err) ? new ContextFenced() : err;
+    });
+    entry.version = next.version;
+  }
+
+  /**
    * After the context's blocks were freed: with withManifest, its manifest goes and then every segment
    * only it used; without (another process adopted it), only segments this copy alone used.
    */
@@ -197,7 +213,11 @@ export class DurableCopies {
     if (entry.manifest && withManifest) {
       const pages = entry.manifest;
       entry.manifest = undefined;
-      await this.cold.deleteManifest(entry.id);
+      // Only the version this copy last wrote or adopted: a worker that took the context over since (this
+      // copy a stale holder) keeps its manifest, and the segments it names stay (collectGarbage).
+      await this.cold.deleteManifest(entry.id, { version: entry.version }).catch((err: unknown) => {
+        if (!isPreconditionFailed(err)) throw err;
+      });
       await this.deleteSegments(this.ledger.releaseManifest(pages));
     } else if (entry.manifest) {
       // Segments the other process's manifest names stay (collectGarbage checks every manifest).
@@ -209,7 +229,8 @@ export class DurableCopies {
   /** Deletes the manifest of a context this process does not hold, and the segments nothing else uses. */
   async discard(contextId: string): Promise<void> {
     const manifest = await this.cold.readManifest(contextId).catch(() => undefined);
-    await this.cold.deleteManifest(contextId);
+    // The version read, when it could be read: a worker that adopted and wrote the context since keeps it.
+    await this.cold.deleteManifest(contextId, manifest ? { version: manifest.version } : {});
     const segments = new Set((manifest?.pages ?? []).map((page) => page.segmentId));
     await this.deleteSegments([...segments].filter((id) => !this.ledger.uses(id)));
   }

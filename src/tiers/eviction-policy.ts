@@ -86,6 +86,35 @@ export class EvictionPolicy {
   }
 
   /**
+   * Runs attempt only in room that is free already, evicting nothing (a planned wake-up's prefetch): the
+   * tier keeps its low watermark after `blocks` more (so no background demotion follows either), and the
+   * requester's tenant stays within its quotas. False, with nothing moved, when there is no such room or
+   * another operation took it first (the attempt failed POOL_EXHAUSTED).
+   */
+  async inFreeRoom(tier: 'device' | 'host', requester: ContextEntry, blocks: number, attempt: () => Promise<void>): Promise<boolean> {
+    if (!this.hasFreeRoom(tier, requester, blocks)) return false;
+    try {
+      await attempt();
+      return true;
+    } catch (err) {
+      if (isFabricError(err, 'POOL_EXHAUSTED')) return false;
+      throw err;
+    }
+  }
+
+  private hasFreeRoom(tier: 'device' | 'host', requester: ContextEntry, blocks: number): boolean {
+    const stats = this.pool.stats();
+    const { freeBlocks, totalBlocks } = tier === 'device' ? stats : stats.host;
+    const low = tier === 'device' ? this.watermarks.deviceLow : this.watermarks.hostLow;
+    if (freeBlocks - blocks < low * totalBlocks) return false;
+    if (!this.quotas) return true;
+    const pinned = this.pool.contextStats(requester.handle).pinCount > 0;
+    return (
+      this.quotas.excess(requester.tenant, tier, blocks) <= 0 && !(pinned && this.quotas.excess(requester.tenant, 'pinned', blocks) > 0)
+    );
+  }
+
+  /**
    * Makes room under the requester's tenant's `tier` quota by evicting that tenant's own contexts, waiting
    * for its operations in flight when all of them are busy; RESOURCE_EXHAUSTED naming the quota otherwise.
    * Pinned blocks are never evicted, so a pinned context over the pinned quota is refused at once.

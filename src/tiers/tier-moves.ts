@@ -78,6 +78,32 @@ export class TierMoves {
   }
 
   /**
+   * Up as far as room that is free already takes it, evicting nothing (a planned wake-up's prefetch): pages
+   * only on disk straight to the device when it takes them, else into host frames when the host takes them;
+   * then host pages to the device when it takes them. Returns the bytes that arrived on the tier reached.
+   */
+  async promoteIntoFreeRoom(entry: ContextEntry): Promise<number> {
+    const stats = () => this.pool.contextStats(entry.handle);
+    const before = stats();
+    if (before.resident) return 0;
+    const room = this.eviction();
+    const direct =
+      before.hostPages === 0 &&
+      before.diskOnlyPages > 0 &&
+      (await room.inFreeRoom('device', entry, before.diskOnlyPages, () => this.fill(entry, 'device')));
+    if (!direct) {
+      const onHost =
+        before.diskOnlyPages === 0 || (await room.inFreeRoom('host', entry, before.diskOnlyPages, () => this.fill(entry, 'host')));
+      if (onHost) {
+        await room.inFreeRoom('device', entry, stats().hostPages, () => moveNamed(entry.id, () => this.pool.promote(entry.handle)));
+      }
+    }
+    const after = stats();
+    const arrived = after.resident ? after.devicePages - before.devicePages : after.hostPages - before.hostPages;
+    return arrived * this.pool.layout.blockBytes;
+  }
+
+  /**
    * Writes the durable copy; with dropHostFrames an offloaded context's host frames are freed too.
    * Returns the bytes that became disk-only. A context another process adopted meanwhile is dropped
    * here (its manifest left alone) and the call fails STALE_HANDLE.

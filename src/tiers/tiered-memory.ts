@@ -10,7 +10,7 @@ import type { ContextHandle, ContextStats, MemoryFile, PlaneMajorPiece, PoolStat
 import type { ColdStore, ContextAttachment, ReadManifestOptions } from './cold';
 import { STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
 import { ContextRegistry, type ContextEntry } from './context-registry';
-import { DurableCopies } from './durable-copies';
+import { ContextFenced, DurableCopies } from './durable-copies';
 import { EvictionPolicy } from './eviction-policy';
 import { TenantQuotas, type QuotaRefusal, type TenantQuotaShares } from './tenant-quotas';
 import { TierMoves } from './tier-moves';
@@ -249,6 +249,19 @@ export class TieredMemory {
   }
 
   /**
+   * Promotes as far as room that is free already takes the context, evicting nothing (a planned wake-up's
+   * prefetch): to the device, or from disk to host memory only, or nowhere (TierMoves.promoteIntoFreeRoom).
+   */
+  promoteIntoFreeRoom(contextId: string): Promise<MoveReport> {
+    return this.locked(contextId, async (entry) => {
+      this.registry.touch(contextId);
+      const from = this.tierOf(entry);
+      const bytes = await this.moves.promoteIntoFreeRoom(entry);
+      return { from, to: this.tierOf(entry), bytes, evictions: [] };
+    });
+  }
+
+  /**
    * Adopts a context another process wrote to disk, from its manifest alone. Pass the tenant and the
    * newest version the caller knows of, so another tenant's or a replayed older manifest is refused.
    */
@@ -258,6 +271,26 @@ export class TieredMemory {
     return this.registry.locks.run(contextId, async () => {
       this.registry.requireNew(contextId);
       this.registry.add(await durable.adopt(contextId, options));
+    });
+  }
+
+  /**
+   * Writes a recovered context's manifest again as the next version, once this process is its holder, so
+   * that a former holder's write in flight is refused by the store (durable-copies.ts). When such a write
+   * landed first, this copy is dropped and the call fails STALE_HANDLE: recover the newer version.
+   */
+  reseal(contextId: string): Promise<void> {
+    return this.locked(contextId, async (entry) => {
+      try {
+        await this.moves.requireDurable().reseal(entry);
+      } catch (err) {
+        if (!(err instanceof ContextFenced)) throw err;
+        await this.moves.drop(entry, false);
+        throw new FabricError(
+          'STALE_HANDLE',
+          `context ${contextId} was written by its former holder during the adoption; this copy is dropped`,
+        );
+      }
     });
   }
 

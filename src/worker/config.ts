@@ -12,6 +12,7 @@ import { wholeNumber } from '../client/whole-number';
 import type { KvFabricWorkerOptions, MasterKeySetting } from '../plugin/worker-options';
 import { tierLocationOf } from '../plugin/tier-location';
 import { STALE_TEMP_AGE_MS } from '../blob-store/posix/temp-files';
+import { DEFAULT_PREFIX_IDLE_MS } from '../prefix-sharing/prefix-sharing';
 import type { TenantQuotaShares } from '../tiers/tenant-quotas';
 import { modelNamed } from '../engines/models';
 import { engineNamed } from '../engines/registry';
@@ -82,6 +83,8 @@ Keys:       KVFABRIC_KEYS="id=base64[,id=base64...]" or --key-file file (KVFABRI
 Chores:     --housekeeping-ms n (default 600000; 0: at start only): how often segment files no manifest
             names (left by killed workers) are deleted and copies of contexts adopted elsewhere dropped
             --orphan-min-age-ms n (default ${STALE_TEMP_AGE_MS}): how old such a segment file must be
+            --prefix-idle-ms n (default ${DEFAULT_PREFIX_IDLE_MS}; 0: at once): how long a shared prefix no
+              agent refers to stays, in memory and in the cold tier
 Operations: --log-format text|json (KVFABRIC_LOG_FORMAT, default text): json writes one object per line,
             {"ts", "level", "msg", "fields"}
             --metrics host:port (KVFABRIC_METRICS), --max-concurrent-activities n (default 8): calls
@@ -122,6 +125,7 @@ export const WORKER_FLAGS = {
   'shutdown-grace-ms': { type: 'string' },
   'housekeeping-ms': { type: 'string' },
   'orphan-min-age-ms': { type: 'string' },
+  'prefix-idle-ms': { type: 'string' },
   'log-format': { type: 'string' },
   'max-capability-lifetime': { type: 'string' },
 } as const;
@@ -202,6 +206,7 @@ function readWorkerConfig(argv: string[], env: NodeJS.ProcessEnv): WorkerConfig 
     chores: {
       housekeepingMs: wholeNumber(values['housekeeping-ms'] ?? '600000', '--housekeeping-ms', 0),
       orphanMinAgeMs: wholeNumber(values['orphan-min-age-ms'] ?? String(STALE_TEMP_AGE_MS), '--orphan-min-age-ms', 0),
+      ...(values['prefix-idle-ms'] === undefined ? {} : { prefixIdleMs: wholeNumber(values['prefix-idle-ms'], '--prefix-idle-ms', 0) }),
     },
     ...(metricsAddress ? { metricsAddress } : {}),
     maxConcurrentActivities: wholeNumber(values['max-concurrent-activities'] ?? '8', '--max-concurrent-activities'),

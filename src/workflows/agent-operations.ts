@@ -232,6 +232,8 @@ export class AgentOperations {
     state.lastUseAt = Math.max(state.lastUseAt, at);
     if (state.pinned || state.tier === 'device') return;
     await prefetch(run, this.calls);
+    // Stopped in host memory: the warm timer counts from the planned instant too.
+    if (state.phase === 'warm') state.phaseSince = Math.max(state.phaseSince, at);
   }
 
   private async suspendTo(capability: string, tier: 'host' | 'disk', event: LifecycleEvent): Promise<void> {

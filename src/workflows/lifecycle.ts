@@ -6,6 +6,7 @@
 //      \_________________________/  ^      |  ^                            |
 //                                   |      |  +---------- suspend(host)    |
 //   warm | cold -resume-> resumed --+      +------------- suspend(disk) ---+
+//   cold -prefetched to host (a wake-up's prefetch without device room)-> warm
 //   (any but released) -release-> released;  holder lost -> cold (adopted from disk by another worker)
 
 export type AgentPhase = 'created' | 'active' | 'idle' | 'warm' | 'cold' | 'resumed' | 'released';
@@ -18,6 +19,7 @@ export type LifecycleEvent =
   | 'suspended-host'
   | 'suspended-disk'
   | 'resumed'
+  | 'prefetched-host'
   | 'holder-lost'
   | 'released';
 
@@ -32,6 +34,8 @@ const TRANSITIONS: Record<LifecycleEvent, { from: readonly AgentPhase[]; to: Age
   'suspended-host': { from: RESIDENT_WAITING, to: 'warm' },
   'suspended-disk': { from: [...RESIDENT_WAITING, 'warm'], to: 'cold' },
   resumed: { from: ['warm', 'cold'], to: 'resumed' },
+  // Its pages in host memory, as after an idle timer: the warm timer takes them back to disk unused.
+  'prefetched-host': { from: ['cold'], to: 'warm' },
   // The holder died: the context was adopted from the cold tier by another worker. A turn in progress
   // restores it and carries on, so 'active' stays.
   'holder-lost': { from: [...RESIDENT_WAITING, 'warm', 'cold'], to: 'cold' },

@@ -18,7 +18,8 @@ export async function resume(run: AgentRun, calls: HolderCalls, capability: stri
  * A planned wake-up's prefetch (wake-ups.ts), with the agent's custodian token: the holder's `wake`, a
  * resume that makes no room: in the workflow task when the worker running it holds the context, else
  * through the holder's queue or, when the holder is gone, on the worker that adopts the context.
- * Without room on the device nothing came back: the context stays where it is, and so does the record.
+ * Without free room on the device it stops short: from disk in host memory (warm, as after an idle
+ * timer), else where it was; nothing reached the engine, so the record of its pages stays.
  */
 export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void> {
   const request = resumeRequest(run, run.ownCapability());
@@ -28,6 +29,7 @@ export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void>
   const resumed = local ?? (await calls.call((onHolder) => onHolder.wake(request)));
   if (resumed.tier !== 'device') {
     run.recordSnapshot(resumed);
+    if (resumed.tier === 'host' && canTake(run.state.phase, 'prefetched-host')) run.move('prefetched-host');
     return;
   }
   recordResumed(run, resumed, 0);

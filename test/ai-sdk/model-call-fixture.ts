@@ -37,7 +37,10 @@ export interface ModelCallFixture {
 export interface ModelCallFixtureOptions {
   /** Engine settings past the fixture's (a 512-token context, 2 hot contexts). */
   engine?: Partial<Parameters<typeof LlamaEngine.open>[0]>;
-  /** Share prefixes within a tenant (a namespace), as a worker does. */
+  /**
+   * Share prefixes within a tenant (a namespace), as a worker does, through its cold tier too; freed with
+   * their last reference (no idle time).
+   */
   sharing?: boolean;
 }
 
@@ -49,7 +52,7 @@ export async function openModelCalls(name: string, options: ModelCallFixtureOpti
   const tiers = new TieredMemory({ pool, cold });
   const { tokensPerBlock } = MODELS['smollm2-135m']!;
   const prefixes = options.sharing
-    ? new PrefixSharing({ salts: new TenantSalts(TEST_KEY_RING), tokensPerBlock, tiers, engine })
+    ? new PrefixSharing({ salts: new TenantSalts(TEST_KEY_RING), tokensPerBlock, tiers, engine, cold, idleMs: 0 })
     : undefined;
   const tenantIds = await TenantRegistry.open(await posixStore(dir), 'tenants/', testRecordSeal());
   const carriedReplies = new CarriedReplyIds(TEST_KEY_RING);
@@ -71,6 +74,7 @@ export async function openModelCalls(name: string, options: ModelCallFixtureOpti
     },
     async close() {
       await memory.settled();
+      await prefixes?.close();
       await cold.close();
       await engine.close();
       pool.close();

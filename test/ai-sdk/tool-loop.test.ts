@@ -39,6 +39,7 @@ beforeAll(async () => {
     chores: {
       housekeepingMs: 1000, // the sweep that frees ended runs' KV
       modelCallIdle: { toHostMs: 1500, toDiskMs: 1000 }, // a second and a half idle, and a run's KV leaves the engine
+      prefixIdleMs: 0, // a run's shared prefix goes with the run's KV: each test's first run finds none
     },
   });
   kvfabric = new KvFabricWorkerPlugin({ ...config, agentWorkflows: false });

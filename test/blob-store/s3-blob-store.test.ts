@@ -1,6 +1,8 @@
 // The S3 backend on a real S3 server (SeaweedFS, built by npm run setup:tests): the shared contract, then
-// what only S3 has: multipart uploads for big blobs (with their condition on completion), parallel ranged
-// reads, refused credentials, and a server that goes down (UNAVAILABLE, then served again).
+// what only S3 has: multipart uploads for big blobs (with their condition on completion), puts streamed in
+// pieces whose parts go up before completion, parallel ranged reads, refused credentials, and a server
+// that goes down (UNAVAILABLE, then served again).
+import { ListMultipartUploadsCommand, ListPartsCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { isPreconditionFailed } from '../../src/blob-store/blob-errors';
@@ -44,6 +46,78 @@ describe('S3 blob store', () => {
     expect((await store.get('segment'))?.bytes[0]).toBe(255);
     expect((await store.head('segment'))?.version).toBe(v2);
     await store.close();
+  });
+
+  it('streams a put in pieces: full parts go up before completion, the blob appears whole at completion, create-only', async () => {
+    const admin = new S3Client({ endpoint: server.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: server.credentials });
+    const uploads = async () =>
+      (await admin.send(new ListMultipartUploadsCommand({ Bucket: server.bucket, Prefix: 'streamed/' }))).Uploads ?? [];
+    const store = server.store({
+      prefix: 'streamed/',
+      partBytes: MIN_PART_BYTES,
+      multipartThresholdBytes: MIN_PART_BYTES,
+      parallelParts: 2,
+    });
+    try {
+      const size = 3 * MIN_PART_BYTES + 12345;
+      const expected = Buffer.alloc(size);
+      for (let i = 4096; i < size; i += 4096) expected.writeUInt32LE(i, i);
+      expected.fill(9, 0, 100);
+      const upload = await store.startPut('segment', size, { ifNoneMatch: '*' });
+      // As a segment's writer does: blocks out of order, the header (and its unwritten padding) last.
+      for (const [from, to] of [
+        [2 * MIN_PART_BYTES, size],
+        [MIN_PART_BYTES + 4096, 2 * MIN_PART_BYTES],
+        [4096, MIN_PART_BYTES + 4096],
+      ]) {
+        await upload.write(expected.subarray(from!, to!), from!);
+      }
+      const [pending] = await uploads();
+      expect(pending?.Key).toBe('streamed/segment');
+      // Parts 2 to 4 are full and go up now; part 1 waits for its header.
+      for (let tries = 0; ; tries++) {
+        const listed = await admin.send(new ListPartsCommand({ Bucket: server.bucket, Key: pending!.Key, UploadId: pending!.UploadId }));
+        const numbers = (listed.Parts ?? []).map((part) => part.PartNumber).sort();
+        if (numbers.length === 3) {
+          expect(numbers).toEqual([2, 3, 4]);
+          break;
+        }
+        expect(tries).toBeLessThan(200);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(await store.head('segment')).toBeUndefined();
+      await upload.write(expected.subarray(0, 100), 0);
+      const version = await upload.complete();
+      expect(version).toBe(etagOf(expected, MIN_PART_BYTES));
+      expect((await store.get('segment'))?.bytes.equals(expected)).toBe(true);
+      expect(await uploads()).toEqual([]);
+
+      // Create-only still: a second upload of the key is refused at completion, and aborted.
+      const second = await store.startPut('segment', size, { ifNoneMatch: '*' });
+      await second.write(Buffer.alloc(size, 1), 0);
+      await expect(second.complete()).rejects.toSatisfy(isPreconditionFailed);
+      expect(await uploads()).toEqual([]);
+      expect((await store.get('segment'))?.version).toBe(version);
+
+      // Aborted: never visible, nothing left behind; a piece past the end is the writer's bug.
+      const dropped = await store.startPut('dropped', size);
+      await dropped.write(expected.subarray(0, 2 * MIN_PART_BYTES), 0);
+      await expect(dropped.write(Buffer.alloc(10), size - 5)).rejects.toMatchObject({ code: 'INVALID_STATE' });
+      await dropped.abort();
+      await expect(dropped.write(Buffer.alloc(10), 0)).rejects.toMatchObject({ code: 'INVALID_STATE' });
+      expect(await store.head('dropped')).toBeUndefined();
+      expect(await uploads()).toEqual([]);
+
+      // Below the multipart threshold: assembled and put once, under the same condition.
+      const small = await store.startPut('small', 1000, { ifNoneMatch: '*' });
+      await small.write(expected.subarray(0, 1000), 0);
+      expect(await small.complete()).toBe(etagOf(expected.subarray(0, 1000)));
+      await expect(store.startPut('bad key!', 10)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(store.startPut('k', -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      admin.destroy();
+      await store.close();
+    }
   });
 
   it('refuses wrong credentials as PERMISSION_DENIED, naming no secret', async () => {

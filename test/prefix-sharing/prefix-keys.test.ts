@@ -85,7 +85,7 @@ describe('prefix keys', () => {
 });
 
 describe('prefix index', () => {
-  it('finds the longest live run, and forgets a holder once its last user drops it', () => {
+  it('finds the longest live run; a holder its last user dropped stays found until it expires', () => {
     const index = new PrefixIndex();
     const keys = keysOf(
       Array.from({ length: 3 * TPB }, (_, i) => i),
@@ -96,8 +96,16 @@ describe('prefix index', () => {
     expect(index.longest(keys, () => true)).toEqual({ holderId: 'h', blocks: 2 });
     expect(index.drop('a')).toEqual([]);
     expect(index.drop('b')).toEqual(['h']);
+    // Idle: still found, and a lookup's reference keeps it from expiring.
+    expect(index.longest(keys, () => true)).toEqual({ holderId: 'h', blocks: 2 });
+    index.refer('h', 'c');
+    expect(index.expire('h')).toBeUndefined();
+    expect(index.drop('c')).toEqual(['h']);
+    expect(index.expire('h')).toEqual(keys.slice(0, 2));
     expect(index.longest(keys, () => true)).toBeUndefined();
+    expect(index.isHolder('h')).toBe(false);
     expect(index.keyCount).toBe(0);
+    expect(index.expire('h')).toBeUndefined();
   });
 
   it('a holder freed behind its back is never offered', () => {

@@ -35,10 +35,16 @@ export interface SharingMemoryOptions {
   blockCount?: number;
   hotContexts?: number;
   maxTokens?: number;
+  /** How long a prefix nothing refers to stays; default 0: freed with its last reference. */
+  prefixIdleMs?: number;
+  /** Another worker's tier directory to share (its cold tier and records). */
+  tierDir?: string;
+  /** Background work that failed (a cold prefix refused). */
+  onBackgroundError?: (what: string, err: unknown) => void;
 }
 
 export async function openSharingMemory(name: string, options: SharingMemoryOptions = {}): Promise<SharingMemory> {
-  const { contextLength = 512, blockCount = 256, hotContexts = 8, maxTokens = 12 } = options;
+  const { contextLength = 512, blockCount = 256, hotContexts = 8, maxTokens = 12, prefixIdleMs = 0, tierDir, onBackgroundError } = options;
   const prefills = new Map<string, Prefill>();
   const observer: MemoryObserver = {
     transferred: () => undefined,
@@ -52,7 +58,8 @@ export async function openSharingMemory(name: string, options: SharingMemoryOpti
   const opened = await openModelMemory(
     name,
     { contextLength, hotContexts, threads: 1, batchSize: 32 },
-    { prefixSalts, observer, blockCount },
+    { prefixSalts, observer, blockCount, prefixIdleMs, ...(onBackgroundError ? { onBackgroundError } : {}) },
+    tierDir,
   );
   const { fx } = opened;
   return {

@@ -50,6 +50,8 @@ export async function openMemory(
   dir: string,
   options: {
     blockCount?: number;
+    /** Host memory's blocks (default 64). */
+    hostBlockCount?: number;
     observer?: MemoryObserver;
     trusted?: RawKey[];
     clock?: () => number;
@@ -58,13 +60,21 @@ export async function openMemory(
     quotas?: Partial<TenantQuotaShares>;
     /** The worker's tenant salts: its agents then share prompt prefixes within a tenant. */
     prefixSalts?: TenantSalts;
+    /** How long a shared prefix nothing refers to stays (default: the worker's). */
+    prefixIdleMs?: number;
+    /** Background work that failed (a cold prefix refused, say). */
+    onBackgroundError?: (what: string, err: unknown) => void;
     /** Where grants, epochs and tenant ids are kept (a bucket); absent, the POSIX store rooted at `dir`. */
     records?: BlobStore;
   } = {},
 ): Promise<MemoryFixture> {
   // A model engine's own shape (its turns are messages), else the tiny synthetic one (token-count turns).
   const model = options.engine ? MODELS['smollm2-135m']! : MODELS.tiny!;
-  const pool = new NativeAllocator({ shape: model.shape, blockCount: options.blockCount ?? 64, hostBlockCount: 64 });
+  const pool = new NativeAllocator({
+    shape: model.shape,
+    blockCount: options.blockCount ?? 64,
+    hostBlockCount: options.hostBlockCount ?? 64,
+  });
   const cold = await ColdStore.open({ directory: join(dir, 'cold'), keyRing: TEST_KEY_RING });
   const auditFile = join(dir, 'audit', 'denials.jsonl');
   const audit = new AuditLog(auditFile, 'test-worker');
@@ -90,6 +100,8 @@ export async function openMemory(
     ...(options.observer ? { observer: options.observer } : {}),
     engine: options.engine ?? new SyntheticEngine({ model, contextLength: 131_072 }),
     ...(options.prefixSalts ? { prefixSalts: options.prefixSalts } : {}),
+    ...(options.prefixIdleMs === undefined ? {} : { prefixIdleMs: options.prefixIdleMs }),
+    ...(options.onBackgroundError ? { onBackgroundError: options.onBackgroundError } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
   const call = (agentId: string, tenant: string, action: Operation, token: unknown): Presented => ({
@@ -120,6 +132,7 @@ export async function openMemory(
       memory.turn(call(agentId, tenant, 'turn', token), { turn, tokens, before, checkpoint: false }),
     close: async () => {
       await memory.settled();
+      await memory.prefixSharing?.close();
       await cold.close();
       pool.close();
     },

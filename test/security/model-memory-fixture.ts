@@ -24,17 +24,21 @@ export interface ModelMemoryFixture {
   engine: LlamaEngine;
   /** The engine's state directory: nothing may be left in it. */
   stateDir: string;
+  /** The tier directory (cold tier, records). */
+  dir: string;
   /** A message turn on `agentId`'s context, presented with `token`, no checkpoint. */
   say(agentId: string, token: string, message: string, options?: SayOptions): Promise<TurnResult>;
   close(): Promise<void>;
 }
 
+/** `tierDir`: a tier directory another fixture shares (a second worker's), left for its opener to remove. */
 export async function openModelMemory(
   name: string,
   engineOptions: { contextLength: number; hotContexts: number; threads?: number; batchSize?: number },
   memoryOptions: Parameters<typeof openMemory>[1] = {},
+  tierDir?: string,
 ): Promise<ModelMemoryFixture> {
-  const dir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-`));
+  const dir = tierDir ?? mkdtempSync(join(tmpdir(), `kvfabric-${name}-`));
   const stateDir = mkdtempSync(join(tmpdir(), `kvfabric-${name}-state-`));
   const engine = await LlamaEngine.open({ ...engineOptions, stateDir });
   const fx = await openMemory(dir, { ...memoryOptions, engine });
@@ -42,6 +46,7 @@ export async function openModelMemory(
     fx,
     engine,
     stateDir,
+    dir,
     say: (agentId, token, message, { turn = 0, before = emptyDigest(), tail = [], tenant = 'acme', maxTokens = 8, sharing } = {}) =>
       fx.memory.turn(fx.call(agentId, tenant, 'turn', token), {
         turn,
@@ -55,7 +60,7 @@ export async function openModelMemory(
     async close() {
       await fx.close();
       await engine.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (tierDir === undefined) rmSync(dir, { recursive: true, force: true });
       rmSync(stateDir, { recursive: true, force: true });
     },
   };

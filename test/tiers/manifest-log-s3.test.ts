@@ -1,6 +1,7 @@
 // The manifest log on a real S3 server (SeaweedFS): a hot turn's durable copy puts about the same bytes
 // at 8k tokens of context as at 512 (what the turn added, not the context), and of two holders racing
-// for the next version through the bucket exactly one wins. The POSIX runs are in
+// for the next version through the bucket exactly one wins; a stale holder's delete of a context another
+// worker took over is refused (If-Match on the base, the next record claimed). The POSIX runs are in
 // test/tiers/cold/manifest-log.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -10,6 +11,7 @@ import { startSeaweedfs, type SeaweedfsServer } from '../support/seaweedfs';
 import { blocksOf, manifestOf } from './cold/helpers';
 import { CountingBlobStore } from './fixtures/counting-blob-store';
 import { blobWrites, hotTurnBytes, type Written } from './fixtures/hot-turns';
+import { staleDeleteIsRefused, writeHeldDeleteOut } from './fixtures/stale-delete';
 
 let server: SeaweedfsServer;
 const closing: { close(): Promise<void> }[] = [];
@@ -71,5 +73,19 @@ describe('the manifest log in an S3 bucket', () => {
       // Both read what the winner wrote, and race for the next one from there.
       for (const cold of [first, second]) expect((await cold.readManifest('r')).createdAt).toBe(`${round}-${won[0]}`);
     }
+  }, 120_000);
+
+  it("refuses a stale holder's delete once another worker wrote the context; of a delete and a write racing, exactly one happens", async () => {
+    await staleDeleteIsRefused(async () => (await openCold('stale-delete/')).cold);
+  }, 120_000);
+
+  it('of a delete paused before it removes the base and a write meanwhile, exactly one happens', async () => {
+    const store = server.store({ prefix: 'paused-delete/' });
+    closing.push(store);
+    await writeHeldDeleteOut(store, async (on) => {
+      const cold = await ColdStore.open({ store: on, keyRing: ring(), cryptoThreads: 1 });
+      closing.push(cold);
+      return cold;
+    });
   }, 120_000);
 });

@@ -105,6 +105,10 @@ describe('worker configuration', () => {
     expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--orphan-min-age-ms', 'soon'], env)).toThrow(
       /--orphan-min-age-ms must be a whole number >= 0, got 'soon'/,
     );
+    expect(parseWorkerConfig(['--tier-dir', '/tmp/t', '--prefix-idle-ms', '0'], env).chores.prefixIdleMs).toBe(0);
+    expect(() => parseWorkerConfig(['--tier-dir', '/tmp/t', '--prefix-idle-ms', 'later'], env)).toThrow(
+      /--prefix-idle-ms must be a whole number >= 0/,
+    );
   });
 
   it('takes tenant quota shares from flags before the environment, leaving the rest to the defaults', () => {

@@ -19,6 +19,8 @@ describe('lifecycle', () => {
       ['turn-finished', 'idle'],
       ['suspended-disk', 'cold'],
       ['holder-lost', 'cold'],
+      ['prefetched-host', 'warm'],
+      ['warm-timeout', 'cold'],
       ['resumed', 'resumed'],
       ['suspended-host', 'warm'],
       ['released', 'released'],
@@ -35,6 +37,8 @@ describe('lifecycle', () => {
     expect(() => next('active', 'idle-timeout')).toThrow(/active cannot take 'idle-timeout'/);
     expect(() => next('warm', 'suspended-host')).toThrow(LifecycleError);
     expect(() => next('idle', 'resumed')).toThrow(LifecycleError);
+    // Only a context on disk comes up to host memory by a prefetch; a warm one is there already.
+    expect(PHASES.filter((phase) => canTake(phase, 'prefetched-host'))).toEqual(['cold']);
     const events: LifecycleEvent[] = [
       'turn-started',
       'turn-finished',
@@ -43,6 +47,7 @@ describe('lifecycle', () => {
       'suspended-host',
       'suspended-disk',
       'resumed',
+      'prefetched-host',
       'holder-lost',
       'released',
     ];

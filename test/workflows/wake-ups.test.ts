@@ -16,6 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { agentWorkflowId } from '../../src/identity/agent-identity';
 import { custodyProof, statusQuery, suspendUpdate, wakeUpdate, type AgentWorkflow, type WakeArgs } from '../../src/workflows/definitions';
 import { WAKE_LEAD_FLOOR_MS } from '../../src/workflows/lead-time';
+import { KvPhase, KvTier } from '../../src/workflows/search-attributes';
 import {
   AGENTS_QUEUE,
   CAPABILITY,
@@ -57,6 +58,20 @@ async function agentOnDisk(agentId: string, plan: Parameters<typeof startAgent>[
   return agent;
 }
 
+/** A prefetch through the holder's queue: the timer's firing and its task, the activity `wake`, the task that takes its result. */
+const PREFETCH_ON_HOLDER_QUEUE = [
+  'timerFired',
+  'workflowTaskScheduled',
+  'workflowTaskStarted',
+  'workflowTaskCompleted',
+  'activityTaskScheduled',
+  'activityTaskStarted',
+  'activityTaskCompleted',
+  'workflowTaskScheduled',
+  'workflowTaskStarted',
+  'workflowTaskCompleted',
+];
+
 /** Plans (or with null cancels) the agent's wake-up as its owner: the proof of the custodian token the workflow carries. */
 function planWake(agent: WorkflowHandle<AgentWorkflow>, at: number | null, custodian = CUSTODIAN) {
   return agent.executeUpdate(wakeUpdate, { args: [{ at, proof: custodyProof(custodian) }] });
@@ -89,20 +104,7 @@ describe('a planned wake-up', () => {
       { queue: HOLDER_A, request: { capability: CUSTODIAN, expected: { tokens: 40 } } },
     ]);
     const prefetch = kindsOf((await events(agent)).slice(before));
-    expect(prefetch).toEqual([
-      'timerFired',
-      'workflowTaskScheduled',
-      'workflowTaskStarted',
-      'workflowTaskCompleted',
-      'activityTaskScheduled',
-      'activityTaskStarted',
-      'activityTaskCompleted',
-      'workflowTaskScheduled',
-      'workflowTaskStarted',
-      'workflowTaskCompleted',
-      'upsertWorkflowSearchAttributes',
-      'timerStarted',
-    ]);
+    expect(prefetch).toEqual([...PREFETCH_ON_HOLDER_QUEUE, 'upsertWorkflowSearchAttributes']);
 
     // Past the owner's wake-up (not its result(), which lets the test server skip on to the idle timer).
     await skip(agent, WAKE_LEAD_FLOOR_MS);
@@ -112,15 +114,27 @@ describe('a planned wake-up', () => {
     expect(fabric.callsOf('wake-nap', 'resume')).toEqual([]);
   });
 
-  it('prefetches in the workflow task when the worker running it holds the context: one marker, no activity task', async () => {
+  it('prefetches in the workflow task when the worker running it holds the context: one marker, no activity task, no timer started', async () => {
     const agent = await agentOnDisk('wake-local', { holder: HOLDER_A, holderRunsWorkflows: true });
     const at = (await env.currentTimeMs()) + 2 * HOUR;
+    const beforePlan = (await events(agent)).length;
     await planWake(agent, at);
     const before = (await events(agent)).length;
+    // The plan starts the prefetch's timer and the idle timer that will follow the prefetch.
+    expect(kindsOf((await events(agent)).slice(beforePlan))).toEqual([
+      'workflowTaskScheduled',
+      'workflowTaskStarted',
+      'workflowTaskCompleted',
+      'workflowExecutionUpdateAccepted',
+      'workflowExecutionUpdateCompleted',
+      'timerStarted',
+      'timerStarted',
+    ]);
     await skip(agent, 2 * HOUR);
     expect(await agent.query(statusQuery)).toMatchObject({ phase: 'resumed', tier: 'device', lastResume: { from: 'disk' } });
     expect(fabric.callsOf('wake-local', 'wakeIfHolder')).toMatchObject([{ queue: 'local', request: { capability: CUSTODIAN } }]);
     expect(fabric.callsOf('wake-local', 'wake')).toEqual([]);
+    // Temporal's floor for a timer that leads to work, the local activity's marker, and the tier published.
     expect(kindsOf((await events(agent)).slice(before))).toEqual([
       'timerFired',
       'workflowTaskScheduled',
@@ -128,7 +142,16 @@ describe('a planned wake-up', () => {
       'workflowTaskCompleted',
       'markerRecorded',
       'upsertWorkflowSearchAttributes',
-      'timerStarted',
+    ]);
+    // The idle timer the plan started is the one that takes the unused context down, an hour after the instant.
+    const prefetched = (await events(agent)).length;
+    await skip(agent, 1 * HOUR + MINUTE);
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host' });
+    expect(kindsOf((await events(agent)).slice(prefetched)).slice(0, 4)).toEqual([
+      'timerFired',
+      'workflowTaskScheduled',
+      'workflowTaskStarted',
+      'workflowTaskCompleted',
     ]);
   });
 
@@ -172,7 +195,7 @@ describe('a planned wake-up', () => {
     expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host' });
   });
 
-  it('with room on the device for one of two agents waking at once, brings one back and leaves the other on disk', async () => {
+  it('with room on the device for one of two agents waking at once, brings one back and the other up to host memory', async () => {
     const first = await agentOnDisk('wake-room-1');
     const second = await agentOnDisk('wake-room-2');
     fabric.deviceRoom = fabric.residentCount() + 1;
@@ -183,16 +206,63 @@ describe('a planned wake-up', () => {
       await skip(first, 3 * HOUR);
       await skip(second, 0);
       const statuses = [await first.query(statusQuery), await second.query(statusQuery)];
-      expect(statuses.map((status) => status.tier).sort()).toEqual(['device', 'disk']);
-      // The one left behind is where it was, its record untouched; its own call brings it back.
-      const behind = statuses[0]!.tier === 'disk' ? first : second;
-      expect(await behind.query(statusQuery)).toMatchObject({ phase: 'cold', tokens: 40 });
+      expect(statuses.map((status) => status.tier).sort()).toEqual(['device', 'host']);
+      // The one left behind is warm in host memory, as after an idle timer, and its listing says so.
+      const [behind, behindId] = statuses[0]!.tier === 'host' ? [first, 'wake-room-1'] : [second, 'wake-room-2'];
+      expect(await behind.query(statusQuery)).toMatchObject({ phase: 'warm', tokens: 40 });
+      const attributes = (await behind.describe()).typedSearchAttributes;
+      expect([attributes.get(KvPhase), attributes.get(KvTier)]).toEqual(['warm', 'host']);
       expect(fabric.callsOf('wake-room-1', 'wake')).toHaveLength(1);
       expect(fabric.callsOf('wake-room-2', 'wake')).toHaveLength(1);
+      // Its own call brings it back from there: the resume it pays starts in host memory.
       fabric.deviceRoom = Infinity;
+      expect(fabric.callsOf(behindId, 'resume')).toEqual([]);
       expect(await turn(behind, { tokens: 2 })).toMatchObject({ tokens: 42 });
+      expect(await behind.query(statusQuery)).toMatchObject({ tier: 'device', lastResume: { from: 'host' } });
+      expect(fabric.callsOf(behindId, 'resume')).toHaveLength(1);
     } finally {
       fabric.deviceRoom = Infinity;
+    }
+  });
+
+  it('lets a context prefetched only to host memory and never used go back to disk under the warm timer, from the planned instant', async () => {
+    const agent = await agentOnDisk('wake-host-unused');
+    fabric.deviceRoom = fabric.residentCount();
+    try {
+      const at = (await env.currentTimeMs()) + 2 * HOUR;
+      await planWake(agent, at);
+      await skip(agent, 2 * HOUR);
+      expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host' });
+      // Started at the prefetch, ahead of the instant, the warm timer is due warmToColdMs after the instant
+      // (to within the task's own length: an event's time is its task's completion).
+      const warm = (await events(agent)).filter((event) => event.timerStartedEventAttributes).at(-1)!;
+      const due = msOf(warm.eventTime!) + msOf(warm.timerStartedEventAttributes!.startToFireTimeout!);
+      expect(Math.abs(due - (at + 3 * HOUR))).toBeLessThan(WAKE_LEAD_FLOOR_MS / 4);
+      await skip(agent, 3 * HOUR - MINUTE);
+      expect(await agent.query(statusQuery)).toMatchObject({ phase: 'warm', tier: 'host' });
+      await skip(agent, 2 * MINUTE);
+      expect(await agent.query(statusQuery)).toMatchObject({ phase: 'cold', tier: 'disk' });
+      expect(fabric.callsOf('wake-host-unused', 'suspend').at(-1)).toMatchObject({ request: { tier: 'disk' } });
+    } finally {
+      fabric.deviceRoom = Infinity;
+    }
+  });
+
+  it('with no room on the device nor in host memory, leaves the context on disk, its record untouched', async () => {
+    const agent = await agentOnDisk('wake-no-room');
+    fabric.deviceRoom = fabric.residentCount();
+    fabric.hostRoom = fabric.countOn('host');
+    try {
+      await planWake(agent, (await env.currentTimeMs()) + 2 * HOUR);
+      const before = (await events(agent)).length;
+      await skip(agent, 2 * HOUR);
+      expect(fabric.callsOf('wake-no-room', 'wake')).toHaveLength(1);
+      expect(await agent.query(statusQuery)).toMatchObject({ phase: 'cold', tier: 'disk', tokens: 40 });
+      // Nothing moved, so nothing is published; the idle timer started with the plan is cancelled.
+      expect(kindsOf((await events(agent)).slice(before))).toEqual([...PREFETCH_ON_HOLDER_QUEUE, 'timerCanceled']);
+    } finally {
+      fabric.deviceRoom = Infinity;
+      fabric.hostRoom = Infinity;
     }
   });
 
@@ -259,6 +329,11 @@ describe('replay', () => {
     expect(prefetchesIn(histories.map(({ history }) => history.events as HistoryEvent[]))).toBeGreaterThanOrEqual(5);
   }, 120_000);
 });
+
+/** A protobuf Timestamp or Duration in ms. */
+function msOf(time: { seconds?: unknown; nanos?: number | null }): number {
+  return Number(time.seconds ?? 0) * 1000 + Math.round((time.nanos ?? 0) / 1e6);
+}
 
 /** Activities named `wake` scheduled across the histories. */
 function prefetchesIn(histories: HistoryEvent[][]): number {

@@ -3,12 +3,11 @@
 // version is PutObject with If-Match: <ETag>, and both are atomic on the server, across machines; 412 is
 // the refusal. A blob above the multipart threshold goes up in parts, in parallel, and the condition rides
 // on CompleteMultipartUpload, so it appears whole and only if the condition holds; a failed upload is
-// aborted. A read above one part is ranged GETs in parallel, each after the first pinned with If-Match to
-// the ETag the first returned, so the parts are of one version. Credentials come from the SDK's default
-// chain (environment, profile, instance role) unless given; nothing here logs.
+// aborted. startPut takes such a blob in pieces while it is produced (multipart-writer.ts). A read above
+// one part is ranged GETs in parallel, each after the first pinned with If-Match to the ETag the first
+// returned, so the parts are of one version. Credentials come from the SDK's default chain (environment,
+// profile, instance role) unless given; nothing here logs.
 import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
@@ -17,15 +16,16 @@ import {
   PutObjectCommand,
   S3Client,
   type S3ClientConfig,
-  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 
 import { FabricError } from '../../fabric/errors';
 import { PreconditionFailed } from '../blob-errors';
 import { checkBytes, checkCondition, checkKey, checkPrefix, checkRange, isKey } from '../blob-keys';
 import type { BlobCondition, BlobHead, BlobRead, BlobStore, BlobVersion, ByteRange } from '../blob-store';
+import { bufferedPut, type StreamedPut, type StreamedPuts } from '../streamed-put';
 import { etagOf } from './etag';
 import { abortIncompleteUploads, type IncompleteUploads } from './incomplete-uploads';
+import { type MultipartTarget, MultipartWriter } from './multipart-writer';
 import { attemptsOf, isConditionalConflict, isNotFound, s3Error, statusOf } from './s3-errors';
 
 const MIB = 1024 * 1024;
@@ -58,7 +58,7 @@ export interface S3BlobStoreOptions {
   requestTimeoutMs?: number;
 }
 
-export class S3BlobStore implements BlobStore, IncompleteUploads {
+export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts {
   readonly location: string;
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -118,10 +118,7 @@ export class S3BlobStore implements BlobStore, IncompleteUploads {
     checkKey(key);
     checkBytes(bytes);
     checkCondition(condition);
-    const conditions = {
-      IfNoneMatch: condition && 'ifNoneMatch' in condition ? '*' : undefined,
-      IfMatch: condition && 'ifMatch' in condition ? condition.ifMatch : undefined,
-    };
+    const conditions = conditionsOf(condition);
     return this.whileConflicting(key, `writing blob ${key}`, async () => {
       try {
         if (bytes.byteLength > this.multipartThresholdBytes) return await this.putInParts(key, bytes, conditions);
@@ -141,11 +138,11 @@ export class S3BlobStore implements BlobStore, IncompleteUploads {
           throw new PreconditionFailed(key, `blob ${key} is gone: not at version ${conditions.IfMatch}`);
         }
         // A conditional write whose first try landed but whose answer was lost is refused on the SDK's
-        // retry (412, or 404 for a multipart upload already completed): the blob there is then this
-        // write's own, which its ETag shows (the one these bytes make).
-        if ((attemptsOf(err) ?? 1) < 2 || ![404, 412].includes(statusOf(err) ?? 0)) throw err;
+        // retry (412): the blob there is then this write's own, which its ETag shows (the one these bytes
+        // make). A multipart upload's completion checks this itself (multipart-writer.ts).
+        if (bytes.byteLength > this.multipartThresholdBytes || (attemptsOf(err) ?? 1) < 2 || statusOf(err) !== 412) throw err;
         const head = await this.head(key);
-        if (head?.version !== etagOf(bytes, bytes.byteLength > this.multipartThresholdBytes ? this.partBytes : undefined)) throw err;
+        if (head?.version !== etagOf(bytes)) throw err;
         return head.version;
       }
     });
@@ -229,6 +226,20 @@ export class S3BlobStore implements BlobStore, IncompleteUploads {
     });
   }
 
+  /**
+   * A put of `size` bytes written in pieces (streamed-put.ts): above the multipart threshold a multipart
+   * upload whose parts go up as they fill, with the condition on its completion; below it, assembled in
+   * memory and put once.
+   */
+  async startPut(key: string, size: number, condition?: BlobCondition): Promise<StreamedPut> {
+    checkKey(key);
+    checkCondition(condition);
+    if (!Number.isSafeInteger(size) || size < 0)
+      throw new FabricError('INVALID_ARGUMENT', `a blob's size is an integer >= 0, got ${String(size)}`);
+    if (size <= this.multipartThresholdBytes) return bufferedPut(this, key, size, condition);
+    return this.startMultipart(key, size, conditionsOf(condition), false);
+  }
+
   /** Multipart uploads under `prefix` left incomplete (incomplete-uploads.ts), aborted once at least `minAgeMs` old. */
   async abortIncompleteUploads(prefix: string, minAgeMs: number): Promise<number> {
     checkPrefix(prefix);
@@ -255,35 +266,40 @@ export class S3BlobStore implements BlobStore, IncompleteUploads {
     }
   }
 
-  private async putInParts(key: string, bytes: Uint8Array, conditions: { IfNoneMatch?: string; IfMatch?: string }): Promise<BlobVersion> {
-    const Key = this.prefix + key;
-    const { UploadId } = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key }));
-    if (UploadId === undefined) throw new FabricError('UNAVAILABLE', `writing blob ${key}: the store started no multipart upload`);
+  private async putInParts(key: string, bytes: Uint8Array, conditions: S3Conditions): Promise<BlobVersion> {
+    const upload = await this.startMultipart(key, bytes.byteLength, conditions, true);
     try {
-      const count = Math.ceil(bytes.byteLength / this.partBytes);
-      const etags: string[] = new Array(count);
-      await this.inParallel(count, async (i) => {
-        const body = bytes.subarray(i * this.partBytes, Math.min(bytes.byteLength, (i + 1) * this.partBytes));
-        const part = await this.client.send(
-          new UploadPartCommand({ Bucket: this.bucket, Key, UploadId, PartNumber: i + 1, Body: body, ContentLength: body.byteLength }),
-        );
-        etags[i] = this.versionFrom(part.ETag, key);
-      });
-      const done = await this.client.send(
-        new CompleteMultipartUploadCommand({
-          Bucket: this.bucket,
-          Key,
-          UploadId,
-          MultipartUpload: { Parts: etags.map((ETag, i) => ({ ETag, PartNumber: i + 1 })) },
-          ...conditions,
-        }),
-      );
-      return this.versionFrom(done.ETag, key);
+      await upload.write(bytes, 0);
     } catch (err) {
-      // Best effort: parts left by a crash are the bucket's lifecycle rule's (AbortIncompleteMultipartUpload).
-      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key, UploadId })).catch(() => undefined);
+      await upload.abort();
       throw err;
     }
+    return upload.finish();
+  }
+
+  private async startMultipart(key: string, size: number, conditions: S3Conditions, borrows: boolean): Promise<MultipartWriter> {
+    const objectKey = this.prefix + key;
+    const what = `writing blob ${key} (${this.location})`;
+    const started = await this.client
+      .send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: objectKey }))
+      .catch((err: unknown) => {
+        throw s3Error(err, key, what);
+      });
+    if (started.UploadId === undefined) throw new FabricError('UNAVAILABLE', `${what}: the store started no multipart upload`);
+    const { client, bucket, partBytes, parallelParts } = this;
+    return new MultipartWriter({
+      client,
+      bucket,
+      objectKey,
+      key,
+      uploadId: started.UploadId,
+      size,
+      partBytes,
+      parallelParts,
+      conditions,
+      what,
+      borrows,
+    });
   }
 
   /** Bytes [offset, offset + length) or fewer at the end; undefined when there is no such key. */
@@ -343,4 +359,13 @@ export class S3BlobStore implements BlobStore, IncompleteUploads {
     if (etag === undefined || etag === '') throw new FabricError('UNAVAILABLE', `blob ${key}: the object store returned no ETag`);
     return etag;
   }
+}
+
+type S3Conditions = MultipartTarget['conditions'];
+
+function conditionsOf(condition: BlobCondition | undefined): S3Conditions {
+  return {
+    IfNoneMatch: condition && 'ifNoneMatch' in condition ? '*' : undefined,
+    IfMatch: condition && 'ifMatch' in condition ? condition.ifMatch : undefined,
+  };
 }

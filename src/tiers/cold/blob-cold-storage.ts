@@ -1,12 +1,14 @@
 // The cold tier in a blob store (an S3 bucket; any BlobStore), for workers that share nothing but it. A
-// segment is assembled in memory and put once, create-only (its id is random: a taken key is a bug or an
-// attack, never overwritten); the S3 backend sends a big one as a multipart upload of parallel parts.
+// segment is one create-only put (its id is random: a taken key is a bug or an attack, never
+// overwritten), streamed as it is sealed: the S3 backend sends a big one as a multipart upload whose
+// parts go up while later blocks are still on the crypto threads, and completes it under the condition.
 // Reads are ranged GETs of the header, then of each run of blocks the caller wants, never the whole
 // segment. Manifests take the caller's condition (cold-store: If-None-Match for a context's first, If-Match
 // on the version the writer read for the next), so a fenced-off writer's late write is refused by the
 // store itself. The store only ever sees ciphertext.
 import { isPreconditionFailed } from '../../blob-store/blob-errors';
 import { hasIncompleteUploads } from '../../blob-store/s3/incomplete-uploads';
+import { bufferedPut, hasStreamedPuts } from '../../blob-store/streamed-put';
 import { FabricError, isFabricError } from '../../fabric/errors';
 import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
 import {
@@ -44,18 +46,22 @@ export class BlobColdStorage implements ColdStorage {
     _wantDirect: boolean,
     fill: (sink: SegmentSink) => Promise<void>,
   ): Promise<void> {
-    // Zeroed: the header's padding up to the first block is never written.
-    const bytes = Buffer.alloc(size);
-    await fill({
-      direct: false,
-      write: async (part, offset) => {
-        if (offset + part.byteLength > size) throw new FabricError('INVALID_STATE', `${what}: a write past the segment's ${size} bytes`);
-        bytes.set(part, offset);
-      },
-    });
-    await this.store.put(segmentKey(segmentId), bytes, { ifNoneMatch: '*' }).catch((err: unknown) => {
+    const key = segmentKey(segmentId);
+    // Parts go up while later blocks are still being sealed (S3: a multipart upload); a store that takes
+    // no parts gets the segment assembled in memory, zeroed, so the header's padding is zeros either way.
+    const upload = await (hasStreamedPuts(this.store)
+      ? this.store.startPut(key, size, { ifNoneMatch: '*' })
+      : Promise.resolve(bufferedPut(this.store, key, size, { ifNoneMatch: '*' }))
+    ).catch((err: unknown) => {
       throw named(err, what);
     });
+    try {
+      await fill({ direct: false, write: (part, offset) => upload.write(part, offset) });
+      await upload.complete();
+    } catch (err) {
+      await upload.abort();
+      throw named(err, what);
+    }
   }
 
   async openSegment(segmentId: string, where: string): Promise<SegmentSource | undefined> {
@@ -137,8 +143,10 @@ export class BlobColdStorage implements ColdStorage {
     return (await this.store.head(manifestKey(contextId)))?.version;
   }
 
-  async deleteManifest(contextId: string): Promise<void> {
-    await this.store.delete(manifestKey(contextId));
+  async deleteManifest(contextId: string, what: string, condition?: { readonly ifMatch: BlobVersion }): Promise<void> {
+    await this.store.delete(manifestKey(contextId), condition).catch((err: unknown) => {
+      throw named(err, what);
+    });
   }
 
   async listManifests(): Promise<string[]> {

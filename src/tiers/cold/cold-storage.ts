@@ -65,8 +65,12 @@ export interface ColdStorage {
   /** A manifest's sealed bytes, undefined when there is none. */
   readManifest(contextId: string, where: string): Promise<StoredManifest | undefined>;
   hasManifest(contextId: string): Promise<boolean>;
-  /** Durably: it must not reappear after a crash once its segments are gone. */
-  deleteManifest(contextId: string, what: string): Promise<void>;
+  /**
+   * Durably: it must not reappear after a crash once its segments are gone. With `condition`, only while
+   * its base is that version (PreconditionFailed otherwise, also when there is none): If-Match in a blob
+   * store, a comparison just before the unlink in a directory.
+   */
+  deleteManifest(contextId: string, what: string, condition?: { readonly ifMatch: BlobVersion }): Promise<void>;
   /** Context ids with a manifest, in any order. */
   listManifests(): Promise<string[]>;
   /** The version of a manifest's base as stored now (an ETag, a file's identity); undefined when there is none. */

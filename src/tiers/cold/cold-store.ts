@@ -31,6 +31,7 @@ import type {
   BlockSource,
   ColdBlockRef,
   ContextManifest,
+  DeleteManifestOptions,
   OrphanSegmentOptions,
   ReadManifestOptions,
   SegmentOwner,
@@ -357,16 +358,55 @@ export class ColdStore {
     return this.track(async () => this.storage.hasManifest(checkContextId(contextId)));
   }
 
-  /** Removes a context's manifest (durably: it must not reappear after a crash once its segments are gone). */
-  deleteManifest(contextId: string): Promise<void> {
+  /**
+   * Removes a context's manifest (durably: it must not reappear after a crash once its segments are gone).
+   * With `version`, only that version (DeleteManifestOptions): a stale holder's delete cannot remove the
+   * manifest of a worker that took the context over.
+   */
+  deleteManifest(contextId: string, options: DeleteManifestOptions = {}): Promise<void> {
     return this.track(async () => {
       const id = checkContextId(contextId);
+      if (typeof options !== 'object' || options === null) throw new FabricError('INVALID_ARGUMENT', 'options must be an object');
+      const version = options.version === undefined ? undefined : checkVersion(options.version, 'version');
+      if (version !== undefined) return this.deleteVersion(id, version);
       // Records first: a base without its records is an older version, which minVersion refuses; records
       // without a base are removed by the next first write of the context.
       this.logs.delete(id);
       await this.deleteRecords(id, await this.storage.log.list(id));
       await this.storage.deleteManifest(id, `deleting the manifest of context '${id}'`);
     });
+  }
+
+  /**
+   * Deletes the manifest only while it is `version`. It first claims the next version's record, create-only,
+   * as a writer would: a writer that took it first (an adopter's write) refuses the delete, and one still
+   * holding `version` can no longer land a write in between. The base then goes on the version read
+   * (If-Match; a directory compares its identity first), and its records after it: a base without records
+   * is no manifest, and a later first write removes records a crash left.
+   */
+  private async deleteVersion(id: string, version: number): Promise<void> {
+    const current = this.logs.get(id)?.manifest.version === version ? this.logs.get(id) : await this.loadManifest(id);
+    if (current === undefined) return;
+    if (current.manifest.version !== version) throw behind(id, version, `it is version ${current.manifest.version}`);
+    const claim = recordOf(
+      current.manifest,
+      { ...current.manifest, version: version + 1, createdAt: new Date().toISOString() },
+      current.digest,
+    );
+    const sealed = await sealLogRecord(claim!, this.ring, this.crypto);
+    await this.storage.log.create(id, version + 1, sealed).catch((err: unknown) => {
+      throw isPreconditionFailed(err)
+        ? behind(id, version, 'another writer took its next version')
+        : named(err, `deleting the manifest of context '${id}'`);
+    });
+    this.logs.delete(id);
+    const what = `deleting the manifest of context '${id}' (version ${version})`;
+    await this.storage
+      .deleteManifest(id, what, current.stored === undefined ? undefined : { ifMatch: current.stored })
+      .catch((err: unknown) => {
+        throw isPreconditionFailed(err) ? behind(id, version, 'its base was replaced') : err;
+      });
+    await this.deleteRecords(id, await this.storage.log.list(id));
   }
 
   /** Context ids with a manifest, sorted. */

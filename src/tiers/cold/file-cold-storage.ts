@@ -7,6 +7,7 @@ import { constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
+import { PreconditionFailed } from '../../blob-store/blob-errors';
 import type { BlobVersion } from '../../blob-store/blob-store';
 import { readFully, syncDirectory, writeAtomically, writeFully } from '../../blob-store/posix/durable-file';
 import { versionOf } from '../../blob-store/posix/file-version';
@@ -132,7 +133,12 @@ export class FileColdStorage implements ColdStorage {
     return stat && versionOf(stat);
   }
 
-  async deleteManifest(contextId: string, what: string): Promise<void> {
+  async deleteManifest(contextId: string, what: string, condition?: { readonly ifMatch: BlobVersion }): Promise<void> {
+    // No atomic compare-and-unlink in POSIX: the claimed log record (cold-store) is the fence here, this
+    // comparison catches a base replaced whole.
+    if (condition !== undefined && (await this.manifestVersion(contextId)) !== condition.ifMatch) {
+      throw new PreconditionFailed(contextId, `${what}: the manifest's base is no longer the version read`);
+    }
     await fsp.rm(path.join(this.directory.manifests, manifestFileName(contextId)), { force: true }).catch((err: unknown) => {
       throw ioError(err, what);
     });

@@ -5,6 +5,7 @@ export type {
   ColdBlockRef,
   ContextAttachment,
   ContextManifest,
+  DeleteManifestOptions,
   ManifestLayout,
   OrphanSegmentOptions,
   ReadManifestOptions,

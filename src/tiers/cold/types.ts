@@ -101,6 +101,15 @@ export interface ReadManifestOptions {
   minVersion?: number;
 }
 
+export interface DeleteManifestOptions {
+  /**
+   * Delete only version `version`, the one the deleter last wrote or adopted: when another writer has
+   * written the context since (a worker that adopted it after failover), PreconditionFailed (STALE_HANDLE)
+   * and nothing is deleted. Absent: whatever is stored.
+   */
+  version?: number;
+}
+
 export interface OrphanSegmentOptions {
   /**
    * Only report segments whose file is at least this old (default 0). A segment is written before the

@@ -1,7 +1,8 @@
 // The manifest log (src/tiers/cold/manifest-log.ts): a hot turn's durable copy writes what the turn added,
 // not the context, in a directory and in a blob store; the log is compacted into a new base and read back
 // the same by a fresh process; and every write stays fenced: of writers racing for the next version exactly
-// one wins, and a late writer whose record number a compaction freed is refused. The S3 runs are in
+// one wins, a late writer whose record number a compaction freed is refused, and a stale holder's delete
+// of a context another worker took over is refused. The S3 runs are in
 // test/tiers/manifest-log-s3.test.ts, the attacks on the log in test/security/attacks/cold-tier-manifest-log.test.ts.
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
@@ -14,6 +15,7 @@ import { contextKeyPath, MANIFEST_LOG_PREFIX } from '../../../src/tiers/cold/col
 import { tinyShape } from '../../fabric/implementations';
 import { CountingBlobStore } from '../fixtures/counting-blob-store';
 import { blobWrites, directoryWrites, hotTurnBytes, type Written } from '../fixtures/hot-turns';
+import { staleDeleteIsRefused, writeHeldDeleteOut } from '../fixtures/stale-delete';
 import { blocksOf, expectCode, manifestOf, masterKey, ringOf, tempDir } from './helpers';
 
 const key = masterKey('k1');
@@ -74,6 +76,27 @@ describe.each(backends)('the manifest log in $name', (backend) => {
   });
 });
 
+/** Cold stores of several processes on one storage. */
+const sharedStorages: Array<{ name: string; opener: () => Promise<() => Promise<ColdStore>> }> = [
+  {
+    name: 'a directory',
+    opener: async () => () => track(ColdStore.open({ directory: path.join(root, 'shared'), keyRing: ringOf(key), cryptoThreads: 1 })),
+  },
+  {
+    name: 'a POSIX blob store',
+    opener: async () => {
+      const store = await track(PosixBlobStore.open(path.join(root, 'shared')));
+      return () => track(ColdStore.open({ store, keyRing: ringOf(key), cryptoThreads: 1 }));
+    },
+  },
+];
+
+describe.each(sharedStorages)("a stale holder's delete in $name", ({ opener }) => {
+  it('is refused once another worker wrote the context; of a delete and a write racing, exactly one happens', async () => {
+    await staleDeleteIsRefused(await opener());
+  });
+});
+
 describe('the manifest log in a blob store', () => {
   async function openBlob(): Promise<{ store: CountingBlobStore; open: () => Promise<ColdStore> }> {
     const store = new CountingBlobStore(await track(PosixBlobStore.open(path.join(root, 'blob'))));
@@ -124,6 +147,11 @@ describe('the manifest log in a blob store', () => {
     expect(winners).toHaveLength(1);
     for (const outcome of outcomes) if (outcome.status === 'rejected') expect(outcome.reason.code).toBe('STALE_HANDLE');
     expect((await (await open()).readManifest('r')).createdAt).toBe(`racer ${winners[0]}`);
+  });
+
+  it('of a delete paused before it removes the base and a write meanwhile, exactly one happens', async () => {
+    const store = await track(PosixBlobStore.open(path.join(root, 'paused')));
+    await writeHeldDeleteOut(store, (on) => track(ColdStore.open({ store: on, keyRing: ringOf(key), cryptoThreads: 1 })));
   });
 
   it("refuses a late writer whose record number a newer holder's compaction freed", async () => {
