@@ -123,6 +123,11 @@ export class AgentMemory {
     prefixSalts?: TenantSalts;
     /** How long a shared prefix nothing refers to stays (PrefixSharingOptions.idleMs; default DEFAULT_PREFIX_IDLE_MS). */
     prefixIdleMs?: number;
+    /**
+     * Whether shared prefixes go through the cold tier to other workers and restarts (cold-prefixes.ts).
+     * Default false: experimental, a race with the manifest's removal is open (docs/tiers.md).
+     */
+    prefixesInColdTier?: boolean;
   }) {
     this.tiers = options.tiers;
     this.layout = options.layout;
@@ -144,7 +149,7 @@ export class AgentMemory {
             tokensPerBlock: this.layout.tokensPerBlock,
             tiers: this.tiers,
             engine: this.engine,
-            cold: this.cold,
+            ...(options.prefixesInColdTier ? { cold: this.cold } : {}),
             ...(options.prefixIdleMs === undefined ? {} : { idleMs: options.prefixIdleMs }),
             onBackgroundError: (what, err) => options.onBackgroundError?.(what, err),
           })

@@ -123,6 +123,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
       prefixSalts: new TenantSalts(keyRing),
       ...(chores.prefixIdleMs === undefined ? {} : { prefixIdleMs: chores.prefixIdleMs }),
+      ...(chores.prefixesInColdTier ? { prefixesInColdTier: true } : {}),
     });
     const hooks = activityHooksOf(options);
     const activities = createActivities({ memory, holder, runsWorkflows, ...(hooks ? { hooks } : {}) });

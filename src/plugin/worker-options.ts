@@ -141,4 +141,9 @@ export interface WorkerChores {
    * the cold tier (docs/tiers.md#prefix-sharing). Default: DEFAULT_PREFIX_IDLE_MS, ten minutes; 0: at once.
    */
   prefixIdleMs?: number;
+  /**
+   * @experimental Shared prefixes written to the cold tier, where other workers and this one after a
+   * restart adopt them instead of prefilling (docs/tiers.md#across-workers). Default false.
+   */
+  prefixesInColdTier?: boolean;
 }
