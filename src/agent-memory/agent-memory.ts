@@ -80,7 +80,7 @@ export class AgentMemory {
   private readonly tenants = new Map<string, string>();
   /** The checked names of the tenant ids this worker has looked up: what metrics label tenants with. */
   private readonly tenantNames = new Map<TenantId, string>();
-  private readonly cold: Pick<ColdStore, 'readManifest' | 'hasManifest'>;
+  private readonly cold: Pick<ColdStore, 'readManifest' | 'hasManifest' | 'listManifests'>;
   private readonly observer: MemoryObserver | undefined;
   private readonly fences: HolderFences | undefined;
   private readonly tenantIds: TenantRegistry;
@@ -106,7 +106,7 @@ export class AgentMemory {
      * The tier layer's cold store: recover checks a manifest's tenant with it before adopting anything,
      * and shared prefixes are found there.
      */
-    cold: Pick<ColdStore, 'readManifest' | 'hasManifest'>;
+    cold: Pick<ColdStore, 'readManifest' | 'hasManifest' | 'listManifests'>;
     observer?: MemoryObserver;
     /** Claims adopted contexts so a slow former holder cannot overwrite them (holder-fences.ts). */
     fences?: HolderFences;
@@ -123,10 +123,7 @@ export class AgentMemory {
     prefixSalts?: TenantSalts;
     /** How long a shared prefix nothing refers to stays (PrefixSharingOptions.idleMs; default DEFAULT_PREFIX_IDLE_MS). */
     prefixIdleMs?: number;
-    /**
-     * Whether shared prefixes go through the cold tier to other workers and restarts (cold-prefixes.ts).
-     * Default false: experimental, a race with the manifest's removal is open (docs/tiers.md).
-     */
+    /** Whether shared prefixes go through the cold tier to other workers and restarts (cold-prefixes.ts); default true. */
     prefixesInColdTier?: boolean;
   }) {
     this.tiers = options.tiers;
@@ -149,7 +146,7 @@ export class AgentMemory {
             tokensPerBlock: this.layout.tokensPerBlock,
             tiers: this.tiers,
             engine: this.engine,
-            ...(options.prefixesInColdTier ? { cold: this.cold } : {}),
+            ...(options.prefixesInColdTier === false ? {} : { cold: this.cold }),
             ...(options.prefixIdleMs === undefined ? {} : { idleMs: options.prefixIdleMs }),
             onBackgroundError: (what, err) => options.onBackgroundError?.(what, err),
           })
@@ -572,6 +569,11 @@ export class AgentMemory {
   }
 
   /** Deletes segment files no manifest names that are older than `minAgeMs`; returns how many. */
+  /** Deletes the cold prefixes of dead workers (PrefixSharing.sweepColdPrefixes); 0 without prefix sharing. */
+  sweepColdPrefixes(): Promise<number> {
+    return this.prefixes?.sweepColdPrefixes() ?? Promise.resolve(0);
+  }
+
   sweepOrphanSegments(minAgeMs: number): Promise<number> {
     return this.tiers.sweepOrphanSegments(minAgeMs);
   }

@@ -3,6 +3,8 @@
 //    manifest (no release will ever name them); only those older than the minimum age go, since a
 //    younger one may belong to a spill still under way (TieredMemory re-checks slow spills);
 //  - fenced contexts: copies of contexts another worker adopted while this one was slow (holder-fences);
+//  - stale shared prefixes: cold copies of prefixes older than their idle time and a grace, a dead
+//    worker's (src/prefix-sharing);
 //  - ended AI SDK runs: the KV of AI SDK agents whose workflow run has closed (src/ai-sdk).
 import type { AgentMemory } from '../agent-memory/agent-memory';
 
@@ -36,6 +38,13 @@ export function startHousekeeping(
       async () => {
         const dropped = await memory.dropFencedContexts();
         if (dropped.length > 0) options.log('dropped contexts another worker adopted while this one was slow', { contexts: dropped });
+      },
+    ],
+    [
+      'stale shared prefixes',
+      async () => {
+        const deleted = await memory.sweepColdPrefixes();
+        if (deleted > 0) options.log('stale shared prefixes deleted from the cold tier', { deleted });
       },
     ],
   ];

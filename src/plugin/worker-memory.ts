@@ -123,7 +123,7 @@ export async function openWorkerMemory(options: KvFabricWorkerOptions, holder: s
       onBackgroundError: (what, err) => logger.warn('kvfabric background work failed', { what, error: String(err) }),
       prefixSalts: new TenantSalts(keyRing),
       ...(chores.prefixIdleMs === undefined ? {} : { prefixIdleMs: chores.prefixIdleMs }),
-      ...(chores.prefixesInColdTier ? { prefixesInColdTier: true } : {}),
+      ...(chores.prefixesInColdTier === false ? { prefixesInColdTier: false } : {}),
     });
     const hooks = activityHooksOf(options);
     const activities = createActivities({ memory, holder, runsWorkflows, ...(hooks ? { hooks } : {}) });

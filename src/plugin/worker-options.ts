@@ -142,8 +142,8 @@ export interface WorkerChores {
    */
   prefixIdleMs?: number;
   /**
-   * @experimental Shared prefixes written to the cold tier, where other workers and this one after a
-   * restart adopt them instead of prefilling (docs/tiers.md#across-workers). Default false.
+   * Shared prefixes written to the cold tier, where other workers and this one after a restart adopt
+   * them instead of prefilling (docs/tiers.md#prefix-sharing). Default true.
    */
   prefixesInColdTier?: boolean;
 }

@@ -16,7 +16,7 @@ import { FabricError, isFabricError } from '../fabric/errors';
 import type { TenantId } from '../fabric/types';
 import type { ColdStore, ContextAttachment } from '../tiers/cold';
 import type { TieredMemory } from '../tiers/tiered-memory';
-import { coldPrefixIdOf, holderIdOf } from './prefix-names';
+import { coldPrefixIdOf, holderIdOf, isColdPrefixId } from './prefix-names';
 
 export type ColdPrefixTiers = Pick<
   TieredMemory,
@@ -36,7 +36,7 @@ export type ColdPrefixTiers = Pick<
 
 export interface ColdPrefixesOptions {
   tiers: ColdPrefixTiers;
-  cold: Pick<ColdStore, 'hasManifest'>;
+  cold: Pick<ColdStore, 'hasManifest' | 'listManifests' | 'readManifest'>;
   tokensPerBlock: number;
   fingerprint: EngineFingerprint;
   /** The note of pages holding `tokens` (the engine's fingerprint and their ids). */
@@ -51,7 +51,11 @@ export interface AdoptedPrefix {
 
 export class ColdPrefixes {
   /** Adoptions in flight by holder id: two first calls of one prompt copy it once. */
-  private readonly adopting = new Map<string, Promise<AdoptedPrefix>>();
+  private readonly adopting = new Map<string, Promise<AdoptedPrefix | undefined>>();
+  /** Every adoption called and not yet settled: a forget waits for those called before it. */
+  private readonly adoptions = new Set<Promise<unknown>>();
+  /** The last forget: an adoption called after it waits for it, so it never reads copies being deleted here. */
+  private forgets: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: ColdPrefixesOptions) {}
 
@@ -82,7 +86,7 @@ export class ColdPrefixes {
       } catch (err) {
         if (!isFabricError(err, 'STALE_HANDLE')) throw err; // another worker wrote the same prefix first (a bucket)
       } finally {
-        if (tiers.has(id)) await tiers.dropLocalCopy(id); // the manifest and its segments stay: the cold copy
+        if (tiers.has(id)) await tiers.dropLocalCopy(id, { manifestStays: true }); // the cold copy: its manifest and segments
       }
     }
   }
@@ -90,10 +94,70 @@ export class ColdPrefixes {
   /**
    * The longest run of `keys` past `known` blocks that the cold tier holds for `tenant`, copied into a
    * holder of this worker: the holder's id and its blocks, or undefined when the cold tier has none (or
-   * this worker holds that holder already). `prompt`: the tokens the keys were taken over. INTEGRITY or
-   * PERMISSION_DENIED for a copy that is not this tenant's prefix of `prompt` (nothing is then kept).
+   * this worker holds that holder already, or the copy went while it was read: its expiry on another
+   * worker). `prompt`: the tokens the keys were taken over. INTEGRITY or PERMISSION_DENIED for a copy
+   * that is not this tenant's prefix of `prompt` (nothing is then kept).
    */
-  async adopt(tenant: TenantId, keys: readonly string[], prompt: Uint32Array, known: number): Promise<AdoptedPrefix | undefined> {
+  adopt(tenant: TenantId, keys: readonly string[], prompt: Uint32Array, known: number): Promise<AdoptedPrefix | undefined> {
+    const adoption = this.forgets.then(() => this.adoptNow(tenant, keys, prompt, known));
+    this.adoptions.add(adoption);
+    const settle = () => this.adoptions.delete(adoption);
+    adoption.then(settle, settle);
+    return adoption;
+  }
+
+  /**
+   * Deletes the cold copies of a run of `keys` (a holder whose idle time ran out): those this worker or
+   * another wrote. Another worker's holder of the same prefix is its own copy and stays. Runs after this
+   * worker's adoptions called before it, so none of them reads a copy it deletes.
+   */
+  forget(keys: readonly string[]): Promise<void> {
+    const before = [...this.adoptions];
+    const run = this.forgets.then(async () => {
+      await Promise.allSettled(before);
+      await this.forgetNow(keys);
+    });
+    this.forgets = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Deletes the cold prefixes written more than `maxAgeMs` ago that this worker is not writing or
+   * adopting: a dead worker's copies, which no expiry of its holders will ever delete. Runs like a forget.
+   * A live holder's copy goes too once that old: the next worker without the prefix prefills it once and
+   * writes it again. Returns how many copies it deleted.
+   */
+  sweepOlderThan(maxAgeMs: number, now = Date.now()): Promise<number> {
+    const before = [...this.adoptions];
+    let deleted = 0;
+    const run = this.forgets.then(async () => {
+      await Promise.allSettled(before);
+      const { tiers, cold } = this.options;
+      for (const id of await cold.listManifests()) {
+        if (!isColdPrefixId(id) || tiers.has(id)) continue;
+        // Unreadable (another key ring, damage): not this worker's to judge; the read refuses it to adopters too.
+        const manifest = await cold.readManifest(id).catch(() => undefined);
+        if (manifest === undefined || now - Date.parse(manifest.createdAt) <= maxAgeMs) continue;
+        const gone = await tiers.discard(id).then(
+          () => true,
+          (err: unknown) => {
+            if (isFabricError(err, 'BUSY') || isFabricError(err, 'STALE_HANDLE')) return false; // taken or rewritten meanwhile
+            throw err;
+          },
+        );
+        if (gone) deleted++;
+      }
+    });
+    this.forgets = run.catch(() => undefined);
+    return run.then(() => deleted);
+  }
+
+  private async adoptNow(
+    tenant: TenantId,
+    keys: readonly string[],
+    prompt: Uint32Array,
+    known: number,
+  ): Promise<AdoptedPrefix | undefined> {
     const { tiers, cold } = this.options;
     const candidates = ColdPrefixes.lengths(keys.length).filter((blocks) => blocks > known);
     // All at once: one round trip to a bucket, whichever of them are there.
@@ -104,10 +168,15 @@ export class ColdPrefixes {
     const inFlight = this.adopting.get(holderId);
     if (inFlight !== undefined) return inFlight;
     if (tiers.has(holderId)) return undefined;
-    const adoption = this.copy(tenant, keys[blocks - 1]!, holderId, prompt.subarray(0, blocks * this.options.tokensPerBlock)).then(() => ({
-      holderId,
-      blocks,
-    }));
+    const lastKey = keys[blocks - 1]!;
+    const adoption = this.copy(tenant, lastKey, holderId, prompt.subarray(0, blocks * this.options.tokensPerBlock)).then(
+      () => ({ holderId, blocks }),
+      async (err: unknown) => {
+        // Deleted while it was read (its manifest goes before its segments): a miss, not damage.
+        if (!(await cold.hasManifest(coldPrefixIdOf(lastKey)))) return undefined;
+        throw err;
+      },
+    );
     this.adopting.set(holderId, adoption);
     try {
       return await adoption;
@@ -116,17 +185,14 @@ export class ColdPrefixes {
     }
   }
 
-  /**
-   * Deletes the cold copies of a run of `keys` (a holder whose idle time ran out): those this worker or
-   * another wrote. Another worker's holder of the same prefix is its own copy and stays.
-   */
-  async forget(keys: readonly string[]): Promise<void> {
+  private async forgetNow(keys: readonly string[]): Promise<void> {
     const { tiers, cold } = this.options;
     for (const blocks of ColdPrefixes.lengths(keys.length)) {
       const id = coldPrefixIdOf(keys[blocks - 1]!);
-      if (tiers.has(id) || !(await cold.hasManifest(id))) continue; // being written or adopted here: it stays
+      if (tiers.has(id) || !(await cold.hasManifest(id))) continue; // being written here: it stays
       await tiers.discard(id).catch((err: unknown) => {
-        if (!isFabricError(err, 'BUSY')) throw err; // adopted meanwhile: the next expiry deletes it
+        // Adopted here meanwhile (the next expiry deletes it), or rewritten by another worker (its copy now).
+        if (!isFabricError(err, 'BUSY') && !isFabricError(err, 'STALE_HANDLE')) throw err;
       });
     }
   }
@@ -146,7 +212,7 @@ export class ColdPrefixes {
       });
     } finally {
       // This process's copy only: the manifest and its segments stay for other workers.
-      if (tiers.has(id)) await tiers.dropLocalCopy(id);
+      if (tiers.has(id)) await tiers.dropLocalCopy(id, { manifestStays: true });
     }
   }
 

@@ -28,6 +28,12 @@ export type SharingTiers = ColdPrefixTiers & Pick<TieredMemory, 'fork' | 'handle
  * share, while a prefix no one uses gives its blocks back within a housekeeping period.
  */
 export const DEFAULT_PREFIX_IDLE_MS = 600_000;
+/**
+ * How much older than the idle time a cold prefix may be before any worker's housekeeping deletes it: a
+ * dead worker's copies have no expiry left to delete them. A holder in use that long loses its copy, and
+ * the next worker without the prefix prefills it once and writes it again.
+ */
+export const COLD_PREFIX_GRACE_MS = 3_600_000;
 /** A timer's limit (2^31 - 1 ms, about 24 days): a longer one would fire at once. */
 const MAX_IDLE_MS = 2 ** 31 - 1;
 
@@ -37,7 +43,7 @@ export interface PrefixSharingOptions {
   tiers: SharingTiers;
   engine: Engine;
   /** The cold tier: prefixes are then found across workers and restarts. Absent: this worker's only. */
-  cold?: Pick<ColdStore, 'hasManifest'>;
+  cold?: Pick<ColdStore, 'hasManifest' | 'listManifests' | 'readManifest'>;
   /** A holder nothing refers to is freed after this long (default DEFAULT_PREFIX_IDLE_MS; 0: at once). */
   idleMs?: number;
   /** Cold-tier work that failed (a prefix not written, a cold copy refused: the call prefilled): for the worker's log. */
@@ -176,6 +182,15 @@ export class PrefixSharing {
   /** Whether the context is a holder, or a cold prefix being written or adopted (kept off the lists of agents' contexts). */
   isHolder(contextId: string): boolean {
     return this.index.isHolder(contextId) || isColdPrefixId(contextId);
+  }
+
+  /**
+   * Deletes cold prefixes older than the idle time plus COLD_PREFIX_GRACE_MS (those of dead workers), for
+   * the worker's housekeeping; 0 without a cold tier. Returns how many it deleted.
+   */
+  sweepColdPrefixes(now = Date.now()): Promise<number> {
+    const maxAgeMs = (this.options.idleMs ?? DEFAULT_PREFIX_IDLE_MS) + COLD_PREFIX_GRACE_MS;
+    return this.coldPrefixes?.sweepOlderThan(maxAgeMs, now) ?? Promise.resolve(0);
   }
 
   /** Resolves once the cold-tier writes and expiries started so far have run. */

@@ -207,9 +207,12 @@ export class DurableCopies {
 
   /**
    * After the context's blocks were freed: with withManifest, its manifest goes and then every segment
-   * only it used; without (another process adopted it), only segments this copy alone used.
+   * only it used; without (another process adopted it), only segments this copy alone used. With
+   * manifestStays, the manifest this copy read or wrote is known to stay as it is (a shared prefix's cold
+   * copy): the segments it names are no garbage, so no collection checks every manifest for them.
    */
-  async released(entry: ContextEntry, withManifest: boolean): Promise<void> {
+  async released(entry: ContextEntry, withManifest: boolean, manifestStays = false): Promise<void> {
+    const named = new Set<string>();
     if (entry.manifest && withManifest) {
       const pages = entry.manifest;
       entry.manifest = undefined;
@@ -220,10 +223,11 @@ export class DurableCopies {
       });
       await this.deleteSegments(this.ledger.releaseManifest(pages));
     } else if (entry.manifest) {
+      if (manifestStays) for (const page of entry.manifest) named.add(page.segmentId);
       // Segments the other process's manifest names stay (collectGarbage checks every manifest).
-      await this.deleteSegments(this.ledger.releaseManifest(entry.manifest));
+      await this.deleteSegments(this.ledger.releaseManifest(entry.manifest).filter((id) => !named.has(id)));
     }
-    await this.collectFreedDiskCopies();
+    await this.collectFreedDiskCopies(named);
   }
 
   /** Deletes the manifest of a context this process does not hold, and the segments nothing else uses. */
@@ -235,10 +239,10 @@ export class DurableCopies {
     await this.deleteSegments([...segments].filter((id) => !this.ledger.uses(id)));
   }
 
-  /** Disk copies of blocks the allocator freed or rewrote since the last call are deleted once unused. */
-  async collectFreedDiskCopies(): Promise<void> {
+  /** Disk copies of blocks the allocator freed or rewrote since the last call are deleted once unused (but those in `named`). */
+  async collectFreedDiskCopies(named: ReadonlySet<string> = new Set()): Promise<void> {
     const freed = this.pool.takeFreedDiskKeys();
-    if (freed.length > 0) await this.deleteSegments(this.ledger.forget(freed));
+    if (freed.length > 0) await this.deleteSegments(this.ledger.forget(freed).filter((id) => !named.has(id)));
   }
 
   /**

@@ -123,10 +123,10 @@ export class TierMoves {
   }
 
   /** Frees this process's copy; withManifest also deletes the durable copy once nothing else uses it. */
-  async drop(entry: ContextEntry, withManifest: boolean): Promise<void> {
+  async drop(entry: ContextEntry, withManifest: boolean, manifestStays = false): Promise<void> {
     this.pool.release(entry.handle);
     this.registry.remove(entry);
-    await this.durable?.released(entry, withManifest);
+    await this.durable?.released(entry, withManifest, manifestStays);
   }
 
   requireDurable(): DurableCopies {

@@ -319,10 +319,12 @@ export class TieredMemory {
 
   /**
    * Frees this process's copy of the context but leaves its manifest and the segments it names: another
-   * process has adopted the context from them (this one was fenced as a slow holder).
+   * process has adopted the context from them (this one was fenced as a slow holder). `manifestStays`: the
+   * caller knows the manifest stays as this copy read or wrote it (a cold prefix), so the segments it
+   * names are not checked against every manifest (DurableCopies.released).
    */
-  dropLocalCopy(contextId: string): Promise<void> {
-    return this.locked(contextId, (entry) => this.moves.drop(entry, false));
+  dropLocalCopy(contextId: string, options: { manifestStays?: boolean } = {}): Promise<void> {
+    return this.locked(contextId, (entry) => this.moves.drop(entry, false, options.manifestStays === true));
   }
 
   /**

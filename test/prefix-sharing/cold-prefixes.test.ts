@@ -80,6 +80,26 @@ describe('cold prefixes', () => {
     expect(await second!.prefixes.adopt(1, keysOf(unrelated), unrelated, 0)).toBeUndefined();
   });
 
+  it('an adoption checks no manifest for garbage: the cold copy it lets go of still names its segments', async () => {
+    const [first, second] = await workers(2);
+    const tokens = tokensOf(4 * TPB);
+    const keys = await publishHolder(first!, tokens, tokenBytes(tokens.length, 4));
+    // Many other contexts in the tier: a garbage collection would read every one of their manifests.
+    for (let i = 0; i < 5; i++) await publishHolder(first!, tokensOf(2 * TPB, 3000 + 100 * i), tokenBytes(2 * TPB, i));
+    let collections = 0;
+    const orphanSegments = second!.cold.orphanSegments.bind(second!.cold);
+    second!.cold.orphanSegments = (options) => {
+      collections++;
+      return orphanSegments(options);
+    };
+    const adopted = await second!.prefixes.adopt(1, keys, tokens, 0);
+    expect(adopted?.blocks).toBe(4);
+    expect(collections).toBe(0);
+    // The adopted holder's own blocks, once freed, are collected as any context's.
+    await second!.tiers.release(adopted!.holderId);
+    expect(collections).toBe(0); // never written to disk: nothing to collect
+  });
+
   it('two first calls of one prompt at once copy it once', async () => {
     const [first, second] = await workers(2);
     const tokens = tokensOf(4 * TPB);

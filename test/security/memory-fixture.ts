@@ -62,7 +62,7 @@ export async function openMemory(
     prefixSalts?: TenantSalts;
     /** How long a shared prefix nothing refers to stays (default: the worker's). */
     prefixIdleMs?: number;
-    /** Shared prefixes through the cold tier (AgentMemory's option; default true here, false in a worker). */
+    /** Shared prefixes through the cold tier (AgentMemory's option, default true). */
     prefixesInColdTier?: boolean;
     /** Background work that failed (a cold prefix refused, say). */
     onBackgroundError?: (what: string, err: unknown) => void;
@@ -103,7 +103,7 @@ export async function openMemory(
     engine: options.engine ?? new SyntheticEngine({ model, contextLength: 131_072 }),
     ...(options.prefixSalts ? { prefixSalts: options.prefixSalts } : {}),
     ...(options.prefixIdleMs === undefined ? {} : { prefixIdleMs: options.prefixIdleMs }),
-    prefixesInColdTier: options.prefixesInColdTier ?? true,
+    ...(options.prefixesInColdTier === undefined ? {} : { prefixesInColdTier: options.prefixesInColdTier }),
     ...(options.onBackgroundError ? { onBackgroundError: options.onBackgroundError } : {}),
   });
   const issuer = new CapabilityIssuer(TEST_SIGNING_KEYS);
