@@ -70,6 +70,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/security/attacks/ai-sdk-*.test.ts',
       'test/security/attacks/model-turn-paths.test.ts',
       'test/security/attacks/prefix-sharing-isolation.test.ts',
+      'test/security/attacks/prefix-sharing-prefill-wait.test.ts',
       'test/prefix-sharing/prefix-sharing-model.test.ts',
       'test/prefix-sharing/ai-sdk-sharing.test.ts',
       'test/prefix-sharing/cross-worker-sharing.test.ts',

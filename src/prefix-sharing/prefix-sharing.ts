@@ -34,6 +34,11 @@ export const DEFAULT_PREFIX_IDLE_MS = 600_000;
  * the next worker without the prefix prefills it once and writes it again.
  */
 export const COLD_PREFIX_GRACE_MS = 3_600_000;
+/**
+ * How long a first call waits for another first call of the same prefix to publish it, instead of
+ * prefilling the same blocks beside it; past this it prefills them itself (a stuck or very long prefill).
+ */
+export const PREFILL_WAIT_MS = 60_000;
 /** A timer's limit (2^31 - 1 ms, about 24 days): a longer one would fire at once. */
 const MAX_IDLE_MS = 2 ** 31 - 1;
 
@@ -67,6 +72,10 @@ export class PrefixSharing {
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
   /** Cold-tier writes and expiries in flight, by holder: an expiry waits for the holder's write. */
   private readonly pending = new Map<string, Promise<void>>();
+  /** First calls prefilling blocks no holder has, by each key they will publish: a call of the same prefix waits for them. */
+  private readonly prefilling = new Map<string, Promise<void>>();
+  /** Each such call's end (publish, abandon or release), by context. */
+  private readonly prefillEnds = new Map<string, () => void>();
 
   constructor(private readonly options: PrefixSharingOptions) {
     const { cold, tiers, tokensPerBlock, engine, idleMs } = options;
@@ -96,6 +105,9 @@ export class PrefixSharing {
     });
     try {
       const longest = () => (keys.length > 0 ? this.index.longest(keys, (holderId) => tiers.has(holderId)) : undefined);
+      await this.othersPrefill(keys, () => longest()?.blocks ?? 0);
+      // At once after the wait (no await between): a call of the same prefix from now on waits for this one.
+      this.prefills(contextId, keys.slice(longest()?.blocks ?? 0));
       const adopted = await this.adopted(contextId, keys, prompt, longest()?.blocks ?? 0);
       // Looked up again after the wait, and referred to before the next: an idle holder may have expired meanwhile.
       const hit = adopted ?? longest();
@@ -109,6 +121,47 @@ export class PrefixSharing {
       await this.abandon(contextId);
       throw err;
     }
+  }
+
+  /**
+   * Waits, at most PREFILL_WAIT_MS in all, until no first call is prefilling `keys` past the blocks a
+   * holder here has (`known()`, looked up after each wait): a fleet of agents starting at once prefills
+   * its common prefix once, not once each.
+   */
+  private async othersPrefill(keys: readonly string[], known: () => number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), PREFILL_WAIT_MS);
+      timer.unref();
+    });
+    try {
+      for (;;) {
+        const prefill = keys.slice(known()).find((key) => this.prefilling.has(key));
+        if (prefill === undefined || (await Promise.race([this.prefilling.get(prefill)!, deadline])) === 'late') return;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Marks `contextId` as prefilling the blocks of `keys` (no holder has them) until it publishes, is abandoned or released. */
+  private prefills(contextId: string, keys: readonly string[]): void {
+    if (keys.length === 0) return;
+    let end!: () => void;
+    const prefill = new Promise<void>((resolve) => {
+      end = resolve;
+    });
+    for (const key of keys) if (!this.prefilling.has(key)) this.prefilling.set(key, prefill);
+    this.prefillEnds.set(contextId, () => {
+      for (const key of keys) if (this.prefilling.get(key) === prefill) this.prefilling.delete(key);
+      this.prefillEnds.delete(contextId);
+      end();
+    });
+  }
+
+  /** The context's prefill (prefills) is over: calls waiting for it look again. */
+  private prefillEnded(contextId: string): void {
+    this.prefillEnds.get(contextId)?.();
   }
 
   /** The pages' first `tokens` tokens as a stored context of this engine. */
@@ -130,6 +183,20 @@ export class PrefixSharing {
    * published); the caller's save of the rest goes on from there.
    */
   async publish(contextId: string, handle: ContextHandle, prompt: Uint32Array, taken: TakenPrefix, note: object = {}): Promise<number> {
+    try {
+      return await this.publishPages(contextId, handle, prompt, taken, note);
+    } finally {
+      this.prefillEnded(contextId); // published or not: a call waiting for it finds what there is
+    }
+  }
+
+  private async publishPages(
+    contextId: string,
+    handle: ContextHandle,
+    prompt: Uint32Array,
+    taken: TakenPrefix,
+    note: object,
+  ): Promise<number> {
     const { tiers, engine } = this.options;
     const { shared, pages, keys } = taken;
     const sameIncarnation = () => tiers.has(contextId) && tiers.handle(contextId) === handle;
@@ -169,6 +236,7 @@ export class PrefixSharing {
    * findable for the idle time, then is freed (expire); with no idle time, at once.
    */
   async released(contextId: string): Promise<void> {
+    this.prefillEnded(contextId);
     for (const holderId of this.index.drop(contextId)) {
       if (this.options.idleMs !== 0) {
         this.startIdleTimer(holderId);
@@ -202,6 +270,7 @@ export class PrefixSharing {
   async close(): Promise<void> {
     for (const timer of this.idleTimers.values()) clearTimeout(timer);
     this.idleTimers.clear();
+    for (const end of [...this.prefillEnds.values()]) end(); // no publication will come: waiters go on
     await this.settled();
   }
 

@@ -2,7 +2,8 @@
 // AgentMemory): a later agent of the tenant evaluates only what follows the shared blocks and replies
 // token for token as an agent that prefilled everything itself (one thread, 32 tokens a pass:
 // docs/ai-sdk.md#identical-replies); a divergence shares only the blocks before it; another tenant shares
-// nothing; and the shared blocks are freed only when their last holder goes.
+// nothing; agents starting at once prefill their common prefix once; and the shared blocks are freed only
+// when their last holder goes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { sharedPrefix } from '../../src/engines/shared-prefix';
@@ -110,5 +111,17 @@ describe('prefix sharing within a tenant, real model', () => {
     await opened.release('iso-a', 'tenant-a', a.token);
     await opened.release('iso-b', 'tenant-b', b.token);
     expect(opened.fx.memory.stats().usedBlocks).toBe(0);
+  });
+
+  it('agents of a tenant starting at once prefill their common prefix once: the later ones wait and share it', async () => {
+    const message = `${SHARED} Which file holds the allocator?`;
+    const all = Math.floor((promptOf(message).length - 1) / 16) * 16;
+    const started = await Promise.all(['fleet-a', 'fleet-b', 'fleet-c'].map((agentId) => firstTurn(agentId, 'fleet', message)));
+    const shared = ['fleet-a', 'fleet-b', 'fleet-c'].map((agentId) => prefills.get(agentId)?.sharedTokens);
+    // One of them prefilled it all; the others took every full block it published.
+    expect(shared.filter((tokens) => tokens === 0)).toHaveLength(1);
+    expect(shared.filter((tokens) => tokens === all)).toHaveLength(2);
+    for (const turn of started) expect(turn.result.added).toEqual(started[0]!.result.added);
+    for (const [i, agentId] of ['fleet-a', 'fleet-b', 'fleet-c'].entries()) await opened.release(agentId, 'fleet', started[i]!.token);
   });
 });
