@@ -144,15 +144,11 @@ export class DurableCopies {
   async fill(entry: ContextEntry, target: 'host' | 'device'): Promise<number> {
     const { lease, diskKeys } = this.pool.beginFill(entry.handle, target);
     try {
-      for (let start = 0; start < diskKeys.length; start += this.blocksPerSegment) {
-        const keys = diskKeys.subarray(start, start + this.blocksPerSegment);
-        // Each block from the store's staging memory straight into its frame, checked against its page checksum.
-        await this.cold.readBlocks(
-          Array.from(keys, (key) => this.ledger.ref(key)),
-          entry.tenant,
-          (i, bytes) => this.pool.fillWrite(lease, start + i, bytes),
-        );
-      }
+      // One read of every page: the segments' reads overlap, so the store's reads stay in flight from the
+      // first segment to the last (its limits bound the memory). Each block goes from the store's staging
+      // memory straight into its frame, checked against its page checksum.
+      const refs = Array.from(diskKeys, (key) => this.ledger.ref(key));
+      if (refs.length > 0) await this.cold.readBlocks(refs, entry.tenant, (i, bytes) => this.pool.fillWrite(lease, i, bytes));
       this.pool.commitFill(lease);
       return diskKeys.length;
     } catch (err) {

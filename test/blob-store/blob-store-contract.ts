@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { isPreconditionFailed } from '../../src/blob-store/blob-errors';
 import type { BlobStore } from '../../src/blob-store/blob-store';
+import { readRangeInto } from '../../src/blob-store/ranged-read-into';
 import { isFabricError } from '../../src/fabric/errors';
 
 /** What a backend's test gives the suite: a fresh, empty store per call, and how many property runs it affords. */
@@ -80,6 +81,23 @@ export function blobStoreContract(name: string, backend: ContractBackend): void 
       expect(await codeOf(store.get('seg/1', { offset: 900, length: 200 }))).toBe('OUT_OF_RANGE');
       expect(await codeOf(store.get('seg/1', { offset: 1000, length: 1 }))).toBe('OUT_OF_RANGE');
       expect(await store.get('seg/none', { offset: 0, length: 1 })).toBeUndefined();
+      await store.close();
+    });
+
+    it('reads a range into memory the caller gives (getInto where the store has it), as get() reads it', async () => {
+      const store = await backend.open();
+      const bytes = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 7) % 253));
+      const version = await store.put('seg/into', bytes);
+      // A view into a larger shared region, as the cold tier's staging slots are.
+      const region = new Uint8Array(new SharedArrayBuffer(4096));
+      const into = region.subarray(512, 512 + 2000);
+      expect(await readRangeInto(store, 'seg/into', 600, into)).toEqual({ key: 'seg/into', size: 3000, version });
+      expect(Buffer.from(into).equals(bytes.subarray(600, 2600))).toBe(true);
+      expect(region.subarray(0, 512).every((byte) => byte === 0) && region.subarray(2512).every((byte) => byte === 0)).toBe(true);
+      expect(await codeOf(readRangeInto(store, 'seg/into', 2000, new Uint8Array(1001)))).toBe('OUT_OF_RANGE');
+      expect(await codeOf(readRangeInto(store, 'seg/into', 3000, new Uint8Array(1)))).toBe('OUT_OF_RANGE');
+      expect(await readRangeInto(store, 'seg/none', 0, new Uint8Array(1))).toBeUndefined();
+      expect(await codeOf(readRangeInto(store, 'seg/into', 0, new Uint8Array(0)))).toBe('INVALID_ARGUMENT');
       await store.close();
     });
 

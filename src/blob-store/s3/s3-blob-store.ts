@@ -22,7 +22,9 @@ import { FabricError } from '../../fabric/errors';
 import { PreconditionFailed } from '../blob-errors';
 import { checkBytes, checkCondition, checkKey, checkPrefix, checkRange, isKey } from '../blob-keys';
 import type { BlobCondition, BlobHead, BlobRead, BlobStore, BlobVersion, ByteRange } from '../blob-store';
+import type { RangedReadsInto } from '../ranged-read-into';
 import { bufferedPut, type StreamedPut, type StreamedPuts } from '../streamed-put';
+import { copyBodyInto } from './body-into';
 import { etagOf } from './etag';
 import { abortIncompleteUploads, type IncompleteUploads } from './incomplete-uploads';
 import { type MultipartTarget, MultipartWriter } from './multipart-writer';
@@ -58,7 +60,7 @@ export interface S3BlobStoreOptions {
   requestTimeoutMs?: number;
 }
 
-export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts {
+export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, RangedReadsInto {
   readonly location: string;
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -172,6 +174,32 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts {
       }
     } catch (err) {
       throw s3Error(err, key, `reading blob ${key} (${this.location})`);
+    }
+  }
+
+  /** A range streamed straight into `into` (ranged-read-into.ts): the cold tier's reads of block runs. */
+  async getInto(key: string, offset: number, into: Uint8Array): Promise<BlobHead | undefined> {
+    checkKey(key);
+    const length = into instanceof Uint8Array ? into.byteLength : Number.NaN;
+    checkRange({ offset, length });
+    const what = `reading blob ${key} (${this.location})`;
+    try {
+      let answer;
+      try {
+        answer = await this.client.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: `bytes=${offset}-${offset + length - 1}` }),
+        );
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+      const got = await copyBodyInto(answer.Body, into, what);
+      const total = /\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1];
+      const size = total === undefined ? offset + got : Number(total);
+      if (got !== length) throw new FabricError('OUT_OF_RANGE', `bytes ${offset}-${offset + length - 1} of blob ${key}, which has ${size}`);
+      return { key, size, version: this.versionFrom(answer.ETag, key) };
+    } catch (err) {
+      throw s3Error(err, key, what);
     }
   }
 

@@ -7,6 +7,7 @@
 // on the version the writer read for the next), so a fenced-off writer's late write is refused by the
 // store itself. The store only ever sees ciphertext.
 import { isPreconditionFailed } from '../../blob-store/blob-errors';
+import { readRangeInto } from '../../blob-store/ranged-read-into';
 import { hasIncompleteUploads } from '../../blob-store/s3/incomplete-uploads';
 import { bufferedPut, hasStreamedPuts } from '../../blob-store/streamed-put';
 import { FabricError, isFabricError } from '../../fabric/errors';
@@ -71,14 +72,14 @@ export class BlobColdStorage implements ColdStorage {
     const read = async (into: Uint8Array, offset: number): Promise<number> => {
       const length = Math.min(into.byteLength, head.size - offset);
       if (length <= 0) return 0;
-      const got = await this.store.get(key, { offset, length }).catch((err: unknown) => {
+      // Straight into the caller's memory (a staging slot) where the store can (S3): no buffer per run.
+      const got = await readRangeInto(this.store, key, offset, into.subarray(0, length)).catch((err: unknown) => {
         // Shorter than when it was looked at: replaced or cut since, which the reader reports as truncated.
-        if (isFabricError(err, 'OUT_OF_RANGE')) return { bytes: Buffer.alloc(0) };
+        if (isFabricError(err, 'OUT_OF_RANGE')) return 'short' as const;
         throw err;
       });
       if (got === undefined) throw new FabricError('INTEGRITY', `${where}: segment blob vanished while it was read`);
-      into.set(got.bytes.subarray(0, length));
-      return Math.min(got.bytes.byteLength, length);
+      return got === 'short' ? 0 : length;
     };
     return {
       size: head.size,

@@ -10,16 +10,30 @@ export class Limiter {
   constructor(readonly slots: number) {}
 
   async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.active >= this.slots) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.active++;
+    const release = await this.acquire();
     try {
       return await task();
     } finally {
+      release();
+    }
+  }
+
+  /**
+   * A slot, held until the returned function is called (once). For a task that moves from one limiter to
+   * the next hand over hand: it takes the next slot before it gives this one back.
+   */
+  async acquire(): Promise<() => void> {
+    if (this.active >= this.slots) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.active++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
       // Hand the slot straight to the next waiter, or free it.
       const next = this.waiting.shift();
       if (next !== undefined) next();
       else this.active--;
-    }
+    };
   }
 }
 

@@ -131,6 +131,8 @@ export class ColdStore {
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly jobs: Limiter;
+  private readonly reads: Limiter;
+  private readonly decrypts: Limiter;
   /**
    * The manifest log of each context this store last wrote or was asked to read: what a conditional
    * replace (writeManifest's `replaces`) chains to and names without reading it again.
@@ -143,11 +145,14 @@ export class ColdStore {
     private readonly crypto: CryptoPool,
   ) {
     this.jobs = new Limiter(crypto.size * JOBS_PER_THREAD + 1);
+    // A read keeps as many run reads in flight as a write keeps jobs, while earlier runs decrypt beside them.
+    this.reads = new Limiter(crypto.size * JOBS_PER_THREAD + 1);
+    this.decrypts = new Limiter(crypto.size * JOBS_PER_THREAD);
   }
 
   /** What segment writes and reads need: the key ring as it is now (rotation replaces it). */
   private segmentContext(): SegmentContext {
-    return { storage: this.storage, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs };
+    return { storage: this.storage, keyRing: this.ring, crypto: this.crypto, jobs: this.jobs, reads: this.reads, decrypts: this.decrypts };
   }
 
   /** Opens the directory (created if needed, stale temp files of crashed writers removed) or the blob store. */

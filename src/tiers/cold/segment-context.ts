@@ -10,6 +10,15 @@ export interface SegmentContext {
   storage: ColdStorage;
   keyRing: KeyRing;
   crypto: CryptoPool;
-  /** Bounds the crypto jobs (and so the staging slots and bytes) in flight across the store's calls. */
+  /** Bounds a segment write's jobs (copy, seal, write; and so its staging slots) in flight across the store's calls. */
   jobs: Limiter;
+  /** Bounds the reads of block runs in flight (ranged GETs, positional reads) across the store's calls. */
+  reads: Limiter;
+  /**
+   * Bounds the read runs being decrypted and delivered across the store's calls. A run takes a slot here
+   * before it gives its read slot back (hand over hand), so reads go on while earlier runs decrypt, and a
+   * read never stages more runs than both limits together. Its own limiter, not `jobs`: a run that waits
+   * here holds a staging slot, and holders of these slots never wait for one, so no cycle can form.
+   */
+  decrypts: Limiter;
 }

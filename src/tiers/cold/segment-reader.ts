@@ -19,8 +19,9 @@ import { stagingArena } from './staging-arena';
 import type { SegmentContext } from './segment-context';
 import type { ColdBlockRef } from './types';
 
-/** Segments open at once in one read; the job limiter bounds the bytes in flight. */
+/** Segments open at once in one read; the store's read and job limiters bound the bytes in flight. */
 const OPEN_SEGMENTS = 8;
+const UNBOUNDED = new Limiter(Number.POSITIVE_INFINITY);
 
 /** The refs of one segment in a read, deduplicated by block index. */
 interface SegmentRequest {
@@ -95,8 +96,14 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
     }
     try {
       const reader = await segment.blockReader(header.blockBytes);
-      await forEachBounded(runsOf(request, header.blockBytes), ctx.jobs, (run) =>
-        readRun(ctx, reader, run, header, geometry, unwrapped.dataKey, request, deliver, where),
+      // Every run queued at once: the store's limits on reads and crypto jobs (readRun) bound what is in
+      // flight. After a failure, runs not yet read are skipped.
+      const failed = { now: false };
+      await forEachBounded(runsOf(request, header.blockBytes), UNBOUNDED, (run) =>
+        readRun(ctx, reader, run, header, geometry, unwrapped.dataKey, request, deliver, where, failed).catch((err: unknown) => {
+          failed.now = true;
+          throw err;
+        }),
       );
     } finally {
       unwrapped.dataKey.fill(0);
@@ -169,6 +176,7 @@ async function readRun(
   request: SegmentRequest,
   deliver: DeliverBlock,
   where: string,
+  failed: { readonly now: boolean },
 ): Promise<void> {
   const { blockBytes } = header;
   const first = run[0]!;
@@ -186,13 +194,20 @@ async function readRun(
     };
   });
   // Staged: ciphertext read into a staging slot and decrypted there; the blocks are handed over before
-  // the slot is recycled. Otherwise one fresh buffer, decrypted in place.
+  // the slot is recycled. Otherwise one fresh buffer, decrypted in place. Hand over hand: the read slot is
+  // held until a decrypt slot is, so reads go on while earlier runs decrypt, and no more runs are staged
+  // than both limits allow.
+  const releaseRead = await ctx.reads.acquire();
+  if (failed.now) return releaseRead();
+  let releaseDecrypt: (() => void) | undefined;
   const slot = reader.staged ? await stagingArena.take() : undefined;
   try {
     const sealed = slot?.bytes.subarray(0, runBytes) ?? new Uint8Array(runBytes);
     const got = await reader.read(sealed, geometry.dataOffset + first * blockBytes);
     if (got < runBytes)
       throw new FabricError('INTEGRITY', `${where}: file is truncated (block ${first + Math.floor(got / blockBytes)} is incomplete)`);
+    releaseDecrypt = await ctx.decrypts.acquire();
+    releaseRead();
     const opened: OpenResult = await ctx.crypto.open(dataKey, sealed, items);
     if (opened.failedItem >= 0) {
       const index = run[opened.failedItem]!;
@@ -209,5 +224,7 @@ async function readRun(
     });
   } finally {
     if (slot !== undefined) stagingArena.give(slot);
+    releaseDecrypt?.();
+    releaseRead();
   }
 }

@@ -61,6 +61,39 @@ describe('the cold tier in a blob store', () => {
     );
   });
 
+  it('keeps at most its read limit of run reads in flight, and reads no further run once one fails to verify', async () => {
+    const cold = await openCold(); // one crypto thread: 3 run reads at once
+    const owner = { tenant: 1, contextId: 'runs', version: 1 };
+    const blockBytes = 512 * 1024; // 8 blocks, 4 MiB, per run
+    const blocks = blocksOf(64, blockBytes, 3);
+    const refs = await cold.writeSegment(owner, blocks);
+    let inFlight = 0;
+    let most = 0;
+    let runReads = 0;
+    const get = store.get.bind(store);
+    store.get = async (key, range) => {
+      if (range !== undefined && range.length >= blockBytes) runReads++;
+      most = Math.max(most, ++inFlight);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        return await get(key, range);
+      } finally {
+        inFlight--;
+      }
+    };
+    expectBlocks(await cold.readBlocks(refs, 1), blocks);
+    expect(runReads).toBe(8);
+    expect(most).toBe(3);
+    // A byte of the first block flipped: the run fails authentication, and runs not yet read are skipped.
+    const segment = segmentKey(refs[0]!.segmentId);
+    const stored = (await get(segment))!.bytes;
+    stored[stored.length - blocks.length * blockBytes + 100]! ^= 1;
+    await store.put(segment, stored);
+    runReads = 0;
+    await expectCode(cold.readBlocks(refs, 1), 'INTEGRITY', /block 0 failed authentication/);
+    expect(runReads).toBeLessThan(8);
+  });
+
   it("writes a context's first manifest only where there is none, and the next only over the version read", async () => {
     const writer = await openCold();
     const refs = await writer.writeSegment({ tenant: 1, contextId: 'a', version: 1 }, blocksOf(2, 32, 1));
