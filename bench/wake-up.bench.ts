@@ -13,7 +13,8 @@
 // Before the samples, one suspend to disk and resume apart: the engine's memory grows then, once, and the
 // workflow learns the agent's restore throughput, which the lead time is made of (src/workflows/lead-time.ts).
 // The target: woken within resident x 1.1, judged pair by pair (each woken call against the resident call
-// of its own round), the median of the differences deciding.
+// of its own round), the median of the differences deciding. Beside the times, the events each call added
+// to the agent's history (read after the call, outside its time): a woken call should add a resident one's.
 //   npx tsx bench/wake-up.bench.ts [--model-tokens 2k,8k] [--llama-tokens 8k,32k] [--repeats 5] [--json FILE]
 // An empty list (--model-tokens '') leaves that engine out; a Llama-3-8B size whose device and host pools do
 // not both fit in memory is left out with a note.
@@ -74,10 +75,24 @@ export interface WakeUpRow {
   callsWithoutResume: number;
   /** Each round's three calls. */
   rounds: Array<{ residentMs: number; coldMs: number; wokenMs: number }>;
+  /** The kinds of the events each resident and each woken call added to the history, by distinct list. */
+  residentEvents: string[];
+  wokenEvents: string[];
   /** Over the rounds, the median of woken - WAKE_FACTOR x resident: the target's judge. */
   overBoundMs: number;
   withinTarget: boolean;
   repeats: number;
+}
+
+/** The kinds of the events in the agent's history, in order. */
+async function eventKinds(rig: AgentRig, agent: AgentHandle): Promise<string[]> {
+  const { events } = await rig.agents.workflow(agent.agentId).fetchHistory();
+  return (events ?? []).map(
+    (event) =>
+      Object.keys(event)
+        .find((key) => key.endsWith('EventAttributes'))
+        ?.replace('EventAttributes', '') ?? '?',
+  );
 }
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -169,10 +184,21 @@ async function measure(subject: Subject, size: number): Promise<WakeUpRow> {
   const rounds: WakeUpRow['rounds'] = [];
   let onDeviceAtInstant = 0;
   let callsWithoutResume = 0;
+  const residentEvents = new Set<string>();
+  const wokenEvents = new Set<string>();
+  /** The events `work` adds to the history, as one line. */
+  const addedBy = async (work: () => Promise<number>): Promise<[number, string]> => {
+    const before = (await eventKinds(rig, agent)).length;
+    const ms = await work();
+    return [ms, (await eventKinds(rig, agent)).slice(before).join(' ')];
+  };
   for (let i = 0; i < repeats; i++) {
     await rig.settled();
-    await sleep(pauseMs);
-    const residentMs = (await timed(() => call(agent)))[1];
+    const [residentMs, residentAdded] = await addedBy(async () => {
+      await sleep(pauseMs);
+      return (await timed(() => call(agent)))[1];
+    });
+    residentEvents.add(residentAdded);
 
     await rig.settled();
     await toDisk();
@@ -191,7 +217,8 @@ async function measure(subject: Subject, size: number): Promise<WakeUpRow> {
     const atInstant = await agent.status();
     if (atInstant.tier === 'device') onDeviceAtInstant++;
     await rig.settled();
-    const wokenMs = (await timed(() => call(agent)))[1];
+    const [wokenMs, wokenAdded] = await addedBy(async () => (await timed(() => call(agent)))[1]);
+    wokenEvents.add(wokenAdded);
     if (JSON.stringify((await agent.status()).lastResume) === JSON.stringify(atInstant.lastResume)) callsWithoutResume++;
     rounds.push({ residentMs, coldMs, wokenMs });
     process.stdout.write(` ${residentMs.toFixed(0)}/${coldMs.toFixed(0)}/${wokenMs.toFixed(0)}`);
@@ -210,6 +237,8 @@ async function measure(subject: Subject, size: number): Promise<WakeUpRow> {
     onDeviceAtInstant,
     callsWithoutResume,
     rounds,
+    residentEvents: [...residentEvents],
+    wokenEvents: [...wokenEvents],
     overBoundMs,
     withinTarget: overBoundMs <= 0,
     repeats,
@@ -276,6 +305,11 @@ async function main(): Promise<void> {
       r.withinTarget ? 'within' : 'over',
     ]),
   );
+  for (const r of rows) {
+    const count = (lists: string[]) => lists.map((list) => list.split(' ').length).join(' or ');
+    console.log(`events a call added, ${r.engine} ${r.tokens}: resident ${count(r.residentEvents)} (${r.residentEvents.join(' | ')})`);
+    console.log(`  woken ${count(r.wokenEvents)} (${r.wokenEvents.join(' | ')})`);
+  }
   for (const note of notes) console.log(`note: ${note}`);
   if (jsonPath) {
     fs.mkdirSync(path.dirname(jsonPath), { recursive: true });

@@ -8,7 +8,8 @@
 // into the pages, and the durable copy in the cold tier after it, run write-behind; the next call of the
 // same run waits for them. A context whose pages are lost is rebuilt from the prompt: it is all there.
 // An idle run's KV leaves the engine and the pages go to host memory, then to disk, on the timers of
-// kvfabric's agents (idle to warm, warm to cold); its next call brings it back.
+// kvfabric's agents (idle to warm, warm to cold); its next call brings it back, or a planned wake-up's
+// prefetch before it (prefetch: docs/ai-sdk.md#planned-wake-ups).
 //
 // A run's first call (its context empty) takes the longest prefix of its prompt that another run, or an
 // agent, of the same tenant already computed on this worker (src/prefix-sharing), as an agent's first turn
@@ -20,6 +21,7 @@ import type {
   EngineCompletionRequest,
   EngineCompletionResult,
   GenerationSettings,
+  StoredContext,
   StructuredReply,
 } from '../engines/engine';
 import { sharedPrefix } from '../engines/shared-prefix';
@@ -34,6 +36,7 @@ import type { PrefixSharing } from '../prefix-sharing/prefix-sharing';
 import type { CarriedReplyIds } from './carried-reply-ids';
 import { MODEL_CALL_CONTEXT_PREFIX, modelCallContextId, type ModelCallOwner } from './model-call-owner';
 import { modelCallNoteOf, ownerInNote, REMEMBERED_REPLIES, replyIdsIn, type ModelCallNote } from './model-call-note';
+import { MAX_WAKE_HOLD_MS, prefetchOutcomeOf, type ModelCallPrefetch } from './model-call-prefetch';
 import type { ModelCallSharing } from './model-call-sharing';
 
 export interface ModelCallMemoryOptions {
@@ -91,6 +94,12 @@ export class ModelCallMemory implements ModelCalls {
   private readonly writeBehind: WriteBehind;
   /** Each held context's pending idle move. */
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
+  /**
+   * Each run's model call and wake-up prefetch running now: a prefetch waits for the call before it, a call
+   * for the prefetch before it, so the two never load or extend one context in the engine at once.
+   */
+  private readonly callsRunning = new Map<string, Promise<unknown>>();
+  private readonly prefetchesRunning = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: ModelCallMemoryOptions) {
     this.carriedReplies = options.carriedReplies;
@@ -99,9 +108,13 @@ export class ModelCallMemory implements ModelCalls {
     );
   }
 
-  async complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult> {
-    const { tiers, engine } = this.options;
+  complete(owner: ModelCallOwner, request: ModelCallRequest): Promise<ModelCallResult> {
     const contextId = modelCallContextId(owner);
+    return runAfter(this.callsRunning, contextId, this.prefetchesRunning.get(contextId), () => this.completeNow(owner, contextId, request));
+  }
+
+  private async completeNow(owner: ModelCallOwner, contextId: string, request: ModelCallRequest): Promise<ModelCallResult> {
+    const { tiers, engine } = this.options;
     this.stopIdleTimer(contextId);
     await this.writeBehind.settled(contextId);
     await this.hold(contextId, owner.tenant);
@@ -177,6 +190,49 @@ export class ModelCallMemory implements ModelCalls {
     return { result, stored, sharedTokens: taken.shared };
   }
 
+  /**
+   * A planned wake-up's prefetch of the run's KV (docs/ai-sdk.md#planned-wake-ups), as an agent's is
+   * (AgentMemory.resume with roomOnly): the KV adopted from the cold tier when another worker wrote it
+   * last, then up as far as room that is free already takes it, evicting nothing
+   * (TieredMemory.promoteIntoFreeRoom); on the device it is loaded into the engine, so the next call
+   * continues it hot. Short of the device nothing is loaded: the call does that. A run with no KV anywhere
+   * gets `none`, and nothing is made for it. The idle timers start again from `neededAt` (at most
+   * MAX_WAKE_HOLD_MS ahead): unused, the KV falls back as if a call had ended at the planned instant.
+   */
+  prefetch(owner: ModelCallOwner, request: { neededAt: number }): Promise<ModelCallPrefetch> {
+    const contextId = modelCallContextId(owner);
+    return runAfter(this.prefetchesRunning, contextId, this.callsRunning.get(contextId), () => this.prefetchNow(owner, contextId, request));
+  }
+
+  private async prefetchNow(owner: ModelCallOwner, contextId: string, { neededAt }: { neededAt: number }): Promise<ModelCallPrefetch> {
+    const { tiers, engine } = this.options;
+    this.stopIdleTimer(contextId);
+    await this.writeBehind.settled(contextId);
+    const started = performance.now();
+    if (!(await this.hold(contextId, owner.tenant, { create: false })) || tiers.contextStats(contextId).tokens === 0) {
+      return { outcome: 'none', bytes: 0, ms: 0, contextBytes: 0 };
+    }
+    const moved = await tiers.promoteIntoFreeRoom(contextId);
+    if (moved.to === 'device') await engine.load(contextId, this.storedContext(contextId));
+    const ms = Math.round((performance.now() - started) * 100) / 100;
+    const idleFrom = Math.min(Math.max(neededAt - Date.now(), 0), MAX_WAKE_HOLD_MS);
+    if (moved.to !== 'disk') this.startIdleTimer(contextId, moved.to === 'device' ? 'host' : 'disk', idleFrom);
+    return { outcome: prefetchOutcomeOf(moved), bytes: moved.bytes, ms, contextBytes: tiers.contextStats(contextId).bytes };
+  }
+
+  /** The run's stored KV as the engine loads it: every token's KV is in the pages. */
+  private storedContext(contextId: string): StoredContext {
+    const { tiers } = this.options;
+    const held = tiers.contextStats(contextId).tokens;
+    const note = modelCallNoteOf(contextId, tiers.attachment(contextId), held);
+    return {
+      tokens: Uint32Array.from(note?.tokens ?? []),
+      storedTokens: held,
+      ...(note ? { fingerprint: note.fingerprint } : {}),
+      writeKv: (file, pieces) => tiers.writePlaneMajor(contextId, file, held, pieces),
+    };
+  }
+
   /** Frees the run's KV here and in the cold tier; false when there was none. */
   async release(owner: ModelCallOwner): Promise<boolean> {
     const { tiers, engine, cold } = this.options;
@@ -238,8 +294,11 @@ export class ModelCallMemory implements ModelCalls {
     return this.writeBehind.allSettled();
   }
 
-  /** After `idle.toHostMs` the KV leaves the engine for host memory, after `idle.toDiskMs` more for disk. */
-  private startIdleTimer(contextId: string, tier: 'host' | 'disk'): void {
+  /**
+   * After `idle.toHostMs` the KV leaves the engine for host memory, after `idle.toDiskMs` more for disk;
+   * `laterMs` more when the idle time starts later than now (a prefetch's planned instant).
+   */
+  private startIdleTimer(contextId: string, tier: 'host' | 'disk', laterMs = 0): void {
     this.stopIdleTimer(contextId);
     const { idle, tiers, engine } = this.options;
     if (!idle) return;
@@ -254,7 +313,7 @@ export class ModelCallMemory implements ModelCalls {
           if (tier === 'host') this.startIdleTimer(contextId, 'disk');
         });
       },
-      tier === 'host' ? idle.toHostMs : idle.toDiskMs,
+      laterMs + (tier === 'host' ? idle.toHostMs : idle.toDiskMs),
     );
     timer.unref();
     this.idleTimers.set(contextId, timer);
@@ -267,25 +326,27 @@ export class ModelCallMemory implements ModelCalls {
 
   /**
    * The run's context here: held already, adopted from the cold tier (another worker held it, or has
-   * written a newer copy since this one last did: the run's calls go to any worker), or new.
+   * written a newer copy since this one last did: the run's calls go to any worker), or new unless
+   * `create` is false. Whether the run now has a context here.
    */
-  private async hold(contextId: string, tenant: string): Promise<void> {
+  private async hold(contextId: string, tenant: string, { create = true }: { create?: boolean } = {}): Promise<boolean> {
     const { tiers, cold, tenantIds } = this.options;
     const tenantId = await tenantIds.idOf(tenant);
     if (tiers.has(contextId)) {
       const onDisk = await cold.readManifest(contextId, { expectedTenant: tenantId }).catch(() => undefined);
-      if (!onDisk || onDisk.version <= tiers.durableVersion(contextId)) return;
+      if (!onDisk || onDisk.version <= tiers.durableVersion(contextId)) return true;
       await this.options.engine.release(contextId);
       await this.options.prefixes?.released(contextId);
       await tiers.dropLocalCopy(contextId);
     }
     try {
       if (await cold.hasManifest(contextId)) await tiers.recover(contextId, { expectedTenant: tenantId });
-      else tiers.create(contextId, tenantId);
+      else if (create) tiers.create(contextId, tenantId);
     } catch (err) {
       // Another call of the same run made or adopted it meanwhile: that one is as good.
       if (!tiers.has(contextId)) throw err;
     }
+    return tiers.has(contextId);
   }
 
   /**
@@ -305,6 +366,25 @@ export class ModelCallMemory implements ModelCalls {
     const note: Omit<ModelCallNote, 'fingerprint' | 'tokens'> = { owner, replies };
     await saveEngineRows({ tiers, engine, contextId, handle, held: stored.length, tokens, remake, note, checkpoint: true });
   }
+}
+
+/** Runs `work` once `before` has settled, as `running`'s entry for the context until it has settled itself. */
+function runAfter<T>(
+  running: Map<string, Promise<unknown>>,
+  contextId: string,
+  before: Promise<unknown> | undefined,
+  work: () => Promise<T>,
+): Promise<T> {
+  const run = (async () => {
+    await before?.catch(() => undefined);
+    return work();
+  })();
+  running.set(contextId, run);
+  const forget = () => {
+    if (running.get(contextId) === run) running.delete(contextId);
+  };
+  run.then(forget, forget);
+  return run;
 }
 
 /** What a call asks of the engine besides its context and prompt. */

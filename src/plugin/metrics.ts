@@ -8,7 +8,8 @@
 //   kvfabric_checkpoints_skipped             turns whose durable copy found the disk full (in memory only)
 //   kvfabric_tenant_blocks{tenant,tier}      blocks each tenant holds: tier device, host or pinned
 //   kvfabric_quota_refusals{tenant,quota}    calls refused RESOURCE_EXHAUSTED by a tenant quota
-//   kvfabric_prefetch{outcome}               planned wake-ups' prefetches: resident, resumed, filled-host, stopped-host, stopped-disk
+//   kvfabric_prefetch{outcome}               planned wake-ups' prefetches: resident, resumed, filled-host, stopped-host, stopped-disk;
+//                                            none: an AI SDK run's wake-up that found no KV (docs/ai-sdk.md#planned-wake-ups)
 // Tenant labels are names the tenant registry checked (TENANT_NAME: letters, digits, '.', '_', '-'), or
 // `id:` and the allocator's id in hex for contexts whose name this worker never looked up.
 import type { MetricCounter, MetricGauge, MetricMeter } from '@temporalio/common';
@@ -76,7 +77,7 @@ export class WorkerMetrics implements MemoryObserver {
     this.quotaRefusals.add(1, { tenant, quota });
   }
 
-  prefetched(outcome: PrefetchOutcome): void {
+  prefetched(outcome: PrefetchOutcome | 'none'): void {
     this.prefetches.add(1, { outcome });
   }
 

@@ -29,11 +29,11 @@ import type { ConnectionLike } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
 import { Runtime, type Worker, type ReplayWorkerOptions, type WorkerOptions, type WorkerPlugin } from '@temporalio/worker';
 
-import { withFailureCodes } from '../activities/failures';
 import type { AgentMemory } from '../agent-memory/agent-memory';
 import { KvFabricProvider, type KvFabricProviderOptions } from '../ai-sdk/kvfabric-provider';
 import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
-import { currentModelCallOwner } from '../ai-sdk/model-call-owner';
+import { modelMemoryActivities } from '../ai-sdk/model-memory-activities';
+import { MODEL_CALL_ACTIVITIES } from '../ai-sdk/model-call-timeouts';
 import { CodecKeyRing } from '../security/payload-codec';
 import type { ModelMemoryActivities } from '../workflows/model-memory';
 import { ActivityOnlyWorker } from './activity-only-worker';
@@ -172,7 +172,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
         ...options.activities,
         ...memory.activities.placement,
         ...memory.activities.local,
-        ...modelMemoryActivities(memory),
+        ...modelMemoryActivitiesOf(memory, holder),
         ...lease.sharedActivities,
       },
     });
@@ -215,7 +215,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     const logger = Runtime.instance().logger;
     let holderWorker: Worker;
     try {
-      holderWorker = await ActivityOnlyWorker.create(holderOptions);
+      holderWorker = await ActivityOnlyWorker.create(withModelCalls(holderOptions, worker));
     } catch (err) {
       this.closed = true;
       await memory.close();
@@ -318,10 +318,19 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
   }
 }
 
-/** What a workflow's releaseModelMemory() calls (src/workflows/model-memory.ts); none on a worker without a model. */
-function modelMemoryActivities(memory: WorkerMemory): Partial<ModelMemoryActivities> {
-  const { modelCalls } = memory;
-  return { kvfabricReleaseModelMemory: () => withFailureCodes(() => modelCalls.release(currentModelCallOwner())) };
+/** What a workflow's releaseModelMemory() and wake-ups call (src/workflows/model-memory.ts). */
+function modelMemoryActivitiesOf(memory: WorkerMemory, holder: string): ModelMemoryActivities {
+  return modelMemoryActivities(memory.modelCalls, { worker: holder, observer: memory.metrics });
+}
+
+/**
+ * The holder's options with the user's worker's AI SDK model calls among its activities: after a planned
+ * wake-up's prefetch here, the run's next model call is sent to this worker's own queue
+ * (src/ai-sdk/model-call-route.ts), where its KV now is.
+ */
+function withModelCalls(holderOptions: WorkerOptions, worker: Worker): WorkerOptions {
+  const modelCalls = [...worker.options.activities].filter(([name]) => MODEL_CALL_ACTIVITIES.has(name));
+  return { ...holderOptions, activities: { ...holderOptions.activities, ...Object.fromEntries(modelCalls) } };
 }
 
 /** The housekeeping's chore for AI SDK agents: their KV freed once the server says their run has ended. */

@@ -6,6 +6,7 @@
 //      \_________________________/  ^      |  ^                            |
 //                                   |      |  +---------- suspend(host)    |
 //   warm | cold -resume-> resumed --+      +------------- suspend(disk) ---+
+//   warm | cold -prefetched to the device (a wake-up's prefetch)-> idle
 //   cold -prefetched to host (a wake-up's prefetch without device room)-> warm
 //   (any but released) -release-> released;  holder lost -> cold (adopted from disk by another worker)
 
@@ -19,6 +20,7 @@ export type LifecycleEvent =
   | 'suspended-host'
   | 'suspended-disk'
   | 'resumed'
+  | 'prefetched-device'
   | 'prefetched-host'
   | 'holder-lost'
   | 'released';
@@ -34,6 +36,9 @@ const TRANSITIONS: Record<LifecycleEvent, { from: readonly AgentPhase[]; to: Age
   'suspended-host': { from: RESIDENT_WAITING, to: 'warm' },
   'suspended-disk': { from: [...RESIDENT_WAITING, 'warm'], to: 'cold' },
   resumed: { from: ['warm', 'cold'], to: 'resumed' },
+  // Where a resident agent waits: the call at the planned instant then finds the agent as it finds a
+  // resident one, and moves it nowhere, so its task publishes no search attributes (a hot call's events).
+  'prefetched-device': { from: ['warm', 'cold'], to: 'idle' },
   // Its pages in host memory, as after an idle timer: the warm timer takes them back to disk unused.
   'prefetched-host': { from: ['cold'], to: 'warm' },
   // The holder died: the context was adopted from the cold tier by another worker. A turn in progress

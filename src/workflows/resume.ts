@@ -18,8 +18,10 @@ export async function resume(run: AgentRun, calls: HolderCalls, capability: stri
  * A planned wake-up's prefetch (wake-ups.ts), with the agent's custodian token: the holder's `wake`, a
  * resume that makes no room: in the workflow task when the worker running it holds the context, else
  * through the holder's queue or, when the holder is gone, on the worker that adopts the context.
- * Without free room on the device it stops short: from disk in host memory (warm, as after an idle
- * timer), else where it was; nothing reached the engine, so the record of its pages stays.
+ * On the device the agent is then `idle`, where a resident one waits: the first call moves nothing and
+ * costs a hot call's events, the search attributes published here already. Without free room on the
+ * device it stops short: from disk in host memory (warm, as after an idle timer), else where it was;
+ * nothing reached the engine, so the record of its pages stays.
  */
 export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void> {
   const request = resumeRequest(run, run.ownCapability());
@@ -33,7 +35,7 @@ export async function prefetch(run: AgentRun, calls: HolderCalls): Promise<void>
     return;
   }
   recordResumed(run, resumed, 0);
-  if (canTake(run.state.phase, 'resumed')) run.move('resumed');
+  if (canTake(run.state.phase, 'prefetched-device')) run.move('prefetched-device');
 }
 
 /**

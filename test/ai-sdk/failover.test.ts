@@ -6,6 +6,10 @@
 // continues the run's KV (its own copy, or the durable copy in the shared cold tier, written after each
 // call) instead of evaluating the conversation again, the loop calls the same tools and says the same words as a loop that
 // was never interrupted (greedy decoding), and it ends within 15 s of the kill (issue 39).
+// A planned wake-up across two workers (sleepThenWakeModelMemory, issue 43): the next call is sent to the
+// worker that prefetched, whichever held the KV before, and finds it hot there; when that worker is killed
+// before the call, the call goes to the shared queue once no worker has started it for 5 s, and replies
+// the same from the cold tier.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 
@@ -13,9 +17,11 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { MODEL_CALL_ROUTE_START_TIMEOUT_MS } from '../../src/ai-sdk/model-call-route';
 import { MODEL_CALL_HEARTBEAT_TIMEOUT_MS } from '../../src/ai-sdk/model-call-timeouts';
+import { MODEL_MEMORY_UNMEASURED_LEAD_MS } from '../../src/workflows/model-memory';
 import { eventually, startCluster, type TestCluster } from '../temporal/harness';
-import type { LoopStep, ResearchRequest, researchAgent } from './research-workflows';
+import type { LoopStep, PausedConversation, ResearchRequest, pausedAgent, researchAgent } from './research-workflows';
 
 const PendingActivityState = temporal.api.enums.v1.PendingActivityState;
 const AI_SDK_WORKER = join(__dirname, 'fixtures', 'ai-sdk-worker.ts');
@@ -139,5 +145,114 @@ describe('an AI SDK agent on kvfabric across a SIGKILL of its worker', () => {
     expect(adopted.reusedTokens).toBeGreaterThan(0);
     expect(adopted.reusedTokens).toBeGreaterThanOrEqual(steps[0]!.inputTokens! + steps[0]!.outputTokens!);
     expect(adopted.reusedTokens! + adopted.evaluatedTokens!).toBe(adopted.inputTokens);
+  });
+});
+
+/** The run's model calls and its wake-up's prefetch, in order: the queue each was scheduled on and its outcome. */
+async function scheduledCalls(handle: WorkflowHandle): Promise<Array<{ activity: string; queue: string; outcome: string }>> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const calls = new Map<string, { activity: string; queue: string; outcome: string }>();
+  for (const event of events) {
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) {
+      const activity = scheduled.activityType?.name ?? '';
+      calls.set(String(event.eventId), { activity, queue: scheduled.taskQueue?.name ?? '', outcome: 'scheduled' });
+    }
+    const ended = [
+      ['completed', event.activityTaskCompletedEventAttributes],
+      ['timed out', event.activityTaskTimedOutEventAttributes],
+      ['failed', event.activityTaskFailedEventAttributes],
+    ] as const;
+    for (const [outcome, attributes] of ended) {
+      const call = attributes ? calls.get(String(attributes.scheduledEventId)) : undefined;
+      if (call) call.outcome = outcome;
+    }
+  }
+  return [...calls.values()];
+}
+
+describe('a planned wake-up of an AI SDK run on two workers', () => {
+  const WAKE_QUEUE = `wake-${randomBytes(4).toString('hex')}`;
+  /** The KV leaves a worker's engine 1.5 s after a call, its host memory 1 s later. */
+  const IDLE = { KVFABRIC_TEST_MODEL_CALL_IDLE_MS: '1500,1000' };
+  const PAUSE_MS = MODEL_MEMORY_UNMEASURED_LEAD_MS + 8000;
+  const workers: Array<Awaited<ReturnType<TestCluster['spawnWorker']>>> = [];
+  /** The follow-up's reply where the wake-up's KV was found hot. */
+  let hotReply: string;
+
+  beforeAll(async () => {
+    for (const workerId of ['wake-c', 'wake-d']) {
+      workers.push(await cluster.spawnWorker({ workerId, taskQueue: WAKE_QUEUE, args: LLAMA_WORKER, entry: AI_SDK_WORKER, env: IDLE }));
+    }
+  }, 120_000);
+
+  const start = (wake: boolean) =>
+    cluster.client.workflow.start<typeof pausedAgent>('pausedAgent', {
+      taskQueue: WAKE_QUEUE,
+      workflowId: `paused-${randomBytes(4).toString('hex')}`,
+      args: ['kvfabric', QUESTION, PAUSE_MS, wake],
+      workflowExecutionTimeout: '5 minutes',
+    });
+
+  it('sends the next call to the worker that prefetched, which continues the KV hot', { timeout: 180_000 }, async () => {
+    // Two rounds of two runs at once: each prefetch lands on either worker, whichever held the run's first
+    // call. Two at a time, as a llama engine keeps two contexts hot (its sequences): a third prefetched
+    // into one engine would take the place of the least recently used, as a third call would.
+    const handles: Array<WorkflowHandle<typeof pausedAgent>> = [];
+    const runs: PausedConversation[] = [];
+    for (const round of [1, 2]) {
+      const started = await Promise.all([round, round].map(() => start(true)));
+      runs.push(...(await Promise.all(started.map((handle) => handle.result()))));
+      handles.push(...started);
+    }
+    const holders = workers.map((worker) => worker.holder);
+    for (const [i, run] of runs.entries()) {
+      expect(holders).toContain(run.woke?.worker);
+      expect(run.steps[1]!.resumedFrom).toBe('hot');
+      expect(await scheduledCalls(handles[i]!)).toEqual([
+        { activity: 'invokeModel', queue: WAKE_QUEUE, outcome: 'completed' },
+        { activity: 'kvfabricWakeModelMemory', queue: WAKE_QUEUE, outcome: 'completed' },
+        { activity: 'invokeModel', queue: run.woke!.worker, outcome: 'completed' },
+      ]);
+    }
+    console.log('[ai-sdk wake] prefetches:', runs.map((run) => `${run.woke!.worker.split('@')[1]} ${run.woke!.outcome}`).join(', '));
+    expect(new Set(runs.map((run) => run.steps[1]!.text)).size).toBe(1);
+    hotReply = runs[0]!.steps[1]!.text;
+  });
+
+  it('sends the call to the shared queue when the prefetching worker is gone, and replies the same', { timeout: 180_000 }, async () => {
+    const handle = await start(true);
+    // The worker that completed the prefetch (the shared queue's workers are named by their worker id).
+    const prefetcher = await eventually(
+      async () => {
+        const events = (await handle.fetchHistory()).events ?? [];
+        const wake = events.find((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'kvfabricWakeModelMemory');
+        const completed = events.find(
+          (event) => String(event.activityTaskCompletedEventAttributes?.scheduledEventId) === String(wake?.eventId),
+        );
+        return completed?.activityTaskCompletedEventAttributes?.identity ?? undefined;
+      },
+      60_000,
+      'the prefetch to complete',
+    );
+    const doomed = workers.find((worker) => worker.holder.endsWith(`@${prefetcher}`))!;
+    doomed.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    const run = await handle.result();
+    expect(await doomed.exited).toBe('SIGKILL');
+
+    expect(run.woke?.worker).toBe(doomed.holder);
+    expect(await scheduledCalls(handle)).toEqual([
+      { activity: 'invokeModel', queue: WAKE_QUEUE, outcome: 'completed' },
+      { activity: 'kvfabricWakeModelMemory', queue: WAKE_QUEUE, outcome: 'completed' },
+      { activity: 'invokeModel', queue: doomed.holder, outcome: 'timed out' },
+      { activity: 'invokeModel', queue: WAKE_QUEUE, outcome: 'completed' },
+    ]);
+    // The survivor continued the KV from the cold tier, and replied as the runs that found it hot.
+    expect(run.steps[1]!.resumedFrom).toBe('stored');
+    expect(run.steps[1]!.reusedTokens).toBeGreaterThanOrEqual(run.steps[0]!.inputTokens! + run.steps[0]!.outputTokens!);
+    expect(run.steps[1]!.text).toBe(hotReply);
+    console.log(`[ai-sdk wake] prefetching worker killed: the call answered ${Date.now() - killedAt} ms after the kill`);
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(MODEL_CALL_ROUTE_START_TIMEOUT_MS);
   });
 });

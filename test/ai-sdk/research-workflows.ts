@@ -10,7 +10,7 @@ import { generateText, stepCountIs, type LanguageModelUsage, type ProviderMetada
 
 import { researchTools as tools } from '../../examples/ai-sdk/workflows';
 
-import { releaseModelMemory } from '../../src/workflows/model-memory';
+import { releaseModelMemory, sleepThenWakeModelMemory, type ModelMemoryWake } from '../../src/workflows/model-memory';
 
 export interface LoopStep {
   text: string;
@@ -131,4 +131,42 @@ export async function divergingAgent(modelId: string, question: string, systems:
   const calls = [];
   for (const system of systems) calls.push(await generateText({ model, system, prompt: question, maxOutputTokens: 16 }));
   return calls.map(loopStepOf);
+}
+
+/** A conversation's two calls around a pause, and what a wake-up's prefetch found (undefined: no wake-up). */
+export interface PausedConversation {
+  steps: LoopStep[];
+  woke: ModelMemoryWake | undefined;
+}
+
+/**
+ * Answers a question, pauses `pauseMs` (idle: its KV leaves the engine for host memory, then disk) and
+ * asks a follow-up in the same conversation. With `wake`, the pause is a planned wake-up
+ * (sleepThenWakeModelMemory): the KV is brought back before the follow-up.
+ */
+export async function pausedAgent(modelId: string, question: string, pauseMs: number, wake: boolean): Promise<PausedConversation> {
+  const model = new TemporalProvider().languageModel(modelId);
+  // No tenant sharing: runs compared with each other each prefill their own first prompt.
+  const providerOptions = { kvfabric: { sharing: 'none' } };
+  const first = await generateText({ model, prompt: question, maxOutputTokens: 16, providerOptions });
+  const woke = wake ? await sleepThenWakeModelMemory(pauseMs) : await sleep(pauseMs);
+  const second = await generateText({
+    model,
+    messages: [{ role: 'user', content: question }, ...first.response.messages, { role: 'user', content: 'Say it again in five words.' }],
+    maxOutputTokens: 16,
+    providerOptions,
+  });
+  return { steps: [first, second].map(loopStepOf), woke: woke ?? undefined };
+}
+
+/** Answers, then plans a wake-up it never uses: it waits for `followUp` and ends without another call. */
+export async function unusedWake(modelId: string, question: string, pauseMs: number): Promise<ModelMemoryWake | undefined> {
+  let done = false;
+  setHandler(followUp, () => {
+    done = true;
+  });
+  await generateText({ model: new TemporalProvider().languageModel(modelId), prompt: question, maxOutputTokens: 16 });
+  const woke = await sleepThenWakeModelMemory(pauseMs);
+  await condition(() => done);
+  return woke;
 }

@@ -20,6 +20,10 @@ describe('lifecycle', () => {
       ['suspended-disk', 'cold'],
       ['holder-lost', 'cold'],
       ['prefetched-host', 'warm'],
+      ['prefetched-device', 'idle'],
+      ['suspended-disk', 'cold'],
+      ['prefetched-device', 'idle'],
+      ['idle-timeout', 'warm'],
       ['warm-timeout', 'cold'],
       ['resumed', 'resumed'],
       ['suspended-host', 'warm'],
@@ -39,6 +43,8 @@ describe('lifecycle', () => {
     expect(() => next('idle', 'resumed')).toThrow(LifecycleError);
     // Only a context on disk comes up to host memory by a prefetch; a warm one is there already.
     expect(PHASES.filter((phase) => canTake(phase, 'prefetched-host'))).toEqual(['cold']);
+    // A prefetch to the device leaves the agent where a resident one waits, from host or disk alike.
+    expect(PHASES.filter((phase) => canTake(phase, 'prefetched-device'))).toEqual(['warm', 'cold']);
     const events: LifecycleEvent[] = [
       'turn-started',
       'turn-finished',
@@ -47,6 +53,7 @@ describe('lifecycle', () => {
       'suspended-host',
       'suspended-disk',
       'resumed',
+      'prefetched-device',
       'prefetched-host',
       'holder-lost',
       'released',

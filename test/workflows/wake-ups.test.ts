@@ -98,7 +98,7 @@ describe('a planned wake-up', () => {
 
     // Before the owner wakes, the context is back, brought by the agent's workflow with its custodian token.
     const status = await agent.query(statusQuery);
-    expect(status).toMatchObject({ phase: 'resumed', tier: 'device', tokens: 40, lastResume: { from: 'disk' } });
+    expect(status).toMatchObject({ phase: 'idle', tier: 'device', tokens: 40, lastResume: { from: 'disk' } });
     expect(status.wake).toBeUndefined();
     expect(fabric.callsOf('wake-nap', 'wake')).toMatchObject([
       { queue: HOLDER_A, request: { capability: CUSTODIAN, expected: { tokens: 40 } } },
@@ -109,9 +109,11 @@ describe('a planned wake-up', () => {
     // Past the owner's wake-up (not its result(), which lets the test server skip on to the idle timer).
     await skip(agent, WAKE_LEAD_FLOOR_MS);
     expect((await owner.describe()).status.name).toBe('COMPLETED');
-    // The owner's first call is hot: no resume of its own.
+    // The owner's first call is hot: no resume of its own, and it moves the agent nowhere (no search attributes).
+    const beforeCall = (await events(agent)).length;
     expect(await turn(agent, { tokens: 4 })).toMatchObject({ turns: 2, tokens: 44 });
     expect(fabric.callsOf('wake-nap', 'resume')).toEqual([]);
+    expect(kindsOf((await events(agent)).slice(beforeCall))).not.toContain('upsertWorkflowSearchAttributes');
   });
 
   it('prefetches in the workflow task when the worker running it holds the context: one marker, no activity task, no timer started', async () => {
@@ -131,7 +133,7 @@ describe('a planned wake-up', () => {
       'timerStarted',
     ]);
     await skip(agent, 2 * HOUR);
-    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'resumed', tier: 'device', lastResume: { from: 'disk' } });
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'idle', tier: 'device', lastResume: { from: 'disk' } });
     expect(fabric.callsOf('wake-local', 'wakeIfHolder')).toMatchObject([{ queue: 'local', request: { capability: CUSTODIAN } }]);
     expect(fabric.callsOf('wake-local', 'wake')).toEqual([]);
     // Temporal's floor for a timer that leads to work, the local activity's marker, and the tier published.
@@ -160,7 +162,7 @@ describe('a planned wake-up', () => {
     const at = (await env.currentTimeMs()) + 2 * HOUR;
     await planWake(agent, at);
     await skip(agent, 2 * HOUR);
-    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'resumed', tier: 'device' });
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'idle', tier: 'device' });
     await skip(agent, 1 * HOUR - MINUTE);
     expect(await agent.query(statusQuery)).toMatchObject({ tier: 'device' });
     await skip(agent, 2 * MINUTE);
@@ -186,7 +188,7 @@ describe('a planned wake-up', () => {
     expect(fabric.callsOf('wake-moved', 'wake')).toEqual([]);
     await skip(agent, 2 * HOUR);
     expect(fabric.callsOf('wake-moved', 'wake')).toHaveLength(1);
-    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'resumed', tier: 'device' });
+    expect(await agent.query(statusQuery)).toMatchObject({ phase: 'idle', tier: 'device' });
 
     // Moved again after its prefetch: the context falls back under the idle timers from the move.
     const moved = await env.currentTimeMs();
@@ -271,7 +273,7 @@ describe('a planned wake-up', () => {
     await planWake(agent, (await env.currentTimeMs()) + 2 * HOUR);
     await skip(agent, 2 * HOUR);
     await settled(agent, (status) => status.tier === 'device');
-    expect(await agent.query(statusQuery)).toMatchObject({ holder: HOLDER_B, failovers: 1, phase: 'resumed' });
+    expect(await agent.query(statusQuery)).toMatchObject({ holder: HOLDER_B, failovers: 1, phase: 'idle' });
     expect(fabric.callsOf('wake-gone', 'recover')).toHaveLength(1);
     expect(fabric.callsOf('wake-gone', 'wake').map((call) => call.queue)).toEqual([HOLDER_B]);
   });
