@@ -143,7 +143,7 @@ export class KvFabricWorkerPlugin implements WorkerPlugin {
     );
     const dataConverter = withKvFabricConverter(options.dataConverter, this.codec(), refusals);
     quietLongTurnWarnings();
-    const workflows = this.options.agentWorkflows === false ? {} : await withAgentWorkflow(options);
+    const workflows = this.options.agentWorkflows === false ? withLeaseWorkflow(options) : await withAgentWorkflow(options);
     const memory = await openWorkerMemory(this.options, holder, this.options.agentWorkflows !== false);
     // The holder worker is created when the user's worker runs: created here, it would hold the
     // connection even if the user's Worker.create failed after this hook.
@@ -344,8 +344,19 @@ async function withAgentWorkflow(
   options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>,
 ): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
   if (options.workflowBundle) return {};
-  if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath) };
+  if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath, ['agentWorkflow', 'workerLeaseWorkflow']) };
   return { workflowBundle: await agentWorkflowBundle(Runtime.instance().logger) };
+}
+
+/**
+ * A worker that leaves agent workflows to others still runs its own lease's workflow beside the user's:
+ * it starts the lease on its own queue, where an AI SDK deployment may run no agent workflows at all, and a
+ * lease no worker can run fails its workflow task for ever. A worker with no workflows (--no-workflows)
+ * leaves its lease to the agent workflows' workers on its queue.
+ */
+function withLeaseWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>): Pick<WorkerOptions, 'workflowsPath'> {
+  if (options.workflowBundle || !options.workflowsPath) return {};
+  return { workflowsPath: combinedEntry(options.workflowsPath, ['workerLeaseWorkflow']) };
 }
 
 /**
@@ -361,17 +372,23 @@ function withModelCallTimeouts(
   return { interceptors: { ...options.interceptors, workflowModules } };
 }
 
-/** A workflow entry module exporting the user's workflows and the agent workflow, written once per user path. */
-function combinedEntry(userPath: string): string {
+/** A workflow entry module exporting the user's workflows and kvfabric's `names`, written once per user path and names. */
+function combinedEntry(userPath: string, names: readonly string[]): string {
   // Beside the user's node_modules, where the bundler's own entry can resolve @temporalio/workflow.
   const workflowPackage = require.resolve('@temporalio/workflow/package.json', { paths: [dirname(userPath)] });
   const directory = join(dirname(workflowPackage), '..', '..', '.cache', 'kvfabric-workflow-entries');
-  const path = join(directory, `${createHash('sha256').update(userPath).digest('hex').slice(0, 16)}.ts`);
+  const path = join(
+    directory,
+    `${createHash('sha256')
+      .update(`${userPath}\n${names.join(',')}`)
+      .digest('hex')
+      .slice(0, 16)}.ts`,
+  );
   mkdirSync(directory, { recursive: true });
   // Written aside and renamed: another process may be bundling from the same entry at this moment.
   const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
   const kvfabric = JSON.stringify(workflowsPath());
-  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { agentWorkflow, workerLeaseWorkflow } from ${kvfabric};\n`);
+  writeFileSync(aside, `export * from ${JSON.stringify(userPath)};\nexport { ${names.join(', ')} } from ${kvfabric};\n`);
   renameSync(aside, path);
   return path;
 }

@@ -164,6 +164,28 @@ describe('an AI SDK tool loop on kvfabric', () => {
     expect(existsSync(join(cluster.tierDir, 'cold', 'manifests', manifestFileName(id)))).toBe(false);
   });
 
+  it('runs its own lease beside the runs’ workflows, though it leaves agent workflows to others', async () => {
+    // The plugin starts the worker's lease on this queue, where no agent workflows run: a lease no worker
+    // could run would fail its workflow task for ever, one ERROR line every few seconds.
+    const query = `WorkflowType = 'workerLeaseWorkflow' AND TaskQueue = '${cluster.taskQueue}'`;
+    const lease = await eventually(
+      async () => {
+        for await (const execution of cluster.client.workflow.list({ query })) return execution;
+        return undefined;
+      },
+      20_000,
+      'the worker’s lease to be listed',
+    );
+    await eventually(
+      async () => {
+        const { events } = await cluster.client.workflow.getHandle(lease.workflowId, lease.runId).fetchHistory();
+        return events?.some((event) => event.activityTaskScheduledEventAttributes) ? true : undefined;
+      },
+      20_000,
+      'the lease’s workflow to schedule its heartbeat',
+    );
+  });
+
   it('holds one copy of @temporalio/workflow, so cancelling a model call cancels it at once', async () => {
     // The npm overrides in package.json map @temporalio/ai-sdk's pinned @temporalio/* to the project's.
     const fromAiSdk = require.resolve('@temporalio/workflow', { paths: [dirname(require.resolve('@temporalio/ai-sdk'))] });
