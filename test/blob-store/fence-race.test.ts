@@ -65,7 +65,8 @@ afterAll(async () => {
 // SeaweedFS serialises conditional writes to one key through its filer's lock, whose waiters poll about
 // once a second: a loser may wait many seconds for its refusal (a round takes 0.1-12 s), so its requests
 // get far more than their usual time, and each backend's race its own test. A writer that gets no lock
-// within 5 s is answered 503 with nothing written: the SDK tries it again, still conditional.
+// within 5 s is answered 503 with nothing written: the SDK tries it again, still conditional. The two S3
+// races run at once, on keys of their own: each spends its rounds waiting on its key's lock, not on the CPU.
 const S3_RACE = { requestTimeoutMs: 120_000, maxAttempts: 10 };
 const S3_RACE_MS = 1_200_000;
 
@@ -87,13 +88,13 @@ describe(`fence race: ${WRITERS} writers, ${ROUNDS} rounds (${S3_ROUNDS} on S3)`
     await raceToReplace(await PosixBlobStore.open(root));
   }, 300_000);
 
-  it(
+  it.concurrent(
     'S3 on SeaweedFS: one winner a round on a create-once key',
     () => onS3('create/', (store) => raceToCreate(store, S3_ROUNDS)),
     S3_RACE_MS,
   );
 
-  it(
+  it.concurrent(
     'S3 on SeaweedFS: one winner a round on an If-Match record',
     () => onS3('replace/', (store) => raceToReplace(store, S3_ROUNDS)),
     S3_RACE_MS,
