@@ -16,12 +16,16 @@
 // within noise of A's first (a miss's time). A later agent still evaluates its own tokens (its question, the
 // chat template's tail, the rest of the last shared block), so the ratio of the times is bounded by the
 // ratio of the tokens evaluated, printed beside it, and no sooner than a turn on a context the engine holds
-// at that length: A's last agent's next turn, a short message, is measured as that floor.
+// at that length: A's last agent's next turn, a short message, is measured as that floor. The model's own
+// time for what a later agent evaluates is measured too, on a bare llama context (no kvfabric) at the same
+// settings: the shared tokens evaluated there, then the rest timed, three times; A's first agent's time over
+// it is the most any sharing could gain here.
 //   npx tsx bench/prefix-sharing.bench.ts [--agents 16] [--prefix-tokens 2048] [--max-tokens 1] [--json FILE]
 import fs from 'node:fs';
 import path from 'node:path';
 
 import type { Engine } from '../src/engines/engine';
+import { openLlama } from '../src/engines/llama/open-llama';
 import { MODELS } from '../src/engines/models';
 import { openSharingMemory, type SharingMemory } from '../test/prefix-sharing/sharing-memory-fixture';
 import { median, option, printTable } from './measure';
@@ -66,6 +70,8 @@ export interface PrefixSharingResult {
   laterMs: number;
   /** A's last agent's next turn, hot in the engine, a short message: what a turn costs at that length with nothing to prefill. */
   hotTurnMs: number;
+  /** The model alone (a bare llama context): the tokens a later agent evaluates, after the shared ones, median of 3. */
+  bareRestMs: number;
   /** B's first agent, the same prompt as A's last: a miss. */
   otherTenantMs: number;
   otherTenantSharedTokens: number;
@@ -85,6 +91,30 @@ export interface PrefixSharingResult {
   otherTenantOverFirst: number;
   /** On a second worker (the prefix adopted from the cold tier): A's agent with a new question, then with A's last prompt. */
   otherWorker: { newQuestion: PrefixSharingFirstTurn; samePrompt: PrefixSharingFirstTurn; sameReply: boolean };
+}
+
+/**
+ * The model's own time for `prompt`'s tokens after the first `shared`, on a llama context of kvfabric's
+ * settings with no kvfabric: the shared tokens evaluated once, the rest evaluated, timed and erased, `repeats` times.
+ */
+async function bareRestMs(contextLength: number, prompt: Uint32Array, shared: number, repeats = 3): Promise<number> {
+  const bare = await openLlama({ contextLength, threads: THREADS, batchSize: BATCH_SIZE, hotContexts: 1 });
+  try {
+    const sequence = bare.context.getSequence();
+    const tokens = Array.from(prompt) as Parameters<typeof sequence.evaluateWithoutGeneratingNewTokens>[0];
+    await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(0, shared));
+    const times: number[] = [];
+    for (let i = 0; i < repeats; i++) {
+      const started = performance.now();
+      await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(shared));
+      times.push(performance.now() - started);
+      await sequence.eraseContextTokenRanges([{ start: shared, end: prompt.length }]);
+    }
+    return median(times);
+  } finally {
+    await bare.context.dispose();
+    await bare.model.dispose();
+  }
 }
 
 /** Distinct sentences (nothing a tokenizer could fold) until the rendered first message holds about `tokens` tokens. */
@@ -163,6 +193,10 @@ async function main(): Promise<void> {
     console.log(`  ${TENANT_A} agent ${agents}: its next turn (hot, ${JSON.stringify(HOT_MESSAGE)}) ${ms(hotTurnMs)}`);
     const other = await firstTurn(opened, TENANT_B, agents - 1, prefix + question(agents - 1));
     turns.push(other.turn);
+    const lastPrompt = opened.promptOf(prefix + question(agents - 1));
+    const lastShared = turns[agents - 1]!.sharedTokens;
+    const bareMs = await bareRestMs(contextLength, lastPrompt, lastShared);
+    console.log(`  the model alone, ${lastPrompt.length - lastShared} tokens after ${lastShared}: ${ms(bareMs)}`);
     // A second worker on the same tier directory (its own engine and pool), which never saw the prefix.
     const second = await openSharingMemory('prefix-sharing-bench-2', { contextLength, blockCount, maxTokens, tierDir: opened.dir });
     let otherWorker: PrefixSharingResult['otherWorker'];
@@ -197,6 +231,7 @@ async function main(): Promise<void> {
       turns,
       firstMs,
       laterMs,
+      bareRestMs: bareMs,
       otherTenantMs: other.turn.turnMs,
       otherTenantSharedTokens: other.turn.sharedTokens,
       hotTurnMs,
@@ -226,6 +261,12 @@ async function main(): Promise<void> {
           ms(hotTurnMs),
           `A's later agents' first turn ${ms(laterMs)}`,
           `${(laterMs / hotTurnMs).toFixed(2)}x`,
+        ],
+        [
+          `the model alone: A's last agent's ${lastPrompt.length - lastShared} tokens after ${lastShared}, bare llama, median of 3`,
+          ms(bareMs),
+          `A's first agent ${ms(firstMs)}; A's later agents ${ms(laterMs)}`,
+          `${(firstMs / bareMs).toFixed(0)}x: the most sharing gains here; kvfabric adds ${ms(laterMs - bareMs)}`,
         ],
         [
           `prompt tokens evaluated: A's later agents, median`,
