@@ -28,6 +28,19 @@ const PORT_FLAGS = [
   's3.port.grpc',
 ];
 const START_TIMEOUT_MS = 60_000;
+/**
+ * On SIGTERM weed's volume server stops at once and its filer soon after, but its master never exits: past
+ * this grace it is killed. It was 10 s, every one of them spent waiting on the master.
+ */
+const STOP_GRACE_MS = 3_000;
+/** First starts tried, each on other ports, while a port weed was given turns out taken. */
+const START_ATTEMPTS = 3;
+
+async function freePorts(): Promise<Map<string, number>> {
+  const ports = new Map<string, number>();
+  for (const flag of PORT_FLAGS) ports.set(flag, await freePort());
+  return ports;
+}
 
 export interface SeaweedfsServer {
   readonly endpoint: string;
@@ -35,7 +48,7 @@ export interface SeaweedfsServer {
   readonly credentials: { accessKeyId: string; secretAccessKey: string };
   /** A store on this server's bucket; `options` adds to or overrides the defaults. */
   store(options?: Partial<S3BlobStoreOptions>): S3BlobStore;
-  /** Stops the server (SIGTERM, then SIGKILL after 10 s); its data stays. */
+  /** Stops the server (SIGTERM, then SIGKILL after STOP_GRACE_MS); its data stays. */
   stop(): Promise<void>;
   /** Starts it again on the same ports and data. */
   start(): Promise<void>;
@@ -63,9 +76,8 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
   };
   const config = path.join(root, 's3.json');
   fs.writeFileSync(config, JSON.stringify(identities), { mode: 0o600 });
-  const ports = new Map<string, number>();
-  for (const flag of PORT_FLAGS) ports.set(flag, await freePort());
-  const args = [
+  /** The server's command line on `ports`, one free port per PORT_FLAGS entry. */
+  const argsOn = (ports: ReadonlyMap<string, number>) => [
     'server',
     `-dir=${data}`,
     '-ip=127.0.0.1',
@@ -81,8 +93,12 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
     '-master.volumeSizeLimitMB=64',
     // Stopped at once (the default waits 10 s for clients to notice): the tests stop and start it.
     '-volume.preStopSeconds=0',
+    // Its one master, restarted on its own raft state, waits this long to elect itself (the default is 10 s).
+    '-master.electionTimeout=1s',
   ];
-  const endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
+  let ports = await freePorts();
+  let args = argsOn(ports);
+  let endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
   const bucket = `kvf-${randomBytes(4).toString('hex')}`;
   const log = path.join(root, 'weed.log');
   let child: ChildProcess | undefined;
@@ -112,19 +128,37 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
     }
   };
 
-  /** Stops the server with `signal`, then SIGKILL after 10 s. */
+  /** Stops the server with `signal`, then SIGKILL after STOP_GRACE_MS. */
   const stopWith = async (signal: NodeJS.Signals) => {
     const running = child;
     child = undefined;
     if (running === undefined || running.exitCode !== null || running.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
     running.kill(signal);
-    const killer = setTimeout(() => running.kill('SIGKILL'), 10_000);
+    const killer = setTimeout(() => running.kill('SIGKILL'), STOP_GRACE_MS);
     await exited;
     clearTimeout(killer);
   };
 
-  await start();
+  // The first start: a port chosen free may be taken before weed binds it (by another process, or by one of
+  // weed's own outgoing connections), and weed exits; then again on other ports, from an empty directory.
+  // A start again after stop() keeps its ports: the stores know the endpoint.
+  for (let attempt = 1; ; attempt++) {
+    const logged = fs.existsSync(log) ? fs.statSync(log).size : 0;
+    try {
+      await start();
+      break;
+    } catch (err) {
+      const said = fs.readFileSync(log, 'utf8').slice(logged);
+      if (attempt === START_ATTEMPTS || !said.includes('address already in use')) throw err;
+      await stopWith('SIGKILL');
+      fs.rmSync(data, { recursive: true, force: true });
+      fs.mkdirSync(data);
+      ports = await freePorts();
+      args = argsOn(ports);
+      endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
+    }
+  }
   return {
     endpoint,
     bucket,
@@ -142,7 +176,7 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
       }),
     stop: () => stopWith('SIGTERM'),
     start,
-    // Killed at once: its data goes with it, and weed takes the whole 10 s to exit on SIGTERM.
+    // Killed at once: its data goes with it, and weed's master never exits on SIGTERM.
     close: async () => {
       await stopWith('SIGKILL');
       fs.rmSync(root, { recursive: true, force: true });
