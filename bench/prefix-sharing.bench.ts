@@ -193,10 +193,12 @@ async function main(): Promise<void> {
     console.log(`  ${TENANT_A} agent ${agents}: its next turn (hot, ${JSON.stringify(HOT_MESSAGE)}) ${ms(hotTurnMs)}`);
     const other = await firstTurn(opened, TENANT_B, agents - 1, prefix + question(agents - 1));
     turns.push(other.turn);
+    // A's last agent's own tokens, after those it shared: what the model alone evaluates.
     const lastPrompt = opened.promptOf(prefix + question(agents - 1));
-    const lastShared = turns[agents - 1]!.sharedTokens;
+    const lastShared = lastOfA!.turn.sharedTokens;
+    const restTokens = lastPrompt.length - lastShared;
     const bareMs = await bareRestMs(contextLength, lastPrompt, lastShared);
-    console.log(`  the model alone, ${lastPrompt.length - lastShared} tokens after ${lastShared}: ${ms(bareMs)}`);
+    console.log(`  the model alone, ${restTokens} tokens after ${lastShared}: ${ms(bareMs)}`);
     // A second worker on the same tier directory (its own engine and pool), which never saw the prefix.
     const second = await openSharingMemory('prefix-sharing-bench-2', { contextLength, blockCount, maxTokens, tierDir: opened.dir });
     let otherWorker: PrefixSharingResult['otherWorker'];
@@ -263,7 +265,7 @@ async function main(): Promise<void> {
           `${(laterMs / hotTurnMs).toFixed(2)}x`,
         ],
         [
-          `the model alone: A's last agent's ${lastPrompt.length - lastShared} tokens after ${lastShared}, bare llama, median of 3`,
+          `the model alone: A's last agent's ${restTokens} tokens after ${lastShared}, bare llama, median of 3`,
           ms(bareMs),
           `A's first agent ${ms(firstMs)}; A's later agents ${ms(laterMs)}`,
           `${(firstMs / bareMs).toFixed(0)}x: the most sharing gains here; kvfabric adds ${ms(laterMs - bareMs)}`,

@@ -35,7 +35,9 @@ import type { ModelCallMemory } from '../ai-sdk/model-call-memory';
 import { modelMemoryActivities } from '../ai-sdk/model-memory-activities';
 import { MODEL_CALL_ACTIVITIES } from '../ai-sdk/model-call-timeouts';
 import { CodecKeyRing } from '../security/payload-codec';
+import { AGENT_WORKFLOW_TYPE } from '../workflows/definitions';
 import type { ModelMemoryActivities } from '../workflows/model-memory';
+import { WORKER_LEASE_WORKFLOW_TYPE } from '../workflows/worker-lease-definitions';
 import { ActivityOnlyWorker } from './activity-only-worker';
 import { withKvFabricConverter } from './converter';
 import { refusalLog } from './refusal-log';
@@ -344,7 +346,8 @@ async function withAgentWorkflow(
   options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>,
 ): Promise<Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>> {
   if (options.workflowBundle) return {};
-  if (options.workflowsPath) return { workflowsPath: combinedEntry(options.workflowsPath, ['agentWorkflow', 'workerLeaseWorkflow']) };
+  if (options.workflowsPath)
+    return { workflowsPath: combinedEntry(options.workflowsPath, [AGENT_WORKFLOW_TYPE, WORKER_LEASE_WORKFLOW_TYPE]) };
   return { workflowBundle: await agentWorkflowBundle(Runtime.instance().logger) };
 }
 
@@ -356,7 +359,7 @@ async function withAgentWorkflow(
  */
 function withLeaseWorkflow(options: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>): Pick<WorkerOptions, 'workflowsPath'> {
   if (options.workflowBundle || !options.workflowsPath) return {};
-  return { workflowsPath: combinedEntry(options.workflowsPath, ['workerLeaseWorkflow']) };
+  return { workflowsPath: combinedEntry(options.workflowsPath, [WORKER_LEASE_WORKFLOW_TYPE]) };
 }
 
 /**
@@ -377,13 +380,8 @@ function combinedEntry(userPath: string, names: readonly string[]): string {
   // Beside the user's node_modules, where the bundler's own entry can resolve @temporalio/workflow.
   const workflowPackage = require.resolve('@temporalio/workflow/package.json', { paths: [dirname(userPath)] });
   const directory = join(dirname(workflowPackage), '..', '..', '.cache', 'kvfabric-workflow-entries');
-  const path = join(
-    directory,
-    `${createHash('sha256')
-      .update(`${userPath}\n${names.join(',')}`)
-      .digest('hex')
-      .slice(0, 16)}.ts`,
-  );
+  const entryKey = `${userPath}\n${names.join(',')}`;
+  const path = join(directory, `${createHash('sha256').update(entryKey).digest('hex').slice(0, 16)}.ts`);
   mkdirSync(directory, { recursive: true });
   // Written aside and renamed: another process may be bundling from the same entry at this moment.
   const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;

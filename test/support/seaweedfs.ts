@@ -96,20 +96,20 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
     // Its one master, restarted on its own raft state, waits this long to elect itself (the default is 10 s).
     '-master.electionTimeout=1s',
   ];
+  /** Chosen again only when a first start finds one of them taken. */
   let ports = await freePorts();
-  let args = argsOn(ports);
-  let endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
+  const endpoint = () => `http://127.0.0.1:${ports.get('s3.port')}`;
   const bucket = `kvf-${randomBytes(4).toString('hex')}`;
   const log = path.join(root, 'weed.log');
   let child: ChildProcess | undefined;
 
   const start = async () => {
     const out = fs.openSync(log, 'a');
-    child = spawn(binary, args, { cwd: root, stdio: ['ignore', out, out] });
+    child = spawn(binary, argsOn(ports), { cwd: root, stdio: ['ignore', out, out] });
     fs.closeSync(out);
     const exited = new Promise<number | null>((resolve) => child!.once('exit', (code) => resolve(code)));
     const deadline = Date.now() + START_TIMEOUT_MS;
-    const admin = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials, maxAttempts: 1 });
+    const admin = new S3Client({ endpoint: endpoint(), region: 'us-east-1', forcePathStyle: true, credentials, maxAttempts: 1 });
     try {
       for (;;) {
         const early = await Promise.race([exited, new Promise<'running'>((resolve) => setTimeout(() => resolve('running'), 250))]);
@@ -155,18 +155,16 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
       fs.rmSync(data, { recursive: true, force: true });
       fs.mkdirSync(data);
       ports = await freePorts();
-      args = argsOn(ports);
-      endpoint = `http://127.0.0.1:${ports.get('s3.port')}`;
     }
   }
   return {
-    endpoint,
+    endpoint: endpoint(),
     bucket,
     credentials,
     store: (options = {}) =>
       new S3BlobStore({
         bucket,
-        endpoint,
+        endpoint: endpoint(),
         region: 'us-east-1',
         forcePathStyle: true,
         credentials,
