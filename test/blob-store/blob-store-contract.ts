@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 
 import { isPreconditionFailed } from '../../src/blob-store/blob-errors';
 import type { BlobStore } from '../../src/blob-store/blob-store';
-import { readRangeInto } from '../../src/blob-store/ranged-read-into';
+import { readBounded } from '../../src/blob-store/bounded-read';
+import { readRangeInto, readStartInto } from '../../src/blob-store/ranged-read-into';
 import { isFabricError } from '../../src/fabric/errors';
 
 /** What a backend's test gives the suite: a fresh, empty store per call, and how many property runs it affords. */
@@ -98,6 +99,51 @@ export function blobStoreContract(name: string, backend: ContractBackend): void 
       expect(await codeOf(readRangeInto(store, 'seg/into', 3000, new Uint8Array(1)))).toBe('OUT_OF_RANGE');
       expect(await readRangeInto(store, 'seg/none', 0, new Uint8Array(1))).toBeUndefined();
       expect(await codeOf(readRangeInto(store, 'seg/into', 0, new Uint8Array(0)))).toBe('INVALID_ARGUMENT');
+      await store.close();
+    });
+
+    it("reads a blob's first bytes with its size and version in one call (readStartInto), clipped to the blob", async () => {
+      const store = await backend.open();
+      const bytes = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 11) % 251));
+      const version = await store.put('seg/start', bytes);
+      const into = new Uint8Array(1000);
+      expect(await readStartInto(store, 'seg/start', into)).toEqual({ head: { key: 'seg/start', size: 3000, version }, bytes: 1000 });
+      expect(Buffer.from(into).equals(bytes.subarray(0, 1000))).toBe(true);
+      // Larger than the blob: the blob whole, the rest of the memory untouched.
+      const roomy = new Uint8Array(4000).fill(0xee);
+      expect(await readStartInto(store, 'seg/start', roomy)).toEqual({ head: { key: 'seg/start', size: 3000, version }, bytes: 3000 });
+      expect(Buffer.from(roomy.subarray(0, 3000)).equals(bytes) && roomy.subarray(3000).every((byte) => byte === 0xee)).toBe(true);
+      const emptyVersion = await store.put('seg/empty', new Uint8Array(0));
+      expect(await readStartInto(store, 'seg/empty', new Uint8Array(16))).toEqual({
+        head: { key: 'seg/empty', size: 0, version: emptyVersion },
+        bytes: 0,
+      });
+      expect(await readStartInto(store, 'seg/none', new Uint8Array(16))).toBeUndefined();
+      expect(await codeOf(readStartInto(store, 'seg/start', new Uint8Array(0)))).toBe('INVALID_ARGUMENT');
+      await store.close();
+    });
+
+    it('reads a small blob whole with a cap (readBounded): in the first read, past it, and refused above the cap', async () => {
+      const store = await backend.open();
+      const small = Buffer.from('a manifest');
+      const smallVersion = await store.put('rec/small', small);
+      expect(await readBounded(store, 'rec/small', 1024, 'record')).toEqual({
+        key: 'rec/small',
+        size: small.length,
+        version: smallVersion,
+        bytes: small,
+      });
+      // Past the first read (256 KiB): the rest in a second.
+      const big = Buffer.from(Array.from({ length: 300 * 1024 }, (_, i) => (i * 13) % 241));
+      const bigVersion = await store.put('rec/big', big);
+      const read = await readBounded(store, 'rec/big', 1024 * 1024, 'record');
+      expect(read?.version).toBe(bigVersion);
+      expect(read?.bytes.equals(big)).toBe(true);
+      await expect(readBounded(store, 'rec/big', 200 * 1024, 'record')).rejects.toMatchObject({
+        code: 'INTEGRITY',
+        message: expect.stringContaining('record is implausibly large (307200 bytes'),
+      });
+      expect(await readBounded(store, 'rec/none', 1024, 'record')).toBeUndefined();
       await store.close();
     });
 

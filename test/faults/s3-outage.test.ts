@@ -32,8 +32,8 @@ afterAll(async () => {
   for (const open of closing.splice(0).reverse()) await open.close();
 });
 
-type Call = 'put' | 'get' | 'getInto' | 'head' | 'list' | 'delete';
-const CALLS: readonly string[] = ['put', 'get', 'getInto', 'head', 'list', 'delete'];
+type Call = 'put' | 'get' | 'getInto' | 'getStartInto' | 'head' | 'list' | 'delete';
+const CALLS: readonly string[] = ['put', 'get', 'getInto', 'getStartInto', 'head', 'list', 'delete'];
 
 /** The bucket under `prefix`; once armed, the server is stopped just before the first call `when` picks: a fault at a chosen step. */
 function storeFailingAt(prefix: string): { store: BlobStore; arm(when: (call: Call, key: string) => boolean): void; tripped(): boolean } {
@@ -125,7 +125,9 @@ describe('the S3 store down mid-operation', () => {
     const reader = await workerOn(failing.store);
     await reader.memory.recover('ctx', { expectedTenant: 4, minVersion: writer.memory.durableVersion('ctx') });
     // After the manifest and the segment's head, at its first ranged GET.
-    failing.arm((call, blobKey) => (call === 'get' || call === 'getInto') && blobKey.startsWith(SEGMENTS_PREFIX));
+    failing.arm(
+      (call, blobKey) => (call === 'get' || call === 'getInto' || call === 'getStartInto') && blobKey.startsWith(SEGMENTS_PREFIX),
+    );
     try {
       await expectCode(reader.memory.promote('ctx'), 'UNAVAILABLE', /object store could not be reached/);
       expect(failing.tripped()).toBe(true);

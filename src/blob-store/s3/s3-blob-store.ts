@@ -22,7 +22,7 @@ import { FabricError } from '../../fabric/errors';
 import { PreconditionFailed } from '../blob-errors';
 import { checkBytes, checkCondition, checkKey, checkPrefix, checkRange, isKey } from '../blob-keys';
 import type { BlobCondition, BlobHead, BlobRead, BlobStore, BlobVersion, ByteRange } from '../blob-store';
-import type { RangedReadsInto } from '../ranged-read-into';
+import type { BlobStart, RangedReadsInto } from '../ranged-read-into';
 import { bufferedPut, type StreamedPut, type StreamedPuts } from '../streamed-put';
 import { copyBodyInto } from './body-into';
 import { etagOf } from './etag';
@@ -184,22 +184,29 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
     checkRange({ offset, length });
     const what = `reading blob ${key} (${this.location})`;
     try {
-      let answer;
-      try {
-        answer = await this.client.send(
-          new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: `bytes=${offset}-${offset + length - 1}` }),
-        );
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
+      const read = await this.rangeInto(key, offset, into, what);
+      if (read === undefined) return undefined;
+      if (read.bytes !== length) {
+        throw new FabricError('OUT_OF_RANGE', `bytes ${offset}-${offset + length - 1} of blob ${key}, which has ${read.head.size}`);
       }
-      const got = await copyBodyInto(answer.Body, into, what);
-      const total = /\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1];
-      const size = total === undefined ? offset + got : Number(total);
-      if (got !== length) throw new FabricError('OUT_OF_RANGE', `bytes ${offset}-${offset + length - 1} of blob ${key}, which has ${size}`);
-      return { key, size, version: this.versionFrom(answer.ETag, key) };
+      return read.head;
     } catch (err) {
       throw s3Error(err, key, what);
+    }
+  }
+
+  /** The first bytes and the size in one GET, its Content-Range saying the size: no HEAD before it. */
+  async getStartInto(key: string, into: Uint8Array): Promise<BlobStart | undefined> {
+    checkKey(key);
+    checkRange({ offset: 0, length: into instanceof Uint8Array ? into.byteLength : Number.NaN });
+    const what = `reading blob ${key} (${this.location})`;
+    try {
+      return await this.rangeInto(key, 0, into, what);
+    } catch (err) {
+      // 416: an empty blob, which has no byte 0.
+      if (statusOf(err) !== 416) throw s3Error(err, key, what);
+      const head = await this.head(key);
+      return head && { head, bytes: 0 };
     }
   }
 
@@ -331,6 +338,23 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
   }
 
   /** Bytes [offset, offset + length) or fewer at the end; undefined when there is no such key. */
+  /** Up to `into.byteLength` bytes from `offset`, as the server clips the range to the blob; undefined when there is none. */
+  private async rangeInto(key: string, offset: number, into: Uint8Array, what: string): Promise<BlobStart | undefined> {
+    let answer;
+    try {
+      answer = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: `bytes=${offset}-${offset + into.byteLength - 1}` }),
+      );
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+    const bytes = await copyBodyInto(answer.Body, into, what);
+    const total = /\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1];
+    const size = total === undefined ? offset + bytes : Number(total);
+    return { head: { key, size, version: this.versionFrom(answer.ETag, key) }, bytes };
+  }
+
   private async getRange(key: string, offset: number, length: number, ifMatch?: string): Promise<BlobRead | undefined> {
     let answer;
     try {

@@ -2,12 +2,13 @@
 // segment is one create-only put (its id is random: a taken key is a bug or an attack, never
 // overwritten), streamed as it is sealed: the S3 backend sends a big one as a multipart upload whose
 // parts go up while later blocks are still on the crypto threads, and completes it under the condition.
-// Reads are ranged GETs of the header, then of each run of blocks the caller wants, never the whole
-// segment. Manifests take the caller's condition (cold-store: If-None-Match for a context's first, If-Match
+// Reads are ranged GETs of the header (the first, which also says the size), then of each run of blocks the
+// caller wants, never the whole segment. Manifests take the caller's condition (cold-store: If-None-Match for a context's first, If-Match
 // on the version the writer read for the next), so a fenced-off writer's late write is refused by the
 // store itself. The store only ever sees ciphertext.
 import { isPreconditionFailed } from '../../blob-store/blob-errors';
-import { readRangeInto } from '../../blob-store/ranged-read-into';
+import { readBounded } from '../../blob-store/bounded-read';
+import { readRangeInto, readStartInto } from '../../blob-store/ranged-read-into';
 import { hasIncompleteUploads } from '../../blob-store/s3/incomplete-uploads';
 import { bufferedPut, hasStreamedPuts } from '../../blob-store/streamed-put';
 import { FabricError, isFabricError } from '../../fabric/errors';
@@ -24,6 +25,7 @@ import {
 import type { ColdStorage, SegmentSink, SegmentSource, StoredManifest } from './cold-storage';
 import { MAX_MANIFEST_FILE_BYTES } from './manifest-file';
 import { ManifestLogStore } from './manifest-log-store';
+import { HEADER_PROBE_BYTES } from './segment-header';
 import { SLOT_BYTES } from './staging-arena';
 
 export class BlobColdStorage implements ColdStorage {
@@ -67,8 +69,11 @@ export class BlobColdStorage implements ColdStorage {
 
   async openSegment(segmentId: string, where: string): Promise<SegmentSource | undefined> {
     const key = segmentKey(segmentId);
-    const head = await this.store.head(key);
-    if (head === undefined) return undefined;
+    // The header's first bytes and the segment's size in one request: no HEAD before it.
+    const start = Buffer.alloc(HEADER_PROBE_BYTES);
+    const opened = await readStartInto(this.store, key, start);
+    if (opened === undefined) return undefined;
+    const { head } = opened;
     const read = async (into: Uint8Array, offset: number): Promise<number> => {
       const length = Math.min(into.byteLength, head.size - offset);
       if (length <= 0) return 0;
@@ -83,6 +88,7 @@ export class BlobColdStorage implements ColdStorage {
     };
     return {
       size: head.size,
+      start: start.subarray(0, opened.bytes),
       read,
       // Slots are shared memory: a run read into one goes to the crypto threads without a copy.
       blockReader: async (blockBytes) => ({ staged: blockBytes <= SLOT_BYTES, read }),
@@ -123,16 +129,7 @@ export class BlobColdStorage implements ColdStorage {
   }
 
   async readManifest(contextId: string, where: string): Promise<StoredManifest | undefined> {
-    const key = manifestKey(contextId);
-    const head = await this.store.head(key);
-    if (head === undefined) return undefined;
-    if (head.size > MAX_MANIFEST_FILE_BYTES) {
-      throw new FabricError(
-        'INTEGRITY',
-        `${where}: manifest is implausibly large (${head.size} bytes, at most ${MAX_MANIFEST_FILE_BYTES})`,
-      );
-    }
-    const read = await this.store.get(key);
+    const read = await readBounded(this.store, manifestKey(contextId), MAX_MANIFEST_FILE_BYTES, `${where}: manifest`);
     return read && { bytes: read.bytes, version: read.version };
   }
 

@@ -18,6 +18,8 @@ export interface SegmentSink {
 export interface SegmentSource {
   /** Bytes in the segment as stored: its header says how many there must be. */
   readonly size: number;
+  /** Its first bytes where opening it read them already (a blob store's first GET): the header starts there. */
+  readonly start?: Buffer;
   /** Fills `into` from `offset`; returns the bytes read, fewer only at the end. */
   read(into: Uint8Array, offset: number): Promise<number>;
   /** How runs of blocks of `blockBytes` are read; asked once per segment, before its runs. */

@@ -3,7 +3,7 @@
 // created once at its sequence number (If-None-Match, link(2) in a directory): of any writers racing for
 // one number exactly one wins, the others get PreconditionFailed. The store sees only sealed bytes.
 import type { BlobStore } from '../../blob-store/blob-store';
-import { FabricError } from '../../fabric/errors';
+import { readBounded } from '../../blob-store/bounded-read';
 import { contextKeyPath } from './cold-blob-keys';
 import { MAX_MANIFEST_FILE_BYTES } from './manifest-file';
 
@@ -31,11 +31,8 @@ export class ManifestLogStore {
   /** The sealed bytes of a record, undefined when there is none. */
   async read(contextId: string, sequence: number, where: string): Promise<Buffer | undefined> {
     const store = await this.storeFor(false);
-    const key = this.key(contextId, sequence);
-    const head = await store?.head(key);
-    if (store === undefined || head === undefined) return undefined;
-    if (head.size > MAX_MANIFEST_FILE_BYTES) throw new FabricError('INTEGRITY', `${where} is implausibly large (${head.size} bytes)`);
-    return (await store.get(key))?.bytes;
+    if (store === undefined) return undefined;
+    return (await readBounded(store, this.key(contextId, sequence), MAX_MANIFEST_FILE_BYTES, where))?.bytes;
   }
 
   /** Sequence numbers of the context's records, ascending. */

@@ -116,10 +116,15 @@ async function readSegmentBlocks(ctx: SegmentContext, request: SegmentRequest, d
 }
 
 async function readHeader(segment: SegmentSource, where: string): Promise<{ header: SegmentHeader; geometry: SegmentGeometry }> {
-  const { size } = segment;
-  const probe = Buffer.alloc(Math.min(HEADER_PROBE_BYTES, size));
-  const got = probe.length === 0 ? 0 : await segment.read(probe, 0);
-  let parsed = parseSegmentHeader(probe.subarray(0, got), size, where);
+  const { size, start } = segment;
+  const want = Math.min(HEADER_PROBE_BYTES, size);
+  let probe: Buffer;
+  if (start !== undefined && start.byteLength >= want) probe = start.subarray(0, want);
+  else {
+    probe = Buffer.alloc(want);
+    probe = probe.subarray(0, want === 0 ? 0 : await segment.read(probe, 0));
+  }
+  let parsed = parseSegmentHeader(probe, size, where);
   if (!parsed.complete) {
     const whole = Buffer.alloc(parsed.headerBytes);
     if ((await segment.read(whole, 0)) < whole.length)
