@@ -480,12 +480,18 @@ export class ColdStore {
 
   private async loadOnce(contextId: string): Promise<ManifestLog | undefined> {
     const where = `context '${contextId}'`;
-    // The base's version before its bytes: a base replaced in between reads as moved, never as current.
-    const stored = await this.storage.manifestVersion(contextId);
-    if (stored === undefined) return undefined;
     const known = this.logs.get(contextId);
-    // The same base as this store last verified: only records after what it knows are read.
-    let log = known?.stored === stored ? known : await this.loadBase(contextId, where, stored);
+    let log: ManifestLog | undefined;
+    if (known === undefined && this.storage.versioned) {
+      // Nothing verified yet, and a read that names the version it read (a blob store): no HEAD before it.
+      log = await this.loadBase(contextId, where);
+    } else {
+      // The base's version before its bytes: a base replaced in between reads as moved, never as current.
+      const stored = await this.storage.manifestVersion(contextId);
+      if (stored === undefined) return undefined;
+      // The same base as this store last verified: only records after what it knows are read.
+      log = known?.stored === stored ? known : await this.loadBase(contextId, where, stored);
+    }
     if (log === undefined) return undefined;
     const from = log.manifest.version;
     const after = (await this.storage.log.list(contextId)).filter((sequence) => sequence > from);
@@ -518,7 +524,7 @@ export class ColdStore {
   }
 
   /** The base alone, opened; undefined when there is none. */
-  private async loadBase(contextId: string, where: string, statted: BlobVersion): Promise<ManifestLog | undefined> {
+  private async loadBase(contextId: string, where: string, statted?: BlobVersion): Promise<ManifestLog | undefined> {
     const read = await this.storage.readManifest(contextId, where);
     if (read === undefined) return undefined;
     const { manifest, logDigest } = await openManifestBase(read.bytes, contextId, this.ring, this.crypto);
