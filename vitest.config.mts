@@ -28,9 +28,16 @@ export default defineConfig({
     hookTimeout: 120_000,
     // One project per thing a test needs (test/projects.ts): `vitest run --project unit` is the fast loop,
     // `vitest run` (npm test) runs them all.
-    projects: TEST_PROJECTS.map(({ name, include, exclude }) => ({
+    // Vitest runs the projects of one worker count together, as a group; the group of two runs first.
+    projects: TEST_PROJECTS.map(({ name, include, exclude, workers }) => ({
       extends: true,
-      test: { name, include: skip ? [] : include, exclude: [...exclude, '**/node_modules/**'] },
+      test: {
+        name,
+        include: skip ? [] : include,
+        exclude: [...exclude, '**/node_modules/**'],
+        maxWorkers: workers,
+        sequence: { groupOrder: workers === 2 ? 0 : 1 },
+      },
     })),
   },
 });

@@ -8,6 +8,11 @@
 export interface TestProject {
   readonly name: string;
   readonly needs: string;
+  /**
+   * Files run at once: 2 where a file mostly waits (on a server, a timer, a lease) or the tests are CPU-bound
+   * but timing-free; 1 where a test's timing or a model's threads would feel a neighbour.
+   */
+  readonly workers: 1 | 2;
   readonly include: readonly string[];
   readonly exclude: readonly string[];
 }
@@ -19,16 +24,19 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
   {
     name: 'ui',
     needs: 'a dev server and Debian chromium',
+    workers: 1,
     include: ['test/ui/**/*.test.ts'],
   },
   {
     name: 'package',
     needs: 'npm pack, a newcomer project installed from the tarball, a dev server',
+    workers: 1,
     include: ['test/package/**/*.test.ts'],
   },
   {
     name: 's3',
     needs: 'a real S3 server (SeaweedFS, built by npm run setup:tests) that tests start and stop',
+    workers: 2,
     include: [
       'test/blob-store/s3-blob-store.test.ts',
       'test/blob-store/fence-race.test.ts',
@@ -48,11 +56,13 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
   {
     name: 'faults',
     needs: 'dev servers and worker processes that are killed, paused and restarted; the 12-agent load run',
+    workers: 1,
     include: ['test/faults/**/*.test.ts'],
   },
   {
     name: 'model',
     needs: 'the real model (SmolLM2-135M through llama.cpp), some on a dev server',
+    workers: 1,
     include: [
       'test/engines/batch-invariance.test.ts',
       'test/engines/context-length.test.ts',
@@ -82,6 +92,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
   {
     name: 'temporal',
     needs: "a Temporal dev server or Temporal's time-skipping test server, with worker processes",
+    workers: 2,
     include: [
       'test/temporal/**/*.test.ts',
       'test/engines/registered-engine.test.ts',
@@ -116,6 +127,6 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
 
 /** Every project; each file runs in exactly one (the `unit` project excludes all the others' files). */
 export const TEST_PROJECTS: readonly TestProject[] = [
-  { name: 'unit', needs: 'the built addon only', include: [ALL_TESTS], exclude: NEEDING.flatMap((project) => project.include) },
+  { name: 'unit', needs: 'the built addon only', workers: 2, include: [ALL_TESTS], exclude: NEEDING.flatMap((project) => project.include) },
   ...NEEDING.map((project, i) => ({ ...project, exclude: NEEDING.slice(0, i).flatMap((earlier) => earlier.include) })),
 ];
