@@ -3,7 +3,7 @@
 // disk ledger that deletes a segment exactly when nothing uses it any more, here or in any manifest of
 // the shared directory. Every method that takes a ContextEntry runs under that context's lock.
 import { isPreconditionFailed } from '../blob-store/blob-errors';
-import { FabricError } from '../fabric/errors';
+import { FabricError, isFabricError } from '../fabric/errors';
 import type { NativeAllocator } from '../fabric/native-allocator';
 import type { ContextHandle, TenantId } from '../fabric/types';
 import type { ColdBlockRef, ColdStore, ContextManifest, ReadManifestOptions } from './cold';
@@ -228,7 +228,13 @@ export class DurableCopies {
 
   /** Deletes the manifest of a context this process does not hold, and the segments nothing else uses. */
   async discard(contextId: string): Promise<void> {
-    const manifest = await this.cold.readManifest(contextId).catch(() => undefined);
+    // Deleted unread only when it is there but damaged (INTEGRITY). A store that failed (UNAVAILABLE) says
+    // nothing about it, and one sealed with a master key this ring lacks (PERMISSION_DENIED) may be a worker's
+    // that has it: both are refused, and nothing is deleted.
+    const manifest = await this.cold.readManifest(contextId).catch((err: unknown) => {
+      if (isFabricError(err, 'INTEGRITY')) return undefined;
+      throw err;
+    });
     // The version read, when it could be read: a worker that adopted and wrote the context since keeps it.
     await this.cold.deleteManifest(contextId, manifest ? { version: manifest.version } : {});
     const segments = new Set((manifest?.pages ?? []).map((page) => page.segmentId));

@@ -454,6 +454,25 @@ describe('TieredMemory: segment files nobody uses', () => {
     expect(await filesIn(directory)).toEqual([]);
   });
 
+  it('refuses to discard a manifest sealed with a master key its ring lacks, and deletes nothing', async () => {
+    const first = await open();
+    first.memory.create('rotated', 1);
+    await first.memory.append('rotated', tokenBytes(9, 6));
+    await first.memory.demote('rotated', 'disk');
+    const before = await filesIn(directory);
+    // A worker on the same directory with another ring (a key rotation half done): it cannot read the manifest.
+    const foreign = await ColdStore.open({ directory, keyRing: new KeyRing([{ id: 'k2', key: randomBytes(32) }], 'k2') });
+    try {
+      const other = new TieredMemory({ pool: new NativeAllocator({ shape: tinyShape, tokensPerBlock: 4, blockCount: 8 }), cold: foreign });
+      await expect(other.discard('rotated')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    } finally {
+      await foreign.close();
+    }
+    expect(await filesIn(directory)).toEqual(before);
+    await first.memory.promote('rotated');
+    expectSameBytes(await first.memory.read('rotated', 0, 9), tokenBytes(9, 6));
+  });
+
   it('a spill slower than half the orphan age re-checks its own segments, so a sweep cannot leave its manifest pointing at nothing', async () => {
     const { memory, cold } = await open(32, 32, { orphanMinAgeMs: 0 });
     // A sweep in another process deletes the first segment this spill writes, before its manifest.
