@@ -408,10 +408,21 @@ export class ColdStore {
     const what = `deleting the manifest of context '${id}' (version ${version})`;
     await this.storage
       .deleteManifest(id, what, current.stored === undefined ? undefined : { ifMatch: current.stored })
-      .catch((err: unknown) => {
-        throw isPreconditionFailed(err) ? behind(id, version, 'its base was replaced') : err;
+      .catch(async (err: unknown) => {
+        if (!isPreconditionFailed(err)) throw err;
+        // A directory's version is its base file's stat, which was seen to change with no write of a newer
+        // version (a load run's release left its manifest; the cause is not known). The claimed record
+        // fences a directory's writers, so a base read now that is this version or older is still ours.
+        if (this.storage.versioned || !(await this.baseAtMost(id, version))) throw behind(id, version, 'its base was replaced');
+        await this.storage.deleteManifest(id, what);
       });
     await this.deleteRecords(id, await this.storage.log.list(id));
+  }
+
+  /** Whether the context's base, read now, is at most `version` (false when it is gone or cannot be read). */
+  private async baseAtMost(id: string, version: number): Promise<boolean> {
+    const base = await this.loadBase(id, `context '${id}'`).catch(() => undefined);
+    return base !== undefined && base.manifest.version <= version;
   }
 
   /** Context ids with a manifest, sorted. */

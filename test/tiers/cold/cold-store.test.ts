@@ -201,6 +201,21 @@ describe('ColdStore', () => {
     await expectCode(store.readManifest('Agent-1'), 'INTEGRITY', /Agent-1.*missing/);
   });
 
+  it("deletes its own version when the base file's stat changed with no newer write, and leaves nothing", async () => {
+    const { store, dir } = await freshStore();
+    const v1 = { tenant: 1, contextId: 'a', version: 1 };
+    const refs = await store.writeSegment(v1, blocksOf(2, 32, 1));
+    await store.writeManifest(manifestOf(v1, refs), { replaces: 'none' });
+    await store.writeManifest({ ...manifestOf(v1, refs), version: 2 }, { replaces: 1 });
+    // The base's identity (its stat) moves while its bytes stay those of this version.
+    const base = `${dir}/manifests/a.manifest`;
+    const { atime, mtime } = fs.statSync(base);
+    fs.utimesSync(base, atime, new Date(mtime.getTime() - 60_000));
+    await store.deleteManifest('a', { version: 2 });
+    expect(await store.hasManifest('a')).toBe(false);
+    expect(filesUnder(dir).filter((file) => /\.(manifest|rec)$/.test(file))).toEqual([]);
+  });
+
   it('replaces a manifest atomically with a newer version', async () => {
     const { store } = await freshStore();
     const v1 = { tenant: 1, contextId: 'a', version: 1 };
