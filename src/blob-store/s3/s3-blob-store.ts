@@ -337,7 +337,6 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
     });
   }
 
-  /** Bytes [offset, offset + length) or fewer at the end; undefined when there is no such key. */
   /** Up to `into.byteLength` bytes from `offset`, as the server clips the range to the blob; undefined when there is none. */
   private async rangeInto(key: string, offset: number, into: Uint8Array, what: string): Promise<BlobStart | undefined> {
     let answer;
@@ -355,6 +354,7 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
     return { head: { key, size, version: this.versionFrom(answer.ETag, key) }, bytes };
   }
 
+  /** Bytes [offset, offset + length) or fewer at the end; undefined when there is no such key. */
   private async getRange(key: string, offset: number, length: number, ifMatch?: string): Promise<BlobRead | undefined> {
     let answer;
     try {

@@ -2,10 +2,10 @@
 // segment is one create-only put (its id is random: a taken key is a bug or an attack, never
 // overwritten), streamed as it is sealed: the S3 backend sends a big one as a multipart upload whose
 // parts go up while later blocks are still on the crypto threads, and completes it under the condition.
-// Reads are ranged GETs of the header (the first, which also says the size), then of each run of blocks the
-// caller wants, never the whole segment. Manifests take the caller's condition (cold-store: If-None-Match for a context's first, If-Match
-// on the version the writer read for the next), so a fenced-off writer's late write is refused by the
-// store itself. The store only ever sees ciphertext.
+// Reads are ranged GETs of the header (the first, which also says the segment's size), then of each run
+// of blocks the caller wants, never the whole segment. Manifests take the caller's condition (cold-store:
+// If-None-Match for a context's first, If-Match on the version the writer read for the next), so a
+// fenced-off writer's late write is refused by the store itself. The store only ever sees ciphertext.
 import { isPreconditionFailed } from '../../blob-store/blob-errors';
 import { readBounded } from '../../blob-store/bounded-read';
 import { readRangeInto, readStartInto } from '../../blob-store/ranged-read-into';
