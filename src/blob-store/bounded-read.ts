@@ -11,15 +11,15 @@ const FIRST_READ_BYTES = 256 * 1024;
 
 /** The whole blob and its version, undefined when there is none; INTEGRITY when it has more than `maxBytes`. */
 export async function readBounded(store: BlobStore, key: string, maxBytes: number, what: string): Promise<BlobRead | undefined> {
+  const tooLarge = (size: number) => new FabricError('INTEGRITY', `${what} is implausibly large (${size} bytes, at most ${maxBytes})`);
   const first = Buffer.alloc(Math.min(FIRST_READ_BYTES, maxBytes));
   const start = await readStartInto(store, key, first);
   if (start === undefined) return undefined;
   const { head } = start;
-  if (head.size > maxBytes) throw new FabricError('INTEGRITY', `${what} is implausibly large (${head.size} bytes, at most ${maxBytes})`);
+  if (head.size > maxBytes) throw tooLarge(head.size);
   if (start.bytes === head.size) return { ...head, bytes: first.subarray(0, start.bytes) };
+  // Whole again, not just the rest: a rest of another version (replaced in between) could not be told apart.
   const whole = await store.get(key);
-  if (whole !== undefined && whole.size > maxBytes) {
-    throw new FabricError('INTEGRITY', `${what} is implausibly large (${whole.size} bytes, at most ${maxBytes})`);
-  }
+  if (whole !== undefined && whole.size > maxBytes) throw tooLarge(whole.size);
   return whole;
 }

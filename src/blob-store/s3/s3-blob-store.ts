@@ -11,6 +11,7 @@ import {
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  type GetObjectCommandOutput,
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
@@ -339,26 +340,24 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
 
   /** Up to `into.byteLength` bytes from `offset`, as the server clips the range to the blob; undefined when there is none. */
   private async rangeInto(key: string, offset: number, into: Uint8Array, what: string): Promise<BlobStart | undefined> {
-    let answer;
-    try {
-      answer = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key, Range: `bytes=${offset}-${offset + into.byteLength - 1}` }),
-      );
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    const answer = await this.sendRange(key, offset, into.byteLength);
+    if (answer === undefined) return undefined;
     const bytes = await copyBodyInto(answer.Body, into, what);
-    const total = /\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1];
-    const size = total === undefined ? offset + bytes : Number(total);
-    return { head: { key, size, version: this.versionFrom(answer.ETag, key) }, bytes };
+    return { head: { key, size: sizeFrom(answer.ContentRange, offset + bytes), version: this.versionFrom(answer.ETag, key) }, bytes };
   }
 
   /** Bytes [offset, offset + length) or fewer at the end; undefined when there is no such key. */
   private async getRange(key: string, offset: number, length: number, ifMatch?: string): Promise<BlobRead | undefined> {
-    let answer;
+    const answer = await this.sendRange(key, offset, length, ifMatch);
+    if (answer === undefined) return undefined;
+    const bytes = Buffer.from((await answer.Body?.transformToByteArray()) ?? new Uint8Array(0));
+    return { key, size: sizeFrom(answer.ContentRange, offset + bytes.byteLength), version: this.versionFrom(answer.ETag, key), bytes };
+  }
+
+  /** The ranged GET's answer, body unread; undefined when there is no such key. */
+  private async sendRange(key: string, offset: number, length: number, ifMatch?: string): Promise<GetObjectCommandOutput | undefined> {
     try {
-      answer = await this.client.send(
+      return await this.client.send(
         new GetObjectCommand({
           Bucket: this.bucket,
           Key: this.prefix + key,
@@ -370,10 +369,6 @@ export class S3BlobStore implements BlobStore, IncompleteUploads, StreamedPuts, 
       if (isNotFound(err)) return undefined;
       throw err;
     }
-    const bytes = Buffer.from((await answer.Body?.transformToByteArray()) ?? new Uint8Array(0));
-    const total = /\/(\d+)$/.exec(answer.ContentRange ?? '')?.[1];
-    const size = total === undefined ? offset + bytes.byteLength : Number(total);
-    return { key, size, version: this.versionFrom(answer.ETag, key), bytes };
   }
 
   private async getWhole(key: string): Promise<BlobRead | undefined> {
@@ -420,4 +415,10 @@ function conditionsOf(condition: BlobCondition | undefined): S3Conditions {
     IfNoneMatch: condition && 'ifNoneMatch' in condition ? '*' : undefined,
     IfMatch: condition && 'ifMatch' in condition ? condition.ifMatch : undefined,
   };
+}
+
+/** The blob's size from a ranged GET's Content-Range ("bytes 0-99/1234"); `reached` when it names none. */
+function sizeFrom(contentRange: string | undefined, reached: number): number {
+  const total = /\/(\d+)$/.exec(contentRange ?? '')?.[1];
+  return total === undefined ? reached : Number(total);
 }
