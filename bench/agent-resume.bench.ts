@@ -148,8 +148,16 @@ async function openPlainEngine(): Promise<PlainEngine> {
   };
 }
 
-/** The llama engine's turn without kvfabric: evaluate the prompt, sample, evaluate what is left and the close. */
-async function plainTurn(plain: PlainEngine, sequence: LlamaContextSequence, message: string, maxTokens: number): Promise<void> {
+/**
+ * The llama engine's turn without kvfabric: evaluate the prompt and sample the reply. What is left and the
+ * close come back to be evaluated after the answer, untimed, as the llama engine does (its hot sequences' tails).
+ */
+async function plainTurn(
+  plain: PlainEngine,
+  sequence: LlamaContextSequence,
+  message: string,
+  maxTokens: number,
+): Promise<() => Promise<void>> {
   const before = sequence.contextTokens.length;
   const prompt = plain.format.prompt(message, before === 0, undefined);
   const reply: Token[] = [];
@@ -159,7 +167,7 @@ async function plainTurn(plain: PlainEngine, sequence: LlamaContextSequence, mes
     if (reply.length >= maxTokens) break;
   }
   const evaluated = sequence.contextTokens.length - before;
-  await sequence.evaluateWithoutGeneratingNewTokens([...[...prompt, ...reply].slice(evaluated), ...plain.format.close]);
+  return () => sequence.evaluateWithoutGeneratingNewTokens([...[...prompt, ...reply].slice(evaluated), ...plain.format.close]);
 }
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -215,7 +223,8 @@ async function main(): Promise<void> {
       const message = messageOf(plain.model, contextTokens - templateTokens);
       const [first, prefillMs] = await timed(() => agent.turn({ message, generation: ONE_TOKEN }));
       process.stdout.write(` ${(prefillMs / 1000).toFixed(1)} s (${first.tokens} tokens); plain prefill...`);
-      const [, plainPrefillMs] = await timed(() => plainTurn(plain, sequence, message, 1));
+      const [closePrefill, plainPrefillMs] = await timed(() => plainTurn(plain, sequence, message, 1));
+      await closePrefill();
       process.stdout.write(` ${(plainPrefillMs / 1000).toFixed(1)} s;`);
 
       // Alternated: the agent's hot turn, the plain engine's same turn, a pin, an unpin.
@@ -225,7 +234,8 @@ async function main(): Promise<void> {
         const hotMs = (await timed(() => agent.turn({ message: PROBE, generation: ONE_TOKEN })))[1];
         // The turn's save, append and durable copy run after its answer; the plain turn must not share the CPU with them.
         await rig.settled();
-        const plainMs = (await timed(() => plainTurn(plain, sequence, PROBE, 1)))[1];
+        const [closePlain, plainMs] = await timed(() => plainTurn(plain, sequence, PROBE, 1));
+        await closePlain();
         const pinMs = (await timed(() => agent.pin()))[1];
         const unpinMs = (await timed(() => agent.unpin()))[1];
         roundTrips.push(pinMs, unpinMs);

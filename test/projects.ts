@@ -67,6 +67,7 @@ const NEEDING: readonly Omit<TestProject, 'exclude'>[] = [
       'test/engines/batch-invariance.test.ts',
       'test/engines/context-length.test.ts',
       'test/engines/engine-complete.test.ts',
+      'test/engines/hot-sequences.test.ts',
       'test/engines/llama-engine.test.ts',
       'test/engines/model-file-errors.test.ts',
       'test/engines/sequence-state.test.ts',

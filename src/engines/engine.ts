@@ -166,7 +166,9 @@ export interface Engine {
    * Runs one turn. Errors are FabricErrors: INCOMPATIBLE (context of another engine setting),
    * OUT_OF_RANGE (the turn would pass the context length; nothing changes), INTEGRITY (stored bytes that
    * cannot be a context), INVALID_ARGUMENT, BUSY (a call on `key` is running). Checks run before anything
-   * changes; an error after the turn started leaves the engine with no hot copy of `key`.
+   * changes; an error after the turn started leaves the engine with no hot copy of `key`. An engine may
+   * answer before it has evaluated what closes the reply (its end tokens): the next call, save or release
+   * of `key` waits for that, and is not refused for it.
    */
   turn(request: EngineTurnRequest): Promise<EngineTurnResult>;
   /**

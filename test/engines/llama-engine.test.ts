@@ -253,6 +253,48 @@ describe('LlamaEngine', () => {
     for (const key of ['busy-a', 'busy-b']) await engine.release(key);
   });
 
+  it('answers before its closing tokens go in: a turn, save, release or eviction right after waits for them, refused by nothing', async () => {
+    const straight = new PooledContext();
+    const straightTurns: SavedTurn[] = [];
+    for (const message of MESSAGES) straightTurns.push(await turn('closing-straight', straight, message));
+    await engine.release('closing-straight');
+
+    // Each turn the moment the last one answered, nothing saved in between: the engine's hot copy goes on.
+    const quick = new PooledContext();
+    const quickTurn = async (input: string) => {
+      const result = await engine.turn({ key: 'closing-quick', context: quick.stored(), input, generation: { maxTokens: MAX_TOKENS } });
+      quick.tail = Uint32Array.from([...quick.tail, ...result.added]);
+      quick.fingerprint = engine.fingerprint;
+      return result;
+    };
+    const first = await quickTurn(MESSAGES[0]!);
+    expect(first.resumedFrom).toBe('empty');
+    const second = await quickTurn(MESSAGES[1]!);
+    expect(second.resumedFrom).toBe('hot');
+    expect(second.reply).toBe(straightTurns[1]!.reply);
+    // A save right after an answer holds the whole turn, its closing tokens and their KV included.
+    const saved = await engine.save('closing-quick', 0);
+    expect(Array.from(saved.tokens)).toEqual(Array.from(quick.tail));
+    expectSameBytes(saved.kv, Buffer.concat([straightTurns[0]!.saved.kv, straightTurns[1]!.saved.kv]));
+    quick.appendSaved(saved);
+
+    // A release right after an answer, then the next turn from the pages and the unsaved tail.
+    const third = await quickTurn(MESSAGES[2]!);
+    expect(third.reply).toBe(straightTurns[2]!.reply);
+    await engine.release('closing-quick');
+    const again = await engine.turn({ key: 'closing-quick', context: quick.stored(), input: 'Name a tree.', generation: { maxTokens: 4 } });
+    expect(again.resumedFrom).toBe('stored');
+
+    // Two other contexts right after (hotContexts is 2): one evicts closing-quick while its closing tokens may still be going in.
+    const others = await Promise.all(
+      ['closing-other-a', 'closing-other-b'].map((key) =>
+        engine.turn({ key, context: new PooledContext().stored(), input: MESSAGES[0]!, generation: { maxTokens: MAX_TOKENS } }),
+      ),
+    );
+    expect(others[1]!.reply).toBe(others[0]!.reply);
+    for (const key of ['closing-quick', 'closing-other-a', 'closing-other-b']) await engine.release(key);
+  });
+
   it('seeded sampling repeats exactly', async () => {
     const results: Uint32Array[] = [];
     for (const key of ['seeded-a', 'seeded-b']) {

@@ -42,10 +42,11 @@ export interface ReplyModel {
 
 /**
  * Evaluates `input` on a sequence holding `held` tokens and generates a reply: until an end token,
- * `maxTokens`, a whole JSON value under `grammar`, or `signal`. Then whatever was sampled but not yet
- * evaluated goes in, and `after` and the closing tokens, whether the reply ended on its own or not: the
- * sequence's tokens are then exactly those whose KV is cached, and a restored context continues exactly
- * like one that stayed hot. `onText` is told the reply's text after each token.
+ * `maxTokens`, a whole JSON value under `grammar`, or `signal`. `onText` is told the reply's text after
+ * each token. What was sampled but not yet evaluated, then `after` and the closing tokens, whether the reply
+ * ended on its own or not, come back as `closing`: the caller answers first and evaluates them after
+ * (HotSequences.answer), since the reply does not depend on them. The sequence's tokens are then exactly those
+ * whose KV is cached, and a restored context continues exactly like one that stayed hot.
  */
 export async function generateReply(
   { model, close }: ReplyModel,
@@ -60,7 +61,7 @@ export async function generateReply(
     signal?: AbortSignal;
     onText?: (text: string) => void;
   },
-): Promise<{ reply: Token[]; finish: EngineCompletionResult['finish'] }> {
+): Promise<{ reply: Token[]; finish: EngineCompletionResult['finish']; closing: Token[] }> {
   const { grammar } = options;
   const nlc = grammar ? await loadNodeLlamaCpp() : undefined;
   const generation = sequence.evaluate(input, {
@@ -89,8 +90,7 @@ export async function generateReply(
       `sequence holds ${held + evaluated} tokens after generation, expected ${held + input.length}..${held + added.length}`,
     );
   }
-  await sequence.evaluateWithoutGeneratingNewTokens(added.slice(evaluated).concat(options.after ?? [], close));
-  return { reply, finish };
+  return { reply, finish, closing: added.slice(evaluated).concat(options.after ?? [], close) };
 }
 
 /** Whether `text` is a whole JSON value: an object or array once it closes, anything else once whitespace follows it. */

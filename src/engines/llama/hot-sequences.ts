@@ -2,7 +2,8 @@
 // one call on a context at a time. When every sequence is taken, the least recently used one whose KV
 // kvfabric has saved goes first; one holding an unsaved turn only when nothing else can, since kvfabric's
 // pages and the turn's token ids rebuild it. When every hot one is in a call, a caller waits for the first
-// call to end.
+// call to end. A call may answer before its tail (a reply's closing tokens) is evaluated: whatever comes
+// next on that context (a call, a save, an eviction) waits for the tail, and is never refused for it.
 import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
 
 import { FabricError, isFabricError } from '../../fabric/errors';
@@ -17,6 +18,8 @@ export interface HotContext {
 export class HotSequences {
   private readonly hot = new Map<string, HotContext>();
   private readonly busy = new Set<string>();
+  /** The tail of a call that has answered, per context: settles (never rejects) once it is evaluated or dropped. */
+  private readonly tails = new Map<string, Promise<void>>();
   private useClock = 0;
   /** Who waits for a sequence while every hot one is in a call: woken when any call ends. */
   private readonly waiters: Array<() => void> = [];
@@ -41,22 +44,37 @@ export class HotSequences {
   }
 
   /** Runs `work` as the only call on `key`; an error drops the hot copy, which may be half changed. */
-  async exclusive<T>(key: string, work: () => Promise<T>): Promise<T> {
-    this.busy.add(key);
+  exclusive<T>(key: string, work: () => Promise<T>): Promise<T> {
+    return this.answer(key, async () => ({ value: await work() }));
+  }
+
+  /**
+   * Runs `work` as the only call on `key` and answers with its `value` before its `tail` runs: the tail
+   * keeps the context from every other use until it ends, and a tail that fails drops the hot copy (the
+   * pages and token ids rebuild it), as an error in `work` does.
+   */
+  async answer<T>(key: string, work: () => Promise<{ value: T; tail?: () => Promise<void> }>): Promise<T> {
+    this.take(key);
+    let tail: (() => Promise<void>) | undefined;
     try {
-      return await work();
+      await this.tails.get(key);
+      const answered = await work();
+      tail = answered.tail;
+      return answered.value;
     } catch (err) {
       await this.release(key);
       throw isFabricError(err) ? err : new FabricError('UNAVAILABLE', `llama engine: ${(err as Error).message}`);
     } finally {
+      if (tail) this.runTail(key, tail);
       this.callEnded(key);
     }
   }
 
   /** Runs `work` as the only call on `key`, leaving the hot copy whatever happens (a save reads it only). */
   async reading<T>(key: string, work: () => Promise<T>): Promise<T> {
-    this.busy.add(key);
+    this.take(key);
     try {
+      await this.tails.get(key);
       return await work();
     } finally {
       this.callEnded(key);
@@ -80,8 +98,9 @@ export class HotSequences {
     return this.context.getSequence();
   }
 
-  /** Lets go of `key`'s hot copy, if any. */
+  /** Lets go of `key`'s hot copy, if any, once its tail, if any, has ended. */
   async release(key: string): Promise<void> {
+    await this.tails.get(key);
     const entry = this.hot.get(key);
     if (!entry) return;
     this.hot.delete(key);
@@ -93,6 +112,26 @@ export class HotSequences {
     this.closed = true;
     for (const wake of this.waiters.splice(0)) wake();
     for (const key of [...this.hot.keys()]) await this.release(key);
+  }
+
+  /** Makes `key` the context of a call: BUSY while another call on it runs (a tail is waited for instead). */
+  private take(key: string): void {
+    this.requireIdle(key);
+    this.busy.add(key);
+  }
+
+  /** Runs a call's tail; an eviction or the next call on `key` waits for it. */
+  private runTail(key: string, tail: () => Promise<void>): void {
+    const running = Promise.resolve()
+      .then(tail)
+      .catch(async () => {
+        this.tails.delete(key);
+        await this.release(key);
+      })
+      .finally(() => {
+        if (this.tails.get(key) === running) this.tails.delete(key);
+      });
+    this.tails.set(key, running);
   }
 
   /** `key`'s call is over: it may be evicted again, and whoever waits for a sequence looks again. */

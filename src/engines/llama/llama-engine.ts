@@ -89,16 +89,19 @@ export class LlamaEngine implements Engine {
       closing: this.format.close.length,
     });
 
-    return this.hot.exclusive(key, async () => {
+    return this.hot.answer(key, async () => {
       const { sequence, resumedFrom } = await this.sequenceFor(key, context);
-      const { reply } = await generateReply(this.replies, sequence, before.length, prompt, { maxTokens, sampling });
+      const { reply, closing } = await generateReply(this.replies, sequence, before.length, prompt, { maxTokens, sampling });
       this.hot.touch(key, sequence, true);
       return {
-        reply: this.model.detokenize(reply),
-        promptTokens: prompt.length,
-        replyTokens: reply.length,
-        added: Uint32Array.from(prompt.concat(reply, this.format.close)),
-        resumedFrom,
+        value: {
+          reply: this.model.detokenize(reply),
+          promptTokens: prompt.length,
+          replyTokens: reply.length,
+          added: Uint32Array.from(prompt.concat(reply, this.format.close)),
+          resumedFrom,
+        },
+        tail: () => sequence.evaluateWithoutGeneratingNewTokens(closing),
       };
     });
   }
@@ -132,7 +135,7 @@ export class LlamaEngine implements Engine {
     });
     const grammar = structured ? await this.jsonGrammar(structured.schema) : undefined;
 
-    return this.hot.exclusive(key, async () => {
+    return this.hot.answer(key, async () => {
       const { sequence, resumedFrom, reused } = await this.sequenceSharing(key, context, prompt);
       const rest = Array.from(prompt.subarray(reused)) as Token[];
       let told = '';
@@ -142,7 +145,7 @@ export class LlamaEngine implements Engine {
         told = text;
       };
       tell(structured?.prefix ?? '');
-      const { reply, finish } = await generateReply(this.replies, sequence, reused, rest.concat(forced), {
+      const { reply, finish, closing } = await generateReply(this.replies, sequence, reused, rest.concat(forced), {
         maxTokens,
         sampling,
         after: suffix,
@@ -156,13 +159,16 @@ export class LlamaEngine implements Engine {
       const text = structured ? structured.prefix + this.model.detokenize(reply) + structured.suffix : this.model.detokenize(reply);
       tell(text);
       return {
-        text,
-        reply: ids,
-        reusedTokens: reused,
-        evaluatedTokens: prompt.length - reused,
-        finish,
-        tokens: Uint32Array.from(sequence.contextTokens),
-        resumedFrom,
+        value: {
+          text,
+          reply: ids,
+          reusedTokens: reused,
+          evaluatedTokens: prompt.length - reused,
+          finish,
+          tokens: Uint32Array.from(sequence.contextTokens.concat(closing)),
+          resumedFrom,
+        },
+        tail: () => sequence.evaluateWithoutGeneratingNewTokens(closing),
       };
     });
   }
@@ -173,14 +179,14 @@ export class LlamaEngine implements Engine {
   }
 
   async save(key: string, fromToken: number): Promise<ContextKv> {
-    this.hot.requireIdle(key);
-    const entry = this.hot.of(key);
-    if (!entry) throw new FabricError('INVALID_STATE', `${key} is not hot in the engine`);
-    const held = entry.sequence.contextTokens.length;
-    if (!Number.isSafeInteger(fromToken) || fromToken < 0 || fromToken > held) {
-      throw new FabricError('OUT_OF_RANGE', `save from token ${fromToken} of a sequence holding ${held}`);
-    }
+    // Inside the read: the last call's closing tokens may still be going in.
     return this.hot.reading(key, async () => {
+      const entry = this.hot.of(key);
+      if (!entry) throw new FabricError('INVALID_STATE', `${key} is not hot in the engine`);
+      const held = entry.sequence.contextTokens.length;
+      if (!Number.isSafeInteger(fromToken) || fromToken < 0 || fromToken > held) {
+        throw new FabricError('OUT_OF_RANGE', `save from token ${fromToken} of a sequence holding ${held}`);
+      }
       const saved = await this.states.save(entry.sequence, fromToken);
       entry.unsaved = false;
       return saved;
