@@ -45,8 +45,16 @@ const jsonPath = option('--json');
 const CONTEXT_LENGTH = 8192;
 const ONE_TOKEN = { maxTokens: 1 };
 const PROBE = 'Go on.';
-/** Model turns take seconds to minutes on two cores. */
-const CONFIG = { timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 }, timeouts: { attemptMs: 900_000, operationMs: 1_800_000 } };
+/**
+ * Model turns take seconds to minutes on two cores: no idle timer within the run. No prefix sharing: each
+ * size's prefill is the re-prefill a resume is judged against, and the sizes' messages begin alike, so with
+ * sharing the 2k agent's first turn took the 512 agent's blocks (9.2 s instead of 16-21 s for its prompt).
+ */
+const CONFIG = {
+  timers: { idleToWarmMs: 3_600_000, warmToColdMs: 3_600_000 },
+  timeouts: { attemptMs: 900_000, operationMs: 1_800_000 },
+  sharing: 'none' as const,
+};
 /** The llama engine's default threads (all cores but one), which the rig's worker runs with. */
 const THREADS = Math.max(1, os.availableParallelism() - 1);
 /** The target's allowance on the plain engine's turn, before the round trip is added. */
