@@ -176,9 +176,17 @@ async function measure(subject: Subject, size: number): Promise<WakeUpRow> {
   // Apart: the engine's memory grows to the context's size once, and the workflow learns the restore's speed.
   await toDisk();
   await agent.resume();
+  const learned = (await agent.status()).lastResume;
   await call(agent);
   // The lead the workflow plans with (a plan far ahead, read and cancelled), and the pause it allows.
   const leadMs = (await agent.wake(Date.now() + 3_600_000)).wake!.leadMs;
+  if (learned) {
+    const { bytes, transferMs, verifyMs, engineLoadMs } = learned;
+    noteOnce(
+      `${subject.engine} ${size}: the lead of ${leadMs} ms was learned from the resume apart: ${(bytes / 2 ** 20).toFixed(1)} MiB, ` +
+        `moved in ${transferMs.toFixed(0)} ms, checked in ${verifyMs.toFixed(0)} ms, loaded into the engine in ${engineLoadMs.toFixed(0)} ms`,
+    );
+  }
   await agent.wake(null);
   const pauseMs = leadMs + PLAN_SLACK_MS;
   const rounds: WakeUpRow['rounds'] = [];

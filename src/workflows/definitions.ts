@@ -106,8 +106,8 @@ export interface AgentState {
   denials: number;
   forks: number;
   lastResume?: ResumeFigures;
-  /** The last resume that moved bytes, for a wake-up's lead time (wake-ups.ts): bytes, and ms to move, check and load them. */
-  restore?: { bytes: number; ms: number };
+  /** How fast this agent's context came back, for a wake-up's lead time (lead-time.ts). */
+  restore?: RestoreSpeeds;
   /** A planned wake-up: workflow time (ms) the owner needs the context back by (wake-ups.ts). */
   wakeAt?: number;
   /** The highest durable-copy version any activity reported: a failover refuses an older manifest. */
@@ -119,6 +119,22 @@ export interface AgentState {
    * started with (which expires): the replacement's custodian token. Sealed by the payload codec like all state.
    */
   capability?: string;
+}
+
+/** Bytes handled in a time: one measured speed. */
+export interface Throughput {
+  bytes: number;
+  ms: number;
+}
+
+/**
+ * A context's measured speeds of coming back: moving its pages from host memory and from disk (each from
+ * the last resume that moved bytes from there), and checking and loading the whole context into the engine.
+ */
+export interface RestoreSpeeds {
+  host?: Throughput;
+  disk?: Throughput;
+  load?: Throughput;
 }
 
 /** The last resume's account: bytes moved to the device, from where, and the time to move and verify them. */

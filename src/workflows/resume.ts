@@ -1,6 +1,7 @@
 // Resuming an agent's context: back to the device, wherever it is: in the workflow task itself when the
 // worker running the task holds it in memory, else through the holder's queue (failover included). The
 // worker verifies what came back against the digest the workflow recorded; the workflow checks the count.
+import { bytesPerTokenOf } from '../fabric/layout';
 import type { HolderActivities, ResumeRequest, ResumeResult } from '../activities/types';
 import type { AgentRun } from './agent-run';
 import { refusal } from './failures';
@@ -88,5 +89,5 @@ function recordResumed(run: AgentRun, resumed: ResumeResult, inFlightTokens: num
     engineLoadMs: resumed.engineLoadMs,
     from: resumed.from,
   };
-  learnResumeSpeed(state, state.lastResume);
+  learnResumeSpeed(state, state.lastResume, resumed.tokens * bytesPerTokenOf(run.input.model.shape));
 }
