@@ -31,6 +31,7 @@ import type {
   RecoverRequest,
   ReleaseResult,
   RenewRequest,
+  RenewResult,
   ResumeRequest,
   ResumeResult,
   SuspendRequest,
@@ -196,10 +197,11 @@ export function createActivities(options: {
       });
     },
 
-    renew(request: RenewRequest): Promise<void> {
+    renew(request: RenewRequest): Promise<RenewResult> {
       return runOperation({ operation: 'renew' }, request, async (call, run) => {
-        await memory.renew(call, { token: request.next, custodian: request.nextCustodian }, run);
+        const renewed = await memory.renew(call, { token: request.next, custodian: request.nextCustodian }, run);
         log.info('capability renewed', { agentId: request.agentId });
+        return renewed;
       });
     },
   };
@@ -267,6 +269,7 @@ function presented(request: ContextRequest, action: Operation): Presented {
     workflowId: Context.current().info.workflowExecution?.workflowId ?? '',
     action,
     token: request.capability,
+    revokedBelow: request.revokedBelow,
   };
 }
 

@@ -4,7 +4,7 @@
 import type { ModelShape } from '../fabric/types';
 import type { ContextSnapshot } from '../agent-memory/context-snapshot';
 import type { DigestState } from '../agent-memory/context-digest';
-import type { ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
+import type { ForkResult, ReleaseResult, RenewResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
 import type { TurnFields } from '../agent-memory/turn';
 
 export type { DigestState } from '../agent-memory/context-digest';
@@ -12,7 +12,7 @@ export type { GenerationSettings } from '../engines/engine';
 export type { TurnFields, TurnReply } from '../agent-memory/turn';
 export type { ContextSnapshot } from '../agent-memory/context-snapshot';
 /** What the operations give back, as AgentMemory returns them. */
-export type { ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
+export type { ForkResult, ReleaseResult, RenewResult, ResumeResult, SuspendResult, TurnResult } from '../agent-memory/operation-results';
 
 export type { Tier } from '../fabric/tier';
 
@@ -24,6 +24,11 @@ export interface ContextRequest {
   capability: string;
   /** Unique per call within the agent (the workflow's operation counter): a retry carries the same id. */
   operationId: string;
+  /**
+   * The revocation epoch the workflow's last renewal raised (RenewResult; absent before one): a worker
+   * whose store holds a lower one refuses the call (INTEGRITY), as an entry was deleted.
+   */
+  revokedBelow?: number;
 }
 
 /** A context and the worker-specific task queue of the worker that now holds it. */
@@ -149,5 +154,5 @@ export interface HolderActivities {
   pin(request: ContextRequest): Promise<ContextSnapshot>;
   unpin(request: ContextRequest): Promise<ContextSnapshot>;
   release(request: ContextRequest): Promise<ReleaseResult>;
-  renew(request: RenewRequest): Promise<void>;
+  renew(request: RenewRequest): Promise<RenewResult>;
 }

@@ -24,7 +24,7 @@ import { emptyDigest, type DigestState } from './context-digest';
 import type { ContextSnapshot } from './context-snapshot';
 import { ContextVerifier } from './context-verifier';
 import { Custodians, type Custody } from './custodians';
-import type { Allocated, ForkResult, ReleaseResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
+import type { Allocated, ForkResult, ReleaseResult, RenewResult, ResumeResult, SuspendResult, TurnResult } from './operation-results';
 import { turnInputOf, type TurnFields } from './turn';
 import { TurnRunner } from './turn-runner';
 
@@ -458,12 +458,13 @@ export class AgentMemory {
    * Accepts `next.token` as the context's capability, `next.custodian` as its custodian token (see
    * CapabilityCheck.renewal), and revokes every older token; touches no tier.
    */
-  async renew(call: Presented, next: { token: unknown; custodian: unknown }, run: RunAdmitted = runNow): Promise<void> {
+  async renew(call: Presented, next: { token: unknown; custodian: unknown }, run: RunAdmitted = runNow): Promise<RenewResult> {
     const current = await this.admit(call);
-    await run(async () => {
-      await this.capabilities.renewal({ ...call, token: next.token }, current, next.custodian);
+    return run(async () => {
+      const renewed = await this.capabilities.renewal({ ...call, token: next.token }, current, next.custodian);
       // Checked by renewal: the replacement's custodian, for this very workflow.
       this.custodians.named(call.contextId, next.custodian as string, call.workflowId);
+      return { revokedBelow: renewed.epoch };
     });
   }
 

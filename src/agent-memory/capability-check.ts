@@ -33,6 +33,11 @@ export interface Presented {
   workflowId: string;
   action: Operation;
   token: unknown;
+  /**
+   * The context's revocation epoch as the calling workflow last raised it (its renewal's; absent before
+   * one): a store that holds a lower one lost an entry, INTEGRITY, even on a worker that never read it.
+   */
+  revokedBelow?: number;
 }
 
 export class CapabilityCheck {
@@ -121,7 +126,7 @@ export class CapabilityCheck {
   private async checked(call: Presented, claims: CapabilityClaims, needsRight = true, checkEpoch = true): Promise<CapabilityClaims> {
     const reason = mismatch(claims, call, needsRight);
     if (reason) return this.deny(call, reason);
-    if (checkEpoch && claims.epoch < (await this.epochs.minimum(call.contextId))) return this.deny(call, 'revoked');
+    if (checkEpoch && claims.epoch < (await this.epochs.minimum(call.contextId, call.revokedBelow))) return this.deny(call, 'revoked');
     return claims;
   }
 

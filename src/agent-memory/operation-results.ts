@@ -69,3 +69,11 @@ export interface ReleaseResult {
   /** Tokens the context held on this worker (0 when it was not held here). */
   releasedTokens: number;
 }
+
+export interface RenewResult {
+  /**
+   * Tokens of the context with a lower epoch are refused from now on (the replacement's epoch). The
+   * workflow presents it with every later call (ContextRequest.revokedBelow).
+   */
+  revokedBelow: number;
+}

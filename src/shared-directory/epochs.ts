@@ -28,18 +28,23 @@ export class EpochStore {
 
   /**
    * 0 for a context never revoked. One listing, every time: another worker may have raised it.
-   * INTEGRITY when the value fell below one this process read before (an entry was deleted).
+   * INTEGRITY when the value fell below one this process read before, or below `recorded`, a value the
+   * caller knows was raised (the agent's workflow keeps its last renewal's): an entry was deleted.
    */
-  async minimum(contextId: string): Promise<number> {
-    return (await this.records.highest(contextId)) ?? 0;
+  async minimum(contextId: string, recorded = 0): Promise<number> {
+    checkEpoch(recorded);
+    return (await this.records.highest(contextId, recorded > 0 ? recorded : undefined)) ?? 0;
   }
 
   /** Revokes every token of the context with an epoch below `minimum`; never lowers the record. Durable before it returns. */
   async raise(contextId: string, minimum: number): Promise<void> {
-    if (!Number.isInteger(minimum) || minimum < 0 || minimum > MAX_EPOCH) {
-      throw new FabricError('INVALID_ARGUMENT', `an epoch is an integer in [0, 2^53], got ${String(minimum)}`);
-    }
+    checkEpoch(minimum);
     if (minimum === 0) return; // every context starts at 0
     await this.records.raise(contextId, minimum, contextId);
   }
+}
+
+function checkEpoch(epoch: number): void {
+  if (!Number.isInteger(epoch) || epoch < 0 || epoch > MAX_EPOCH)
+    throw new FabricError('INVALID_ARGUMENT', `an epoch is an integer in [0, 2^53], got ${String(epoch)}`);
 }

@@ -31,8 +31,10 @@
 // Deletion is what a seal cannot catch: whoever can delete the greatest entry lowers the value, and a
 // lowered revocation epoch would let revoked tokens in again. Values never fall, so a process that saw a
 // value authenticated and then lists a lower one knows an entry was deleted: INTEGRITY, audited, never
-// the lower value. That covers every worker that read the context since it started; a worker that never
-// saw the higher value cannot tell a deletion from no raise (docs/security.md says what covers that).
+// the lower value. That covers every worker that read the context since it started. A worker that never
+// saw the higher value cannot tell a deletion from no raise on its own, so a reader may name a value it
+// knows was raised (`atLeast`: the agent's workflow records the epoch its last renewal raised), which
+// then counts as seen for that read.
 import { createHash } from 'node:crypto';
 
 import { isPreconditionFailed } from '../blob-store/blob-errors';
@@ -90,9 +92,13 @@ export class RisingRecords<V> {
     return new RisingRecords(store, prefix, kind, values, seal);
   }
 
-  /** The context's greatest value; undefined if none was ever raised. INTEGRITY (audited) for a foreign, forged or deleted entry. */
-  async highest(contextId: string): Promise<V | undefined> {
-    return (await this.entries(contextId))?.highest;
+  /**
+   * The context's greatest value; undefined if none was ever raised. INTEGRITY (audited) for a foreign,
+   * forged or deleted entry. `atLeast`: a value the caller knows was raised; a lower listing is then a
+   * deletion here too, whether or not this process read that value. Not remembered: it holds for this read.
+   */
+  async highest(contextId: string, atLeast?: V): Promise<V | undefined> {
+    return (await this.entries(contextId, atLeast))?.highest;
   }
 
   /**
@@ -125,14 +131,14 @@ export class RisingRecords<V> {
   }
 
   /** The greatest entry, authenticated, and the keys of those below it; undefined for a context with none. */
-  private async entries(contextId: string): Promise<Listing<V> | undefined> {
-    let fell = false;
+  private async entries(contextId: string, atLeast?: V): Promise<Listing<V> | undefined> {
+    let fell: { value: V; by: string } | undefined;
     for (let listing = 0; listing < MAX_LISTINGS; listing++) {
       const listed = await this.listing(contextId);
-      const seen = this.seen.get(contextId);
-      // Below a value seen before: deleted, or a stale listing (listed again, a stale cache catches up).
-      if (seen !== undefined && (listed === undefined || this.values.compare(listed.highest, seen) < 0)) {
-        fell = true;
+      const floor = this.floorOf(contextId, atLeast);
+      // Below a value known raised: deleted, or a stale listing (listed again, a stale cache catches up).
+      if (floor !== undefined && (listed === undefined || this.values.compare(listed.highest, floor.value) < 0)) {
+        fell = floor;
         continue;
       }
       if (listed === undefined) return undefined;
@@ -142,10 +148,18 @@ export class RisingRecords<V> {
       }
     }
     if (fell) {
-      const seen = this.values.nameOf(this.seen.get(contextId)!);
-      throw await this.seal.forged(this.kind, contextId, `lost its entry ${seen}, which this worker read before: deleted`);
+      const entry = this.values.nameOf(fell.value);
+      throw await this.seal.forged(this.kind, contextId, `lost its entry ${entry}, which ${fell.by}: deleted`);
     }
     throw new FabricError('UNAVAILABLE', `the ${this.kind} of context ${contextId} kept changing while it was read`);
+  }
+
+  /** The value a listing may not fall below: the highest this process saw, or the caller's `atLeast` if higher. */
+  private floorOf(contextId: string, atLeast: V | undefined): { value: V; by: string } | undefined {
+    const seen = this.seen.get(contextId);
+    if (atLeast !== undefined && (seen === undefined || this.values.compare(atLeast, seen) > 0))
+      return { value: atLeast, by: 'the caller knows was raised' };
+    return seen === undefined ? undefined : { value: seen, by: 'this worker read before' };
   }
 
   /** The greatest entry by name and the keys of those below it, as listed; undefined for a context with none. */

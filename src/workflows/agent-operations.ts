@@ -204,8 +204,9 @@ export class AgentOperations {
    */
   async renew({ capability, next, nextCustodian }: RenewArgs): Promise<AgentStatus> {
     const { run } = this;
-    await this.calls.call((holder) => holder.renew({ ...run.request(capability), next, nextCustodian }));
+    const renewed = await this.calls.call((holder) => holder.renew({ ...run.request(capability), next, nextCustodian }));
     run.state.capability = nextCustodian;
+    run.state.revokedBelow = Math.max(run.state.revokedBelow ?? 0, renewed.revokedBelow);
     return run.status();
   }
 

@@ -60,7 +60,8 @@ export class AgentRun {
    * tokens: TurnResult.alreadyApplied).
    */
   request(capability: string): ContextRequest {
-    return { agentId: this.agentId, tenant: this.input.tenant, capability, operationId: `${this.agentId}:${this.state.nextOperation++}` };
+    const operationId = `${this.agentId}:${this.state.nextOperation++}`;
+    return { agentId: this.agentId, tenant: this.input.tenant, capability, operationId, revokedBelow: this.state.revokedBelow };
   }
 
   /**

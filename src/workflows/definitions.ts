@@ -119,6 +119,11 @@ export interface AgentState {
    * started with (which expires): the replacement's custodian token. Sealed by the payload codec like all state.
    */
   capability?: string;
+  /**
+   * The revocation epoch the last `renew` raised: every later call presents it, so a worker whose store
+   * lost that epoch's entry refuses the call instead of admitting a revoked token (ContextRequest.revokedBelow).
+   */
+  revokedBelow?: number;
 }
 
 /** Bytes handled in a time: one measured speed. */

@@ -319,6 +319,26 @@ describe('updates', () => {
     expect(fabric.callsOf('released').map((call) => call.activity)).toEqual(['allocate', 'turn', 'release']);
   });
 
+  it('presents the revocation epoch of its last renewal with every later call, so a worker can tell a deleted epoch entry', async () => {
+    const agent = await startAgent('renewing');
+    await turn(agent, { tokens: 4 });
+    const renew = (next: string) =>
+      agent.executeUpdate(renewUpdate, { args: [{ capability: CAPABILITY, next, nextCustodian: `${next}-c` }] });
+    await renew('n1');
+    await renew('n2');
+    await turn(agent, { tokens: 2 });
+    await agent.executeUpdate(suspendUpdate, { args: [{ capability: CAPABILITY, tier: 'host' }] });
+    const presented = fabric.callsOf('renewing').map((call) => [call.activity, call.request.revokedBelow]);
+    expect(presented).toEqual([
+      ['allocate', undefined],
+      ['turn', undefined],
+      ['renew', undefined],
+      ['renew', 1],
+      ['turn', 2],
+      ['suspend', 2],
+    ]);
+  });
+
   it("hands a holder's PERMISSION_DENIED to the caller typed, once, and counts it", async () => {
     const agent = await startAgent('denied');
     await turn(agent, { tokens: 5 });

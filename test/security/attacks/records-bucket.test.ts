@@ -6,7 +6,8 @@
 // grants swapped between two agents or two tenants, and an epoch entry copied from another context or
 // moved to another value are INTEGRITY, audited; a deleted grant leaves the context to nobody (its owner
 // finds no context, another tenant that takes the freed id reads no page of it); a deleted epoch entry
-// is INTEGRITY on every worker that saw it (src/shared-directory/rising-records.ts). The same attacks run
+// is INTEGRITY on every worker that saw it (src/shared-directory/rising-records.ts), and on any worker
+// when the call carries the epoch the agent's workflow recorded at its renewal. The same attacks run
 // on the POSIX directory and on a real S3 server (SeaweedFS), through a store of the attacker's own.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -182,6 +183,32 @@ describe.each(BACKENDS)('attack: records in $name written by someone without the
       expect(forgedLines('critic').some((line) => line.action === 'open-epoch')).toBe(true);
     });
     await expect(admit(fx, 'critic', 'acme', old)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+  });
+
+  it("an epoch entry deleted after a renewal raised it: a worker that never read it refuses the revoked token (INTEGRITY) given the workflow's epoch", async () => {
+    const old = fx.token('intruder', 'globex', { epoch: 10 });
+    const current = fx.token('intruder', 'globex', { epoch: 20 });
+    await fx.capabilities.revoke('intruder', 20);
+    // What the agent's workflow presents after its renewal raised 20 (ContextRequest.revokedBelow).
+    const fromWorkflow = (memory: MemoryFixture, token: unknown, revokedBelow: unknown) =>
+      memory.memory.admit({ ...memory.call('intruder', 'globex', 'turn', token), revokedBelow: revokedBelow as number });
+    await undone([`${epochFolder('intruder')}20`], async () => {
+      await attacker.delete(`${epochFolder('intruder')}20`);
+      // Another worker, which never listed the intruder's epochs: the store alone says 0.
+      const other = await worker();
+      await expect(fromWorkflow(other, old, 20)).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('deleted') });
+      await expect(fromWorkflow(other, current, 20)).rejects.toMatchObject({ code: 'INTEGRITY' });
+      expect(
+        denials(other).some((line) => line.reason === 'forged-record' && line.context === 'intruder' && line.action === 'open-epoch'),
+      ).toBe(true);
+      // A recorded epoch that is no epoch is refused as such, before the store is read.
+      for (const bad of [-1, 1.5, '20', 2 ** 60])
+        await expect(fromWorkflow(other, current, bad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    });
+    // The entry back: the current token is admitted with the workflow's epoch, the revoked one refused.
+    const other = await worker();
+    await expect(fromWorkflow(other, current, 20)).resolves.toMatchObject({ ten: 'globex', epoch: 20 });
+    await expect(fromWorkflow(other, old, 20)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
   });
 
   it('a grant deleted: its owner finds no context, and another tenant that takes the freed id reads none of its pages', async () => {
