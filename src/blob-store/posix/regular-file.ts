@@ -4,7 +4,7 @@
 // of them. Opened with O_NOFOLLOW, since none of these files is a link, and O_NONBLOCK, so a FIFO opens at
 // once; then the descriptor itself must be a regular file no larger than its kind allows (fstat: the file
 // checked is the file read, whatever the path names meanwhile). INTEGRITY otherwise, before a byte is read.
-import { constants as fsConstants, promises as fsp } from 'node:fs';
+import { type BigIntStats, constants as fsConstants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import { FabricError } from '../../fabric/errors';
@@ -74,15 +74,23 @@ async function openChecked(
   }
 }
 
-/** The whole of `file` (see openRegularFile); undefined when there is no such file. */
-export async function readRegularFile(file: string, what: string, maxBytes: number): Promise<Buffer | undefined> {
+/**
+ * The whole of `file` (see openRegularFile), with the stat of the very file read (not of whatever the path
+ * names before or after); undefined when there is no such file.
+ */
+export async function readRegularFile(
+  file: string,
+  what: string,
+  maxBytes: number,
+): Promise<{ bytes: Buffer; stat: BigIntStats } | undefined> {
   const opened = await openRegularFile(file, what, maxBytes);
   if (opened === undefined) return undefined;
   try {
+    const stat = await opened.handle.stat({ bigint: true });
     const bytes = Buffer.alloc(opened.size);
     // Fewer bytes only if the file shrank meanwhile: what is read must then authenticate as it is.
     const got = await readFully(opened.handle, bytes, 0);
-    return got === bytes.length ? bytes : bytes.subarray(0, got);
+    return { bytes: got === bytes.length ? bytes : bytes.subarray(0, got), stat };
   } catch (err) {
     throw ioError(err, `reading ${what}`);
   } finally {

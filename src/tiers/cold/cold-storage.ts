@@ -34,10 +34,10 @@ export interface BlockReader {
   read(into: Uint8Array, offset: number): Promise<number>;
 }
 
-/** A manifest's sealed bytes and, where the storage has versions, the version read. */
+/** A manifest's sealed bytes and the version they are (an ETag, the identity of the file read). */
 export interface StoredManifest {
   bytes: Buffer;
-  version?: BlobVersion;
+  version: BlobVersion;
 }
 
 export interface ColdStorage {

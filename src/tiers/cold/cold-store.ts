@@ -410,9 +410,10 @@ export class ColdStore {
       .deleteManifest(id, what, current.stored === undefined ? undefined : { ifMatch: current.stored })
       .catch(async (err: unknown) => {
         if (!isPreconditionFailed(err)) throw err;
-        // A directory's version is its base file's stat, which was seen to change with no write of a newer
-        // version (a load run's release left its manifest; the cause is not known). The claimed record
-        // fences a directory's writers, so a base read now that is this version or older is still ours.
+        // A directory's version is its base file's identity, which was seen to change with no newer version
+        // written (a load run's release left its manifest). One way that happened is closed: a read paired
+        // the identity statted before it with the bytes of a base compacted in between. In case of others:
+        // the claimed record fences a directory's writers, so a base read now at this version or older is ours.
         if (this.storage.versioned || !(await this.baseAtMost(id, version))) throw behind(id, version, 'its base was replaced');
         await this.storage.deleteManifest(id, what);
       });
@@ -501,7 +502,7 @@ export class ColdStore {
       const stored = await this.storage.manifestVersion(contextId);
       if (stored === undefined) return undefined;
       // The same base as this store last verified: only records after what it knows are read.
-      log = known?.stored === stored ? known : await this.loadBase(contextId, where, stored);
+      log = known?.stored === stored ? known : await this.loadBase(contextId, where);
     }
     if (log === undefined) return undefined;
     const from = log.manifest.version;
@@ -535,14 +536,14 @@ export class ColdStore {
   }
 
   /** The base alone, opened; undefined when there is none. */
-  private async loadBase(contextId: string, where: string, statted?: BlobVersion): Promise<ManifestLog | undefined> {
+  private async loadBase(contextId: string, where: string): Promise<ManifestLog | undefined> {
     const read = await this.storage.readManifest(contextId, where);
     if (read === undefined) return undefined;
     const { manifest, logDigest } = await openManifestBase(read.bytes, contextId, this.ring, this.crypto);
     return {
       manifest,
-      // A blob store names the version it read; a directory's, taken before the read, is at worst older.
-      stored: read.version ?? statted,
+      // The version of the bytes read (a directory's: the identity of the very file read).
+      stored: read.version,
       baseVersion: manifest.version,
       baseBytes: read.bytes.length,
       digest: logDigest ?? digestOf(read.bytes),

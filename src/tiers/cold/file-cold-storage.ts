@@ -110,8 +110,10 @@ export class FileColdStorage implements ColdStorage {
 
   async readManifest(contextId: string, where: string): Promise<StoredManifest | undefined> {
     const file = path.join(this.directory.manifests, manifestFileName(contextId));
-    const bytes = await readRegularFile(file, `${where}: manifest file`, MAX_MANIFEST_FILE_BYTES);
-    return bytes === undefined ? undefined : { bytes };
+    const read = await readRegularFile(file, `${where}: manifest file`, MAX_MANIFEST_FILE_BYTES);
+    // The identity of the file read: a stat of the path before the read would pair a base replaced in
+    // between (a compaction) with the identity of the one it replaced.
+    return read === undefined ? undefined : { bytes: read.bytes, version: versionOf(read.stat) };
   }
 
   async hasManifest(contextId: string): Promise<boolean> {

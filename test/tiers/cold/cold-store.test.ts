@@ -216,6 +216,29 @@ describe('ColdStore', () => {
     expect(filesUnder(dir).filter((file) => /\.(manifest|rec)$/.test(file))).toEqual([]);
   });
 
+  it('a directory read keeps the identity of the base it read, not of one a compaction replaced while it read', async () => {
+    const ring = ringOf(masterKey('k1'));
+    const { store: writer, dir } = await freshStore(ring);
+    const v1 = { tenant: 1, contextId: 'a', version: 1 };
+    const refs = await writer.writeSegment(v1, blocksOf(2, 32, 1));
+    await writer.writeManifest(manifestOf(v1, refs), { replaces: 'none' });
+    const reader = await openStore(dir, ring);
+    stores.push(reader);
+    // The reader has statted the base and not read it yet when the writer puts a new base of the same
+    // version in its place (a compaction does that).
+    const storage = (reader as unknown as { storage: { readManifest: (...args: unknown[]) => Promise<unknown> } }).storage;
+    const read = storage.readManifest.bind(storage);
+    storage.readManifest = async (...args) => {
+      await writer.writeManifest(manifestOf(v1, refs));
+      return read(...args);
+    };
+    expect((await reader.readManifest('a')).version).toBe(1);
+    storage.readManifest = read;
+    // Its next version chains to the base it read, which is still there: no refusal.
+    await reader.writeManifest({ ...manifestOf(v1, refs), version: 2 }, { replaces: 1 });
+    expect((await reader.readManifest('a')).version).toBe(2);
+  });
+
   it('replaces a manifest atomically with a newer version', async () => {
     const { store } = await freshStore();
     const v1 = { tenant: 1, contextId: 'a', version: 1 };
