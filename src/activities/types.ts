@@ -45,9 +45,10 @@ export interface AllocateRequest extends ContextRequest {
   checkpoint: boolean;
 }
 
-/** A new context: its placement and the digest of its (empty) contents. */
+/** A new context: its placement, the digest of its (empty) contents and the epoch below which its tokens are revoked. */
 export interface Allocation extends Placement {
   digest: DigestState;
+  revokedBelow: number;
 }
 
 export interface RecoverRequest extends ContextRequest {

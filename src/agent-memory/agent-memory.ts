@@ -184,6 +184,9 @@ export class AgentMemory {
     const existing = await this.grants.get(contextId);
     if (existing) await this.capabilities.agree(call, existing, claims);
     this.custodians.admitted(contextId, call.token, claims);
+    // Every token minted before this one (an earlier context of this id that was never released, or whose
+    // release's epoch entry was deleted) is refused from now on. Idempotent for a retry.
+    await this.capabilities.revoke(contextId, claims.epoch);
     const created = !this.tiers.has(contextId); // else an earlier attempt created it here
     if (created) {
       if (!existing) await this.grants.put({ contextId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
@@ -191,7 +194,7 @@ export class AgentMemory {
       this.tenants.set(contextId, claims.ten);
       if (request.checkpoint) await this.tiers.spill(contextId);
     }
-    return { ...this.snapshot(contextId), digest: emptyDigest(), created };
+    return { ...this.snapshot(contextId), digest: emptyDigest(), created, revokedBelow: claims.epoch };
   }
 
   /**
@@ -395,6 +398,8 @@ export class AgentMemory {
       } else {
         await this.grants.put({ contextId: childId, tenant: claims.ten, agentId: claims.sub, ...forkOf(claims) });
       }
+      // As allocate does, once the id is this fork's: tokens minted before the child's never open it.
+      await this.capabilities.revoke(childId, claims.epoch);
       // The child gets the pages (once the child's token passed): every turn of the parent's must be in them.
       await this.turns.saveTail(call.contextId, options);
       if (!this.tiers.has(childId)) await this.tiers.fork(call.contextId, childId);
@@ -402,7 +407,7 @@ export class AgentMemory {
       this.custodians.admitted(childId, options.childCustodian, custodian);
       if (options.checkpoint) await this.tiers.spill(childId);
       const digest = await this.verifier.digestAt(call.contextId, this.tiers.contextStats(call.contextId).tokens);
-      return { digest, parent: this.snapshot(call.contextId), child: this.snapshot(childId) };
+      return { digest, parent: this.snapshot(call.contextId), child: this.snapshot(childId), childRevokedBelow: claims.epoch };
     });
   }
 

@@ -12,6 +12,12 @@ export interface Allocated extends ContextSnapshot {
   digest: DigestState;
   /** false: an earlier attempt created it on this worker already. */
   created: boolean;
+  /**
+   * Tokens of the context with a lower epoch are refused from now on: the allocating token's epoch, so no
+   * token of an earlier context of the same id (minted before it) opens this one. The workflow presents it
+   * with every later call (ContextRequest.revokedBelow).
+   */
+  revokedBelow: number;
 }
 
 export interface TurnResult extends ContextSnapshot {
@@ -63,6 +69,8 @@ export interface ForkResult {
   digest: DigestState;
   parent: ContextSnapshot;
   child: ContextSnapshot;
+  /** The child's Allocated.revokedBelow: its token's epoch, which the child's workflow presents. */
+  childRevokedBelow: number;
 }
 
 export interface ReleaseResult {

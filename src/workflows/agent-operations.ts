@@ -49,6 +49,7 @@ export class AgentOperations {
     run.place(placed);
     run.recordPages(placed.digest);
     run.recordSnapshot(placed);
+    run.state.revokedBelow = Math.max(run.state.revokedBelow ?? 0, placed.revokedBelow);
   }
 
   async turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
@@ -137,6 +138,7 @@ export class AgentOperations {
         tier: forked.child.tier,
         blocks: forked.child.blocks,
         sharedBlocks: forked.child.sharedBlocks,
+        revokedBelow: forked.childRevokedBelow,
       },
     };
     try {

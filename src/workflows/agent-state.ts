@@ -32,6 +32,7 @@ export function initialState(input: AgentInput): AgentState {
     failovers: 0,
     denials: 0,
     forks: 0,
+    ...(parent ? { revokedBelow: parent.revokedBelow } : {}),
   };
 }
 

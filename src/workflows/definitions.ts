@@ -120,8 +120,9 @@ export interface AgentState {
    */
   capability?: string;
   /**
-   * The revocation epoch the last `renew` raised: every later call presents it, so a worker whose store
-   * lost that epoch's entry refuses the call instead of admitting a revoked token (ContextRequest.revokedBelow).
+   * The context's revocation epoch as this workflow raised it last (its allocation's or a fork's token
+   * epoch, then each `renew`'s): every later call presents it, so a worker whose store lost that epoch's
+   * entry refuses the call instead of admitting a revoked token (ContextRequest.revokedBelow).
    */
   revokedBelow?: number;
 }
@@ -172,6 +173,8 @@ export interface AgentInput {
     tier: Tier;
     blocks: number;
     sharedBlocks: number;
+    /** The child context's revocation epoch (ForkResult.childRevokedBelow), which its workflow presents. */
+    revokedBelow: number;
   };
   /** Set on continue-as-new: the state to carry on from. */
   carried?: AgentState;

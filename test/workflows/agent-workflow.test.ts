@@ -319,7 +319,7 @@ describe('updates', () => {
     expect(fabric.callsOf('released').map((call) => call.activity)).toEqual(['allocate', 'turn', 'release']);
   });
 
-  it('presents the revocation epoch of its last renewal with every later call, so a worker can tell a deleted epoch entry', async () => {
+  it('presents the revocation epoch of its allocation, then of its last renewal, with every later call, so a worker can tell a deleted epoch entry', async () => {
     const agent = await startAgent('renewing');
     await turn(agent, { tokens: 4 });
     const renew = (next: string) =>
@@ -331,12 +331,19 @@ describe('updates', () => {
     const presented = fabric.callsOf('renewing').map((call) => [call.activity, call.request.revokedBelow]);
     expect(presented).toEqual([
       ['allocate', undefined],
-      ['turn', undefined],
-      ['renew', undefined],
+      ['turn', 1],
       ['renew', 1],
-      ['turn', 2],
-      ['suspend', 2],
+      ['renew', 2],
+      ['turn', 3],
+      ['suspend', 3],
     ]);
+    // A fork's child presents its own context's epoch (the fork's result) from its first call on.
+    fabric.plan('renewing-child', { holder: HOLDER_A, recoverTo: HOLDER_B });
+    const forked = await agent.executeUpdate(forkUpdate, {
+      args: [{ capability: CAPABILITY, childId: 'renewing-child', childCapability: 'c', childCustodian: 'cc' }],
+    });
+    await turn(env.client.workflow.getHandle(forked.workflowId), { tokens: 3 });
+    expect(fabric.callsOf('renewing-child').map((call) => [call.activity, call.request.revokedBelow])).toContainEqual(['turn', 1]);
   });
 
   it("hands a holder's PERMISSION_DENIED to the caller typed, once, and counts it", async () => {

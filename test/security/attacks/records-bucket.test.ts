@@ -7,7 +7,9 @@
 // moved to another value are INTEGRITY, audited; a deleted grant leaves the context to nobody (its owner
 // finds no context, another tenant that takes the freed id reads no page of it); a deleted epoch entry
 // is INTEGRITY on every worker that saw it (src/shared-directory/rising-records.ts), and on any worker
-// when the call carries the epoch the agent's workflow recorded at its renewal. The same attacks run
+// when the call carries the epoch the agent's workflow recorded (its allocation's, then its last
+// renewal's): an agent started again under a released one's id admits none of the old agent's tokens
+// either. The same attacks run
 // on the POSIX directory and on a real S3 server (SeaweedFS), through a store of the attacker's own.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -174,11 +176,13 @@ describe.each(BACKENDS)('attack: records in $name written by someone without the
   });
 
   it('an epoch entry deleted after it revoked a token: the worker that read it refuses that token (INTEGRITY), never admits it', async () => {
-    const old = fx.token('critic', 'acme', { epoch: 10 });
-    await fx.capabilities.revoke('critic', 20);
+    // Epochs past the one its allocation raised (its start token's, the time it was minted).
+    const [low, high] = [Date.now() + 1_000_010, Date.now() + 1_000_020];
+    const old = fx.token('critic', 'acme', { epoch: low });
+    await fx.capabilities.revoke('critic', high);
     await expect(admit(fx, 'critic', 'acme', old)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
-    await undone([`${epochFolder('critic')}20`], async () => {
-      await attacker.delete(`${epochFolder('critic')}20`);
+    await undone([`${epochFolder('critic')}${high}`], async () => {
+      await attacker.delete(`${epochFolder('critic')}${high}`);
       await expect(admit(fx, 'critic', 'acme', old)).rejects.toMatchObject({ code: 'INTEGRITY' });
       expect(forgedLines('critic').some((line) => line.action === 'open-epoch')).toBe(true);
     });
@@ -186,29 +190,58 @@ describe.each(BACKENDS)('attack: records in $name written by someone without the
   });
 
   it("an epoch entry deleted after a renewal raised it: a worker that never read it refuses the revoked token (INTEGRITY) given the workflow's epoch", async () => {
-    const old = fx.token('intruder', 'globex', { epoch: 10 });
-    const current = fx.token('intruder', 'globex', { epoch: 20 });
-    await fx.capabilities.revoke('intruder', 20);
-    // What the agent's workflow presents after its renewal raised 20 (ContextRequest.revokedBelow).
+    const [low, high] = [Date.now() + 1_000_010, Date.now() + 1_000_020];
+    const old = fx.token('intruder', 'globex', { epoch: low });
+    const current = fx.token('intruder', 'globex', { epoch: high });
+    await fx.capabilities.revoke('intruder', high);
+    // What the agent's workflow presents after its renewal raised `high` (ContextRequest.revokedBelow).
     const fromWorkflow = (memory: MemoryFixture, token: unknown, revokedBelow: unknown) =>
       memory.memory.admit({ ...memory.call('intruder', 'globex', 'turn', token), revokedBelow: revokedBelow as number });
-    await undone([`${epochFolder('intruder')}20`], async () => {
-      await attacker.delete(`${epochFolder('intruder')}20`);
+    await undone([`${epochFolder('intruder')}${high}`], async () => {
+      await attacker.delete(`${epochFolder('intruder')}${high}`);
       // Another worker, which never listed the intruder's epochs: the store alone says 0.
       const other = await worker();
-      await expect(fromWorkflow(other, old, 20)).rejects.toMatchObject({ code: 'INTEGRITY', message: expect.stringContaining('deleted') });
-      await expect(fromWorkflow(other, current, 20)).rejects.toMatchObject({ code: 'INTEGRITY' });
+      await expect(fromWorkflow(other, old, high)).rejects.toMatchObject({
+        code: 'INTEGRITY',
+        message: expect.stringContaining('deleted'),
+      });
+      await expect(fromWorkflow(other, current, high)).rejects.toMatchObject({ code: 'INTEGRITY' });
       expect(
         denials(other).some((line) => line.reason === 'forged-record' && line.context === 'intruder' && line.action === 'open-epoch'),
       ).toBe(true);
       // A recorded epoch that is no epoch is refused as such, before the store is read.
-      for (const bad of [-1, 1.5, '20', 2 ** 60])
+      for (const bad of [-1, 1.5, String(high), 2 ** 60])
         await expect(fromWorkflow(other, current, bad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     });
     // The entry back: the current token is admitted with the workflow's epoch, the revoked one refused.
     const other = await worker();
-    await expect(fromWorkflow(other, current, 20)).resolves.toMatchObject({ ten: 'globex', epoch: 20 });
-    await expect(fromWorkflow(other, old, 20)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(fromWorkflow(other, current, high)).resolves.toMatchObject({ ten: 'globex', epoch: high });
+    await expect(fromWorkflow(other, old, high)).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+  });
+
+  it("an agent started again under a released one's id: the old agent's tokens open nothing, even with every epoch entry deleted", async () => {
+    const first = Date.now() + 2_000_000;
+    const oldToken = fx.token('reborn', 'acme', { epoch: first });
+    await fx.allocate('reborn', oldToken);
+    await fx.memory.release(fx.call('reborn', 'acme', 'release', oldToken));
+    // The release's entry deleted: a worker that never read it would take the old token for current.
+    for (const entry of await attacker.list(epochFolder('reborn'))) await attacker.delete(entry.key);
+    // The id started again, on a worker that never read the deleted entry (this one would refuse: it read
+    // it), with a token minted later: its allocation revokes everything minted before.
+    const next = fx.token('reborn', 'acme', { epoch: first + 5_000 });
+    const allocated = await (await worker()).allocate('reborn', next);
+    expect(allocated.revokedBelow).toBe(first + 5_000);
+    const fromWorkflow = (memory: MemoryFixture, token: unknown) =>
+      memory.memory.admit({ ...memory.call('reborn', 'acme', 'turn', token), revokedBelow: allocated.revokedBelow });
+    const other = await worker();
+    await expect(fromWorkflow(other, oldToken)).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+      message: expect.stringContaining('revoked'),
+    });
+    await expect(fromWorkflow(other, next)).resolves.toMatchObject({ epoch: first + 5_000 });
+    // And that entry deleted too: INTEGRITY on a worker that never read it, never the old token admitted.
+    for (const entry of await attacker.list(epochFolder('reborn'))) await attacker.delete(entry.key);
+    await expect(fromWorkflow(await worker(), oldToken)).rejects.toMatchObject({ code: 'INTEGRITY' });
   });
 
   it('a grant deleted: its owner finds no context, and another tenant that takes the freed id reads none of its pages', async () => {
