@@ -25,8 +25,9 @@ export interface ContextRequest {
   /** Unique per call within the agent (the workflow's operation counter): a retry carries the same id. */
   operationId: string;
   /**
-   * The revocation epoch the workflow's last renewal raised (RenewResult; absent before one): a worker
-   * whose store holds a lower one refuses the call (INTEGRITY), as an entry was deleted.
+   * The revocation epoch the workflow last raised (its allocation's or fork's, then each renewal's; absent
+   * on the allocation itself): a worker whose store holds a lower one refuses the call (INTEGRITY), as an
+   * entry was deleted.
    */
   revokedBelow?: number;
 }

@@ -34,8 +34,8 @@ export interface Presented {
   action: Operation;
   token: unknown;
   /**
-   * The context's revocation epoch as the calling workflow last raised it (its renewal's; absent before
-   * one): a store that holds a lower one lost an entry, INTEGRITY, even on a worker that never read it.
+   * The context's revocation epoch as the calling workflow last raised it (ContextRequest.revokedBelow):
+   * a store that holds a lower one lost an entry, INTEGRITY, even on a worker that never read it.
    */
   revokedBelow?: number;
 }

@@ -29,7 +29,7 @@ export class EpochStore {
   /**
    * 0 for a context never revoked. One listing, every time: another worker may have raised it.
    * INTEGRITY when the value fell below one this process read before, or below `recorded`, a value the
-   * caller knows was raised (the agent's workflow keeps its last renewal's): an entry was deleted.
+   * caller knows was raised (the agent's workflow keeps the one it last raised): an entry was deleted.
    */
   async minimum(contextId: string, recorded = 0): Promise<number> {
     checkEpoch(recorded);

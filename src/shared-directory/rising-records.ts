@@ -33,8 +33,8 @@
 // value authenticated and then lists a lower one knows an entry was deleted: INTEGRITY, audited, never
 // the lower value. That covers every worker that read the context since it started. A worker that never
 // saw the higher value cannot tell a deletion from no raise on its own, so a reader may name a value it
-// knows was raised (`atLeast`: the agent's workflow records the epoch its last renewal raised), which
-// then counts as seen for that read.
+// knows was raised (`atLeast`: the agent's workflow records the epoch it last raised), which then counts
+// as seen for that read.
 import { createHash } from 'node:crypto';
 
 import { isPreconditionFailed } from '../blob-store/blob-errors';
