@@ -5,7 +5,7 @@
 // cancellation and idle tests.
 import { TemporalProvider } from '@temporalio/ai-sdk/workflow';
 import type { Duration } from '@temporalio/common';
-import { CancellationScope, condition, defineSignal, isCancellation, setHandler, sleep } from '@temporalio/workflow';
+import { CancellationScope, condition, defineQuery, defineSignal, isCancellation, setHandler, sleep } from '@temporalio/workflow';
 import { generateText, stepCountIs, type LanguageModelUsage, type ProviderMetadata } from 'ai';
 
 import { researchTools as tools } from '../../examples/ai-sdk/workflows';
@@ -68,6 +68,26 @@ export async function researchAgent(request: ResearchRequest): Promise<LoopStep[
     }),
   });
   return result.steps.map(loopStepOf);
+}
+
+export const researchSteps = defineQuery<LoopStep[] | undefined>('researchSteps');
+export const finish = defineSignal('finish');
+
+/**
+ * The same agent, kept open after its answer until `finish`: its KV (and the prefix it published, which
+ * goes with it where prefixes have no idle time) stays while another run starts. `researchSteps` gives the
+ * steps once answered.
+ */
+export async function researchThenWait(request: ResearchRequest): Promise<LoopStep[]> {
+  let steps: LoopStep[] | undefined;
+  let finished = false;
+  setHandler(researchSteps, () => steps);
+  setHandler(finish, () => {
+    finished = true;
+  });
+  steps = await researchAgent(request);
+  await condition(() => finished);
+  return steps;
 }
 
 /** The same agent, which frees its KV itself once it has answered. */

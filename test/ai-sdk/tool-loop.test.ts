@@ -29,6 +29,7 @@ import type {
   pausedAgent,
   researchAgent,
   researchAndRelease,
+  researchThenWait,
   unusedWake,
 } from './research-workflows';
 
@@ -118,8 +119,18 @@ describe('an AI SDK tool loop on kvfabric', () => {
   });
 
   it("gives each workflow run KV of its own, a second run of the tenant taking only the first prompt's shared full blocks", async () => {
-    const first = await research('kvfabric', 2);
+    // The first run stays open while the second starts: its prefix goes with its KV here (prefixIdleMs 0),
+    // which the sweep frees within a second of the run's end.
+    const open = await cluster.client.workflow.start<typeof researchThenWait>('researchThenWait', {
+      taskQueue: cluster.taskQueue,
+      workflowId: `research-${randomBytes(4).toString('hex')}`,
+      args: [{ modelId: 'kvfabric', question: QUESTION, steps: 2 }],
+      workflowExecutionTimeout: '10 minutes',
+    });
+    const first = await eventually(() => open.query<LoopStep[] | undefined>('researchSteps'), 120_000, 'the first run’s answer');
     const second = await research('kvfabric', 2);
+    await open.signal('finish');
+    expect(await open.result()).toEqual(first);
     expect(first[0]!.reusedTokens).toBe(0);
     // Prefix sharing within the tenant (the namespace): whole 16-token blocks of the same prompt, never the
     // first run's own context (its reply and later steps).
