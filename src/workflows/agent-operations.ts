@@ -49,7 +49,7 @@ export class AgentOperations {
     run.place(placed);
     run.recordPages(placed.digest);
     run.recordSnapshot(placed);
-    run.state.revokedBelow = Math.max(run.state.revokedBelow ?? 0, placed.revokedBelow);
+    run.recordRevocation(placed.revokedBelow);
   }
 
   async turn({ capability, tokens, message, generation }: TurnArgs): Promise<TurnOutcome> {
@@ -208,7 +208,7 @@ export class AgentOperations {
     const { run } = this;
     const renewed = await this.calls.call((holder) => holder.renew({ ...run.request(capability), next, nextCustodian }));
     run.state.capability = nextCustodian;
-    run.state.revokedBelow = Math.max(run.state.revokedBelow ?? 0, renewed.revokedBelow);
+    run.recordRevocation(renewed.revokedBelow);
     return run.status();
   }
 

@@ -98,6 +98,11 @@ export class AgentRun {
     this.attributes.publish(state);
   }
 
+  /** The revocation epoch a worker raised for this context (allocation, fork, renewal): the highest seen is kept. */
+  recordRevocation(epoch: number): void {
+    this.state.revokedBelow = Math.max(this.state.revokedBelow ?? 0, epoch);
+  }
+
   /** A worker's snapshot: where the context is and how big (its pages, or the conversation when longer). */
   recordSnapshot(snapshot: ContextSnapshot): void {
     const { state } = this;
