@@ -120,7 +120,7 @@ export class PosixBlobStore implements BlobStore {
     });
     if (opened === undefined) return undefined;
     try {
-      const version = versionOf(await opened.handle.stat({ bigint: true }));
+      const version = versionOf(opened.stat);
       const offset = range?.offset ?? 0;
       const length = range?.length ?? opened.size;
       if (offset + length > opened.size) {

@@ -15,16 +15,19 @@ const CHECKED_FLAGS = (fsConstants.O_NOFOLLOW ?? 0) | (fsConstants.O_NONBLOCK ??
 const READ_FLAGS = fsConstants.O_RDONLY | CHECKED_FLAGS;
 const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | CHECKED_FLAGS;
 
+/** A file opened and checked: its handle, its size, and the stat of the very file opened. */
+export interface OpenedFile {
+  handle: FileHandle;
+  size: number;
+  stat: BigIntStats;
+}
+
 /**
- * `file` opened for reading, with its size; undefined when there is no such file. INTEGRITY for a link,
- * anything but a regular file, or one over `maxBytes`; UNAVAILABLE for other failures. `what` names the
- * file in errors ("the manifest of context 'a'").
+ * `file` opened for reading, with its size and stat; undefined when there is no such file. INTEGRITY for a
+ * link, anything but a regular file, or one over `maxBytes`; UNAVAILABLE for other failures. `what` names
+ * the file in errors ("the manifest of context 'a'").
  */
-export async function openRegularFile(
-  file: string,
-  what: string,
-  maxBytes: number,
-): Promise<{ handle: FileHandle; size: number } | undefined> {
+export async function openRegularFile(file: string, what: string, maxBytes: number): Promise<OpenedFile | undefined> {
   return openChecked(file, READ_FLAGS, what, maxBytes);
 }
 
@@ -44,13 +47,7 @@ export async function appendToRegularFile(file: string, what: string, text: stri
   }
 }
 
-async function openChecked(
-  file: string,
-  flags: number,
-  what: string,
-  maxBytes: number,
-  mode?: number,
-): Promise<{ handle: FileHandle; size: number } | undefined> {
+async function openChecked(file: string, flags: number, what: string, maxBytes: number, mode?: number): Promise<OpenedFile | undefined> {
   let handle: FileHandle;
   try {
     handle = await fsp.open(file, flags, mode);
@@ -63,11 +60,12 @@ async function openChecked(
     throw ioError(err, `opening ${what}`);
   }
   try {
-    const stat = await handle.stat();
+    const stat = await handle.stat({ bigint: true });
+    const size = Number(stat.size);
     if (!stat.isFile()) throw new FabricError('INTEGRITY', `${what} is not a regular file: planted`);
-    if (stat.size > maxBytes)
-      throw new FabricError('INTEGRITY', `${what} is implausibly large (${stat.size} bytes, at most ${maxBytes} for its kind)`);
-    return { handle, size: stat.size };
+    if (size > maxBytes)
+      throw new FabricError('INTEGRITY', `${what} is implausibly large (${size} bytes, at most ${maxBytes} for its kind)`);
+    return { handle, size, stat };
   } catch (err) {
     await handle.close().catch(() => undefined);
     throw ioError(err, `opening ${what}`);
@@ -86,11 +84,10 @@ export async function readRegularFile(
   const opened = await openRegularFile(file, what, maxBytes);
   if (opened === undefined) return undefined;
   try {
-    const stat = await opened.handle.stat({ bigint: true });
     const bytes = Buffer.alloc(opened.size);
     // Fewer bytes only if the file shrank meanwhile: what is read must then authenticate as it is.
     const got = await readFully(opened.handle, bytes, 0);
-    return { bytes: got === bytes.length ? bytes : bytes.subarray(0, got), stat };
+    return { bytes: got === bytes.length ? bytes : bytes.subarray(0, got), stat: opened.stat };
   } catch (err) {
     throw ioError(err, `reading ${what}`);
   } finally {
