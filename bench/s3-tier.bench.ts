@@ -9,6 +9,11 @@
 //             in runs of the reader's size (JOB_BYTES), as many at once as the cold store's read limit,
 //             each streamed into a buffer of its own (getInto) as the tier streams into its staging slots;
 //   each repeat measures the tier and then the raw requests back to back, so both see the same load;
+//   CPU       the CPU time this process (all its threads, and its main thread alone) and the server took
+//             during each resume and raw GET, and AES-GCM opening as many bytes on this thread (the addon,
+//             as the crypto threads run it; one run's bytes, hot in cache: a floor). Server and client
+//             share the machine's cores and keep them busy, so a resume, which must also decrypt, reaches
+//             at best about raw CPU / (raw CPU + AES-GCM): the bound printed beside its ratio;
 //   hot turns bytes put per turn with a durable copy per turn (`durability: every-turn`) at 512 and 8k tokens
 //             of context, the same turn, in a directory and in the bucket: in all and in manifests and their
 //             logs (src/tiers/cold/manifest-log.ts); with the tiny shape (256 B of KV per token, where the
@@ -32,6 +37,7 @@ import { LlamaEngine } from '../src/engines/llama/llama-engine';
 import { loadNodeLlamaCpp } from '../src/engines/llama/node-llama-cpp';
 import { type AgentModel, MODELS } from '../src/engines/models';
 import { NativeAllocator } from '../src/fabric';
+import { loadNativeBinding } from '../src/fabric/native-binding';
 import { bytesPerTokenOf } from '../src/fabric/layout';
 import { forEachBounded, Limiter } from '../src/tiers/cold/bounded-parallel';
 import { ColdStore, KeyRing } from '../src/tiers/cold';
@@ -81,6 +87,26 @@ export interface S3TransferRow {
   rawGetMs: number;
   /** Each repeat's time, ms, in order: suspend and resume, then the raw PUTs and GETs. */
   runs: { suspend: number[]; rawPut: number[]; resume: number[]; rawGet: number[] };
+  /** CPU ms (client: this process; server: SeaweedFS) during each resume and raw GET, and AES-GCM's, medians. */
+  cpu: TransferCpu;
+}
+
+/** Medians of CPU time, ms, per repeat; NaN where /proc could not tell (not Linux). */
+export interface TransferCpu {
+  resume: CpuSpent;
+  rawGet: CpuSpent;
+  /** The addon's AES-GCM opening the context's bytes in the reader's runs, on one thread. */
+  gcmOpenMs: number;
+  /** Cores both kept busy during the resume: (client + server) / wall. */
+  resumeCores: number;
+}
+
+export interface CpuSpent {
+  /** This process, every thread. */
+  clientMs: number;
+  /** Its main thread alone (the event loop: the S3 client, and copying blocks into their frames). */
+  mainThreadMs: number;
+  serverMs: number;
 }
 
 /** A context to suspend and resume: `tokens` tokens of `model`'s shape, whose KV `kv` gives in pieces. */
@@ -112,6 +138,8 @@ export interface S3TierResult {
 
 export interface SeaweedfsServer {
   store(options?: { prefix?: string }): S3BlobStore;
+  /** CPU time the server process has used so far, ms (user + system); NaN where /proc cannot tell. */
+  cpuMs(): number;
   close(): Promise<void>;
 }
 
@@ -179,12 +207,76 @@ export async function startSeaweedfs(): Promise<SeaweedfsServer> {
   }
   const store = (options: { prefix?: string } = {}) =>
     new S3BlobStore({ bucket, endpoint, region: 'us-east-1', forcePathStyle: true, credentials, ...options });
-  return { store, close };
+  return { store, cpuMs: () => processCpuMs(child.pid), close };
+}
+
+/** utime + stime of a process or thread from its stat file (fields 14 and 15, after the command's parenthesis), ms. */
+function statCpuMs(file: string): number {
+  try {
+    const stat = fs.readFileSync(file, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
+}
+const processCpuMs = (pid: number | undefined) => statCpuMs(`/proc/${pid}/stat`);
+const mainThreadCpuMs = () => statCpuMs(`/proc/self/task/${process.pid}/stat`);
+/** USER_HZ: 100 on every Linux ABI Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** Runs `work` and returns its wall time and the CPU this process and the server used meanwhile, ms. */
+async function measured(server: SeaweedfsServer, work: () => Promise<unknown>): Promise<{ wallMs: number } & CpuSpent> {
+  const client = process.cpuUsage();
+  const mainBefore = mainThreadCpuMs();
+  const serverBefore = server.cpuMs();
+  const started = performance.now();
+  await work();
+  const wallMs = performance.now() - started;
+  const { user, system } = process.cpuUsage(client);
+  return {
+    wallMs,
+    clientMs: (user + system) / 1000,
+    mainThreadMs: mainThreadCpuMs() - mainBefore,
+    serverMs: server.cpuMs() - serverBefore,
+  };
+}
+
+/**
+ * AES-256-GCM opening `bytes` in the reader's runs, through the addon on this thread as a crypto thread
+ * runs it, ms: what decryption alone costs a resume at least (one run, hot in cache, on a thread no other
+ * work shares). NaN where the addon lacks it.
+ */
+function gcmOpenMs(bytes: number, blockBytes: number): number {
+  const { gcmAvailable, gcmSeal, gcmOpen } = loadNativeBinding();
+  if (!gcmAvailable || !gcmSeal || !gcmOpen) return Number.NaN;
+  const key = randomBytes(32);
+  const perRun = blocksPerJob(blockBytes);
+  const run = new Uint8Array(perRun * blockBytes).fill(1);
+  const sealItems = Array.from({ length: perRun }, (_, i) => ({
+    offset: i * blockBytes,
+    length: blockBytes,
+    iv: randomBytes(12),
+    aad: randomBytes(64),
+  }));
+  const runs = Math.ceil(bytes / run.byteLength);
+  // One run sealed and opened again and again (in place: each open restores the ciphertext's plaintext,
+  // so each run is sealed first, outside the timing).
+  let spent = 0;
+  for (let r = 0; r < runs; r++) {
+    const tags = gcmSeal(key, run, sealItems);
+    const openItems = sealItems.map((item, i) => ({ ...item, tag: tags.subarray(i * 16, (i + 1) * 16) }));
+    const started = performance.now();
+    if (gcmOpen(key, run, openItems) >= 0) throw new Error('AES-GCM refused what it sealed');
+    spent += performance.now() - started;
+  }
+  return spent;
 }
 
 const ringOf = () => new KeyRing([{ id: 'bench', key: randomBytes(32) }], 'bench');
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 const gbps = (bytes: number, ms: number) => `${(bytes / ms / 1e6).toFixed(2)} GB/s`;
+const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 
 /** Suspend and resume of a subject's context through the bucket, then raw PUTs and GETs of the same segments. */
 async function transfer(server: SeaweedfsServer, subject: TransferSubject): Promise<S3TransferRow> {
@@ -203,6 +295,7 @@ async function transfer(server: SeaweedfsServer, subject: TransferSubject): Prom
   const cold = await ColdStore.open({ store, keyRing: ringOf(), cryptoThreads: CRYPTO_THREADS });
   const memory = new TieredMemory({ pool, cold });
   const times = { suspend: [] as number[], rawPut: [] as number[], resume: [] as number[], rawGet: [] as number[] };
+  const cpu = { resume: [] as CpuSpent[], rawGet: [] as CpuSpent[], gcmOpenMs: [] as number[], resumeCores: [] as number[] };
   let sizes: number[] = [];
   const fill = async () => {
     memory.create('agent', 1);
@@ -219,9 +312,10 @@ async function transfer(server: SeaweedfsServer, subject: TransferSubject): Prom
       await memory.demote('agent', 'disk');
       times.suspend.push(performance.now() - started);
       sizes = (await store.list('cold/segments/')).map((head) => head.size);
-      started = performance.now();
-      await memory.promote('agent');
-      times.resume.push(performance.now() - started);
+      const resumed = await measured(server, () => memory.promote('agent'));
+      times.resume.push(resumed.wallMs);
+      cpu.resume.push(resumed);
+      cpu.resumeCores.push((resumed.clientMs + resumed.serverMs) / resumed.wallMs);
       // The next suspend puts every page again: a fresh context, its disk copies gone with the old one.
       await memory.release('agent');
       body ??= randomBytes(Math.max(...sizes));
@@ -229,16 +323,18 @@ async function transfer(server: SeaweedfsServer, subject: TransferSubject): Prom
       started = performance.now();
       for (const [i, size] of sizes.entries()) await raw.put(keys[i]!, body.subarray(0, size), { ifNoneMatch: '*' });
       times.rawPut.push(performance.now() - started);
-      started = performance.now();
-      await rawRangedGets(raw, keys, sizes, blockBytes);
-      times.rawGet.push(performance.now() - started);
+      const got = await measured(server, () => rawRangedGets(raw, keys, sizes, blockBytes));
+      times.rawGet.push(got.wallMs);
+      cpu.rawGet.push(got);
       for (const key of keys) await raw.delete(key);
+      cpu.gcmOpenMs.push(gcmOpenMs(tokens * bytesPerTokenOf(model.shape), blockBytes));
       console.log(
         `  ${label}, ${tokens} tokens, repeat ${repeat + 1}/${repeats} (${sizes.length} segments): ` +
           `suspend ${times.suspend.at(-1)!.toFixed(0)} ms, raw PUT ${times.rawPut.at(-1)!.toFixed(0)} ms ` +
           `(${(times.rawPut.at(-1)! / times.suspend.at(-1)!).toFixed(2)}x); ` +
           `resume ${times.resume.at(-1)!.toFixed(0)} ms, raw GET ${times.rawGet.at(-1)!.toFixed(0)} ms ` +
-          `(${(times.rawGet.at(-1)! / times.resume.at(-1)!).toFixed(2)}x)`,
+          `(${(times.rawGet.at(-1)! / times.resume.at(-1)!).toFixed(2)}x); CPU of resume ${cpuText(cpu.resume.at(-1)!)}, ` +
+          `raw GET ${cpuText(cpu.rawGet.at(-1)!)}, AES-GCM alone ${cpu.gcmOpenMs.at(-1)!.toFixed(0)} ms`,
       );
       if (repeat + 1 < repeats) await fill();
     }
@@ -260,7 +356,30 @@ async function transfer(server: SeaweedfsServer, subject: TransferSubject): Prom
     resumeMs: median(times.resume),
     rawGetMs: median(times.rawGet),
     runs: times,
+    cpu: {
+      resume: medianCpu(cpu.resume),
+      rawGet: medianCpu(cpu.rawGet),
+      gcmOpenMs: median(cpu.gcmOpenMs),
+      resumeCores: median(cpu.resumeCores),
+    },
   };
+}
+
+const medianCpu = (spent: CpuSpent[]): CpuSpent => ({
+  clientMs: median(spent.map((s) => s.clientMs)),
+  mainThreadMs: median(spent.map((s) => s.mainThreadMs)),
+  serverMs: median(spent.map((s) => s.serverMs)),
+});
+const cpuText = (spent: CpuSpent) =>
+  `${spent.clientMs.toFixed(0)} ms here (${spent.mainThreadMs.toFixed(0)} on the main thread) + ${spent.serverMs.toFixed(0)} ms in the server`;
+
+/**
+ * The best ratio a resume can reach when client and server keep every core busy: the raw GET's CPU
+ * against that plus the decryption no resume can skip.
+ */
+export function decryptionBound(cpu: TransferCpu): number {
+  const raw = cpu.rawGet.clientMs + cpu.rawGet.serverMs;
+  return raw / (raw + cpu.gcmOpenMs);
 }
 
 /** A Llama-3-8B-shaped context of random KV. */
@@ -416,7 +535,21 @@ async function main(): Promise<void> {
     const hotTurns = parts.includes('hot-turns') ? await hotTurnRows(server) : [];
     const result: S3TierResult = { server: 'SeaweedFS (weed server, local)', partBytes, parallelParts, transfers, hotTurns };
     printTable(
-      ['model', 'tokens', 'bytes', 'suspend', 'raw PUT', 'ratio', 'resume', 'raw GET', 'ratio'],
+      [
+        'model',
+        'tokens',
+        'bytes',
+        'suspend',
+        'raw PUT',
+        'ratio',
+        'resume',
+        'raw GET',
+        'ratio',
+        'resume CPU',
+        'raw GET CPU',
+        'AES-GCM',
+        'bound',
+      ],
       transfers.map((t) => [
         t.model,
         String(t.tokens),
@@ -427,6 +560,10 @@ async function main(): Promise<void> {
         gbps(t.bytes, t.resumeMs),
         gbps(t.bytes, t.rawGetMs),
         (t.rawGetMs / t.resumeMs).toFixed(2),
+        `${seconds(t.cpu.resume.clientMs + t.cpu.resume.serverMs)} (${t.cpu.resumeCores.toFixed(2)} cores)`,
+        seconds(t.cpu.rawGet.clientMs + t.cpu.rawGet.serverMs),
+        seconds(t.cpu.gcmOpenMs),
+        decryptionBound(t.cpu).toFixed(2),
       ]),
     );
     printTable(
@@ -472,8 +609,9 @@ export function s3TierRows(r: S3TierResult): string[][] {
       'S3 tier',
       `resume from S3, ${what}`,
       gbps(t.bytes, t.resumeMs),
-      `raw ranged GET ${gbps(t.bytes, t.rawGetMs)}`,
-      `${get.toFixed(2)}x (target 0.9x: ${get >= 0.9 ? 'met' : 'not met'})`,
+      `raw ranged GET ${gbps(t.bytes, t.rawGetMs)}; CPU (client + server) ${seconds(t.cpu.resume.clientMs + t.cpu.resume.serverMs)} ` +
+        `vs ${seconds(t.cpu.rawGet.clientMs + t.cpu.rawGet.serverMs)}, AES-GCM alone ${seconds(t.cpu.gcmOpenMs)}`,
+      `${get.toFixed(2)}x (target 0.9x: ${get >= 0.9 ? 'met' : 'not met'}; decryption's bound ${decryptionBound(t.cpu).toFixed(2)}x)`,
     ]);
   }
   const keyOf = (h: HotTurnBytesRow) => `${h.backend} ${h.model} ${h.turns}`;
