@@ -235,8 +235,9 @@ export class DurableCopies {
       if (isFabricError(err, 'INTEGRITY')) return undefined;
       throw err;
     });
-    // The version read, when it could be read: a worker that adopted and wrote the context since keeps it.
-    await this.cold.deleteManifest(contextId, manifest ? { version: manifest.version } : {});
+    // The version read, or the damaged base as found: a worker that adopted or wrote the context since keeps it.
+    if (manifest) await this.cold.deleteManifest(contextId, { version: manifest.version });
+    else await this.cold.deleteDamagedManifest(contextId);
     const segments = new Set((manifest?.pages ?? []).map((page) => page.segmentId));
     await this.deleteSegments([...segments].filter((id) => !this.ledger.uses(id)));
   }

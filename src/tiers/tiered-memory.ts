@@ -330,8 +330,9 @@ export class TieredMemory {
   /**
    * Deletes the durable copy of a context this process does not hold (its holder died and it cannot be
    * recovered, or it is being given up): the manifest, and the segments it names once nothing else
-   * uses them. A manifest that cannot be read is deleted all the same; its segments are then left to
-   * sweepOrphanSegments. A context this process holds is released instead.
+   * uses them. A manifest that cannot be read is deleted all the same, unless rewritten since it was
+   * found so (STALE_HANDLE); its segments are then left to sweepOrphanSegments. A context this process
+   * holds is released instead.
    */
   async discard(contextId: string): Promise<void> {
     if (this.registry.has(contextId)) return this.release(contextId);

@@ -383,6 +383,34 @@ export class ColdStore {
   }
 
   /**
+   * Deletes a manifest that does not verify (a context whose holder is gone, its manifest damaged or
+   * missing): the base as stored when it was found damaged, on that version (If-Match; a directory
+   * compares its identity just before the unlink), then the records listed then. A base written since (a
+   * holder that rewrote it) stays: PreconditionFailed (STALE_HANDLE), nothing deleted. One that verifies is
+   * INVALID_STATE: it is deleted by its version (deleteManifest), never as damaged.
+   */
+  deleteDamagedManifest(contextId: string): Promise<void> {
+    return this.track(async () => {
+      const id = checkContextId(contextId);
+      const what = `deleting the damaged manifest of context '${id}'`;
+      // Version and records before the read that finds them damaged: a base replaced after it fails the delete.
+      const stored = await this.storage.manifestVersion(id);
+      const records = await this.storage.log.list(id);
+      const verified = await this.loadManifest(id).then(
+        (log) => log !== undefined,
+        (err: unknown) => {
+          if (err instanceof FabricError && err.code === 'INTEGRITY') return false;
+          throw err;
+        },
+      );
+      if (verified) throw new FabricError('INVALID_STATE', `${what}: it verifies, so it is deleted by its version`);
+      this.logs.delete(id);
+      if (stored !== undefined) await this.storage.deleteManifest(id, what, { ifMatch: stored });
+      await this.deleteRecords(id, records);
+    });
+  }
+
+  /**
    * Deletes the manifest only while it is `version`. It first claims the next version's record, create-only,
    * as a writer would: a writer that took it first (an adopter's write) refuses the delete, and one still
    * holding `version` can no longer land a write in between. The base then goes on the version read

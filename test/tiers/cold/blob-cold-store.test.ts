@@ -7,6 +7,7 @@ import { promises as fsp } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { isPreconditionFailed } from '../../../src/blob-store/blob-errors';
+import type { BlobStore } from '../../../src/blob-store/blob-store';
 import { PosixBlobStore } from '../../../src/blob-store/posix/posix-blob-store';
 import { ColdStore } from '../../../src/tiers/cold';
 import { manifestKey, segmentKey } from '../../../src/tiers/cold/cold-blob-keys';
@@ -115,6 +116,45 @@ describe('the cold tier in a blob store', () => {
     await third.writeManifest({ ...v1, version: 3 }, { replaces: 2 });
     expect(await third.listManifests()).toEqual(['a']);
     expect(await store.head(manifestKey('a'))).toBeDefined();
+  });
+
+  it('deletes a damaged manifest only while its base is the one found damaged, and never one that verifies', async () => {
+    const writer = await openCold();
+    const owner = { tenant: 1, contextId: 'a', version: 1 };
+    const refs = await writer.writeSegment(owner, blocksOf(2, 32, 1));
+    await writer.writeManifest(manifestOf(owner, refs), { replaces: 'none' });
+    await writer.writeManifest({ ...manifestOf(owner, refs), version: 2 }, { replaces: 1 }); // a log record after the base
+    await expectCode(writer.deleteDamagedManifest('a'), 'INVALID_STATE', /verifies/);
+    const base = (await store.get(manifestKey('a')))!.bytes;
+    await store.put(manifestKey('a'), Buffer.from('not a manifest'));
+
+    // Its holder puts the base back between the discarding worker's read and its delete.
+    let restored = false;
+    const racing: BlobStore = {
+      location: store.location,
+      put: (key, bytes, condition) => store.put(key, bytes, condition),
+      get: (key, range) => store.get(key, range),
+      head: (key) => store.head(key),
+      list: (prefix) => store.list(prefix),
+      delete: async (key, condition) => {
+        if (key === manifestKey('a') && !restored) {
+          restored = true;
+          await store.put(key, base);
+        }
+        return store.delete(key, condition);
+      },
+      close: async () => undefined,
+    };
+    const discarding = await ColdStore.open({ store: racing, keyRing: ringOf(key), cryptoThreads: 1 });
+    closing.push(discarding);
+    await expectCode(discarding.deleteDamagedManifest('a'), 'STALE_HANDLE');
+    expect((await (await openCold()).readManifest('a')).version).toBe(2);
+
+    // Damaged and left so: its base and its records go, and the segments stay for the sweep.
+    await store.put(manifestKey('a'), Buffer.from('not a manifest'));
+    await discarding.deleteDamagedManifest('a');
+    expect((await store.list('cold/')).map((head) => head.key)).toEqual([segmentKey(refs[0]!.segmentId)]);
+    await discarding.deleteDamagedManifest('a'); // nothing left: nothing to do
   });
 
   it('reports an orphan segment only once this process has seen it for minAgeMs', async () => {
