@@ -1,7 +1,6 @@
 // The fence race, on both backends: 32 writers race on one create-once key, and on one record each has
-// read at the same version (If-Match), for 100 rounds (on SeaweedFS, KVFABRIC_S3_RACE_ROUNDS, default 10:
-// see S3_ROUNDS). On S3 it runs against two servers, SeaweedFS and moto (docs/multi-machine.md, "Which S3
-// servers fence"). Every round must end with exactly one winner and
+// read at the same version (If-Match), for 100 rounds (on S3, KVFABRIC_S3_RACE_ROUNDS, default 10: see
+// S3_ROUNDS). Every round must end with exactly one winner and
 // 31 refusals (PreconditionFailed, nothing else), and the bytes read back are the winner's, at the
 // version its put returned. This is what makes a manifest write or a record a fence: a stale holder's
 // late write fails instead of landing.
@@ -14,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPreconditionFailed } from '../../src/blob-store/blob-errors';
 import type { BlobCondition, BlobStore } from '../../src/blob-store/blob-store';
 import { PosixBlobStore } from '../../src/blob-store/posix/posix-blob-store';
-import { type MotoServer, startMoto } from '../support/moto';
 import { startSeaweedfs, type SeaweedfsServer } from '../support/seaweedfs';
 
 const WRITERS = 32;
@@ -54,15 +52,13 @@ async function raceToReplace(store: BlobStore, rounds = ROUNDS): Promise<void> {
 }
 
 let server: SeaweedfsServer;
-let moto: MotoServer;
 let root: string;
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'kvfabric-fence-'));
-  [server, moto] = await Promise.all([startSeaweedfs(), startMoto()]);
+  server = await startSeaweedfs();
 }, 120_000);
 afterAll(async () => {
   await server?.close();
-  await moto?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
@@ -74,8 +70,8 @@ afterAll(async () => {
 const S3_RACE = { requestTimeoutMs: 120_000, maxAttempts: 10 };
 const S3_RACE_MS = 1_200_000;
 
-async function onS3(on: { store: SeaweedfsServer['store'] }, prefix: string, run: (store: BlobStore) => Promise<void>): Promise<void> {
-  const store = on.store({ ...S3_RACE, prefix });
+async function onS3(prefix: string, run: (store: BlobStore) => Promise<void>): Promise<void> {
+  const store = server.store({ ...S3_RACE, prefix });
   try {
     await run(store);
   } finally {
@@ -94,26 +90,13 @@ describe(`fence race: ${WRITERS} writers, ${ROUNDS} rounds (${S3_ROUNDS} on S3)`
 
   it.concurrent(
     'S3 on SeaweedFS: one winner a round on a create-once key',
-    () => onS3(server, 'create/', (store) => raceToCreate(store, S3_ROUNDS)),
+    () => onS3('create/', (store) => raceToCreate(store, S3_ROUNDS)),
     S3_RACE_MS,
   );
 
   it.concurrent(
     'S3 on SeaweedFS: one winner a round on an If-Match record',
-    () => onS3(server, 'replace/', (store) => raceToReplace(store, S3_ROUNDS)),
+    () => onS3('replace/', (store) => raceToReplace(store, S3_ROUNDS)),
     S3_RACE_MS,
-  );
-
-  // moto answers each write at once: its 100 rounds of each take about 11 s on two cores, beside SeaweedFS's.
-  it.concurrent(
-    'S3 on moto: one winner a round on a create-once key',
-    () => onS3(moto, 'create/', (store) => raceToCreate(store)),
-    300_000,
-  );
-
-  it.concurrent(
-    'S3 on moto: one winner a round on an If-Match record',
-    () => onS3(moto, 'replace/', (store) => raceToReplace(store)),
-    300_000,
   );
 });
