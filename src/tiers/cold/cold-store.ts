@@ -11,7 +11,7 @@
 import os from 'node:os';
 import zlib from 'node:zlib';
 
-import { FabricError } from '../../fabric/errors';
+import { FabricError, isFabricError } from '../../fabric/errors';
 import { forEachBounded, Limiter, mapBounded } from './bounded-parallel';
 import { isPreconditionFailed, PreconditionFailed } from '../../blob-store/blob-errors';
 import type { BlobCondition, BlobStore, BlobVersion } from '../../blob-store/blob-store';
@@ -399,7 +399,7 @@ export class ColdStore {
       const verified = await this.loadManifest(id).then(
         (log) => log !== undefined,
         (err: unknown) => {
-          if (err instanceof FabricError && err.code === 'INTEGRITY') return false;
+          if (isFabricError(err, 'INTEGRITY')) return false;
           throw err;
         },
       );
